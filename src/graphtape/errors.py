@@ -1,0 +1,91 @@
+"""Every error graphtape raises, rooted at :class:`GraphtapeError`.
+
+The tree::
+
+    GraphtapeError
+    ├── StoreError                 the tape store could not do what was asked
+    │   ├── DatabaseLocked         another process holds the write lock too long
+    │   └── SchemaTooNew           the file was written by a newer graphtape
+    ├── RunNotFound                no run (or call) with that id in this store
+    ├── TapeFormatError            an export file is unreadable, foreign or too new
+    ├── GraphLoadError             a ``module:attr`` / ``path.py:attr`` did not load
+    └── ReplayError                replay could not continue
+        ├── Divergence             the code asked something the tape does not hold
+        └── EffectBlocked          an effect would run live and that was not allowed
+
+Messages say what happened and what to do next: the CLI prints them as one
+line, so they must stand on their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GraphtapeError(Exception):
+    """Base class of every error raised by graphtape."""
+
+
+class StoreError(GraphtapeError):
+    """The tape store failed; the message names the store and the cause."""
+
+
+class DatabaseLocked(StoreError):
+    """Another process kept the store's write lock past the busy timeout."""
+
+
+class SchemaTooNew(StoreError):
+    """The store was created by a newer graphtape than this one."""
+
+
+class RunNotFound(GraphtapeError):
+    """No run, call or checkpoint with the given id exists in the store."""
+
+
+class TapeFormatError(GraphtapeError):
+    """An export file is not a graphtape tape, is damaged, or is too new."""
+
+
+class GraphLoadError(GraphtapeError):
+    """A graph given as ``module:attr`` or ``path.py:attr`` could not be loaded."""
+
+
+class ReplayError(GraphtapeError):
+    """A replay could not continue."""
+
+
+class Divergence(ReplayError):
+    """The current code made a call that the tape cannot serve.
+
+    Raised by strict replay when a request differs from the recorded one or
+    when the code makes a call the recorded run never made. ``report`` holds
+    the structured details (run, node, step, call, recorded and current
+    request, and a unified diff of the two).
+    """
+
+    def __init__(self, message: str, report: dict[str, Any]):
+        super().__init__(message)
+        self.report = report
+
+
+class EffectBlocked(ReplayError):
+    """An ``@graphtape.effect`` would have run live without permission.
+
+    Effects send e-mail, charge cards, read the clock: graphtape never runs one
+    again silently. Pass ``allow_live_effects=True`` to let changed effect
+    calls run.
+    """
+
+
+__all__ = [
+    "DatabaseLocked",
+    "Divergence",
+    "EffectBlocked",
+    "GraphLoadError",
+    "GraphtapeError",
+    "ReplayError",
+    "RunNotFound",
+    "SchemaTooNew",
+    "StoreError",
+    "TapeFormatError",
+]

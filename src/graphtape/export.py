@@ -1,0 +1,168 @@
+"""Portable tapes: one run or one thread as a single JSONL file.
+
+Format (version 1), one JSON object per line, keys sorted, no whitespace::
+
+    {"format":"graphtape-tape","kind":"run"|"thread","version":1}
+    {"type":"run", ...run summary...}            one per run, oldest first
+    {"type":"event","run_id":..,"seq":..,...}    every event of those runs
+    {"type":"chain","id":..,"parent":..,"item":..}  message-list nodes, by id
+    {"type":"blob","hash":..,"text":..}          payloads, by hash
+
+Nothing time-dependent is written outside the recorded data, and every
+section is sorted, so exporting an imported tape gives the same bytes.
+Blobs are checked against their hash on import, and an import is one
+transaction: a damaged file adds nothing. Secrets were redacted when the
+run was recorded, so an export never contains them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from graphtape import serde
+from graphtape.errors import GraphtapeError, StoreError, TapeFormatError
+from graphtape.store.base import EventRow, RunRecord, WriteBatch
+
+if TYPE_CHECKING:
+    from graphtape.tape import Tape
+
+FORMAT = "graphtape-tape"
+VERSION = 1
+
+#: Event fields that hold a blob address, and those that hold a chain head.
+BLOB_KEYS = frozenset({"input", "input_view", "request", "response", "writes", "output", "value"})
+CHAIN_KEYS = frozenset({"messages"})
+
+
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _refs(data: Any, blobs: set[str], chains: set[str]) -> None:
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(v, str):
+                if k in BLOB_KEYS:
+                    blobs.add(v)
+                elif k in CHAIN_KEYS:
+                    chains.add(v)
+            else:
+                _refs(v, blobs, chains)
+    elif isinstance(data, list):
+        for v in data:
+            _refs(v, blobs, chains)
+
+
+def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: str) -> int:
+    store = tape.store
+    runs = sorted(runs, key=lambda r: (r.started_at, r.run_id))
+    lines = [_line({"format": FORMAT, "kind": kind, "version": VERSION})]
+    blob_ids: set[str] = set()
+    chain_heads: set[str] = set()
+    events: list[EventRow] = []
+    for run in runs:
+        lines.append(_line({"type": "run", **run.to_dict()}))
+        for ev in store.events(run.run_id):
+            events.append(ev)
+            _refs(ev.data, blob_ids, chain_heads)
+    for ev in events:
+        lines.append(_line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind,
+                            "ts": ev.ts, "data": ev.data}))
+    chain_nodes: dict[str, tuple[str | None, str]] = {}
+    pending = set(chain_heads)
+    while pending:
+        found = store.get_chain_nodes(pending)
+        missing = pending - set(found)
+        if missing:
+            raise StoreError(f"chain node {sorted(missing)[0]} is missing from {store.url}: the tape is damaged")
+        chain_nodes.update(found)
+        pending = {p for p, _ in found.values() if p is not None and p not in chain_nodes}
+    for cid in sorted(chain_nodes):
+        parent, item = chain_nodes[cid]
+        blob_ids.add(item)
+        lines.append(_line({"type": "chain", "id": cid, "parent": parent, "item": item}))
+    blobs = store.get_blobs(blob_ids)
+    missing_blobs = blob_ids - set(blobs)
+    if missing_blobs:
+        raise StoreError(f"blob {sorted(missing_blobs)[0]} is missing from {store.url}: the tape is damaged")
+    for h in sorted(blobs):
+        lines.append(_line({"type": "blob", "hash": h, "text": blobs[h].decode("utf-8")}))
+    text = "\n".join(lines) + "\n"
+    target = Path(path)
+    tmp = target.with_name(target.name + ".partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise GraphtapeError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    return len(lines)
+
+
+def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
+    """Parse and verify an export file into a write batch (nothing is written)."""
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TapeFormatError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TapeFormatError(f"{p} is unreadable: {exc}") from exc
+    lines = raw.splitlines()
+    if not lines:
+        raise TapeFormatError(f"{p} is empty: not a graphtape tape")
+    try:
+        header = json.loads(lines[0])
+    except json.JSONDecodeError:
+        raise TapeFormatError(f"{p} is not a graphtape tape (line 1 is not JSON)") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TapeFormatError(f"{p} is not a graphtape tape (no '{FORMAT}' header)")
+    if header.get("version") != VERSION:
+        raise TapeFormatError(
+            f"{p} is tape format v{header.get('version')}; this graphtape reads v{VERSION}: upgrade graphtape"
+        )
+    batch = WriteBatch()
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            t = obj.pop("type")
+            if t == "run":
+                batch.new_runs.append(RunRecord(**obj))
+            elif t == "event":
+                batch.events.append(EventRow(obj["run_id"], int(obj["seq"]), obj["kind"], float(obj["ts"]), obj["data"]))
+            elif t == "chain":
+                batch.chains[obj["id"]] = (obj["parent"], obj["item"])
+            elif t == "blob":
+                data = obj["text"].encode("utf-8")
+                if serde.digest(data) != obj["hash"]:
+                    raise TapeFormatError(f"{p} line {n}: blob {obj['hash']} does not match its content (damaged file)")
+                batch.blobs[obj["hash"]] = data
+            else:
+                raise TapeFormatError(f"{p} line {n}: unknown record type {t!r}")
+        except TapeFormatError:
+            raise
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise TapeFormatError(f"{p} line {n} is damaged: {exc}") from None
+    for cid, (parent, item) in batch.chains.items():
+        if serde.digest(f"{parent or ''}/{item}") != cid:
+            raise TapeFormatError(f"{p}: chain node {cid} does not match its content (damaged file)")
+        if item not in batch.blobs:
+            raise TapeFormatError(f"{p}: chain node {cid} names a blob the file does not hold")
+    if not batch.new_runs:
+        raise TapeFormatError(f"{p} holds no runs")
+    return header, batch
+
+
+def import_file(tape: Tape, path: str | Path) -> list[str]:
+    _, batch = read_file(path)
+    existing = [r.run_id for r in batch.new_runs if tape.store.get_run(r.run_id) is not None]
+    if existing:
+        raise StoreError(
+            f"run {existing[0]} is already in {tape.url}; nothing was imported (import into another store, "
+            "or leave it: it is the same run)"
+        )
+    tape.store.write(batch)
+    return [r.run_id for r in batch.new_runs]

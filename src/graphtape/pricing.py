@@ -1,0 +1,38 @@
+"""Estimated cost of model calls, for "what did this re-run save" reports.
+
+Prices are USD per million tokens (input, output). They are estimates for
+reports, not invoices: override or extend them with
+``connect(prices={"my-model": (in, out)})``. A model matches the longest
+entry that its name starts with.
+"""
+
+from __future__ import annotations
+
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "graphtape-fake": (3.0, 15.0),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.0),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.0, 8.0),
+    "o3": (2.0, 8.0),
+    "claude-3-5-haiku": (0.80, 4.0),
+    "claude-3-5-sonnet": (3.0, 15.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-opus-4": (15.0, 75.0),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-pro": (1.25, 10.0),
+}
+
+
+class PriceTable:
+    def __init__(self, prices: dict[str, tuple[float, float]] | None = None):
+        self.prices = {**DEFAULT_PRICES, **(prices or {})}
+
+    def cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float:
+        if not model:
+            return 0.0
+        best = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
+        if best is None:
+            return 0.0
+        pin, pout = self.prices[best]
+        return (input_tokens * pin + output_tokens * pout) / 1_000_000

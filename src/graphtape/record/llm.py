@@ -1,0 +1,258 @@
+"""Capturing and serving chat-model calls.
+
+Where to hook, and what was rejected:
+
+* A global ``BaseCache`` (``set_llm_cache``) is langchain-core's supported
+  substitution point, but models with their own ``cache=`` or
+  ``cache=False`` skip it, installing one would replace the user's global
+  cache, and explicit ``.stream()``/``.astream()`` bypass it entirely.
+* Callbacks can observe but never substitute an answer.
+
+So graphtape wraps ``BaseChatModel._generate_with_cache`` /
+``_agenerate_with_cache`` (the single per-request path under ``invoke``,
+``ainvoke``, ``batch``, ``abatch`` and ``generate``; it sits *outside* the
+model's cache lookup, so the user's caches keep working and ``cache=False``
+changes nothing) and the public ``stream``/``astream`` (which never reach
+it when the model implements ``_stream``). The wrappers cost one ContextVar
+read when no run is being recorded. Callbacks still fire for served calls
+because the wrappers run inside langchain's callback bracket.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from graphtape import serde
+from graphtape.record.session import Call, Session, current_session
+
+_installed = False
+_install_lock = threading.Lock()
+_orig_gen = BaseChatModel._generate_with_cache
+_orig_agen = BaseChatModel._agenerate_with_cache
+_orig_stream = BaseChatModel.stream
+_orig_astream = BaseChatModel.astream
+
+import contextvars
+
+#: Set (only around a synchronous inner ``invoke``) when a stream call has
+#: already been answered from the tape and the inner call must not be
+#: registered a second time.
+_SERVING: contextvars.ContextVar[Call | None] = contextvars.ContextVar("graphtape_serving", default=None)
+
+
+def model_name(model: BaseChatModel, params: dict[str, Any]) -> str:
+    for key in ("model_name", "model", "model_id", "deployment_name"):
+        v = params.get(key) or getattr(model, key, None)
+        if isinstance(v, str) and v:
+            return v
+    return params.get("_type") or type(model).__name__
+
+
+def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage], stop: Any,
+              kwargs: dict[str, Any], metadata: dict[str, Any] | None) -> Call:
+    params = model._get_invocation_params(stop=stop, **kwargs)
+    params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
+    msg_json = [serde.to_jsonable(serde.message_for_request(m)) for m in messages]
+    hashes = [session.put_json(m) for m in msg_json]
+    head = session.put_messages(hashes)
+    name = model_name(model, params)
+    request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    fingerprint = serde.digest(serde.canonical_json({"messages": hashes, "request": request}))
+    return session.begin(
+        "llm", metadata, request, fingerprint, messages_ref=head,
+        summary={"model": name, "n_messages": len(messages)}, messages_view=msg_json,
+    )
+
+
+def _finish_live(session: Session, call: Call, messages_out: list[BaseMessage]) -> None:
+    usage = None
+    for m in messages_out:
+        if isinstance(m, AIMessage) and m.usage_metadata:
+            usage = dict(m.usage_metadata)
+            break
+    session.end_live(call, result=list(messages_out), usage=usage, model_name=call.summary.get("model"))
+
+
+def _served_result(session: Session, call: Call) -> ChatResult:
+    value, error = session.served_value(call)
+    if error is not None:
+        raise error
+    msgs = _as_messages(value)
+    return ChatResult(generations=[ChatGeneration(message=m) for m in msgs])
+
+
+def _as_messages(value: Any) -> list[BaseMessage]:
+    if isinstance(value, BaseMessage):
+        return [value]
+    if isinstance(value, str):  # an override given as plain text
+        return [AIMessage(content=value)]
+    if isinstance(value, dict) and "content" in value:
+        return [AIMessage(**value)]
+    return [v if isinstance(v, BaseMessage) else AIMessage(content=str(v)) for v in value]
+
+
+def _gen(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
+         run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    serving = _SERVING.get()
+    if serving is not None:
+        return _served_result(serving._session, serving)  # type: ignore[attr-defined]
+    session = current_session(getattr(run_manager, "metadata", None))
+    if session is None:
+        return _orig_gen(self, messages, stop, run_manager, **kwargs)
+    call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
+    if call.served is not None:
+        return _served_result(session, call)
+    try:
+        result = _orig_gen(self, messages, stop, run_manager, **kwargs)
+    except BaseException as exc:
+        session.end_live(call, error=exc)
+        raise
+    _finish_live(session, call, [g.message for g in result.generations])
+    return result
+
+
+async def _agen(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    serving = _SERVING.get()
+    if serving is not None:
+        return _served_result(serving._session, serving)  # type: ignore[attr-defined]
+    session = current_session(getattr(run_manager, "metadata", None))
+    if session is None:
+        return await _orig_agen(self, messages, stop, run_manager, **kwargs)
+    call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
+    if call.served is not None:
+        return _served_result(session, call)
+    try:
+        result = await _orig_agen(self, messages, stop, run_manager, **kwargs)
+    except BaseException as exc:
+        session.end_live(call, error=exc)
+        raise
+    _finish_live(session, call, [g.message for g in result.generations])
+    return result
+
+
+def to_chunk(msg: BaseMessage) -> AIMessageChunk:
+    """A recorded message as the single chunk a served stream yields."""
+    if isinstance(msg, AIMessageChunk):
+        return msg
+    tool_chunks = [
+        {"name": tc["name"], "args": json.dumps(tc["args"]), "id": tc.get("id"), "index": i, "type": "tool_call_chunk"}
+        for i, tc in enumerate(getattr(msg, "tool_calls", None) or [])
+    ]
+    return AIMessageChunk(
+        content=msg.content,
+        id=msg.id,
+        additional_kwargs=dict(msg.additional_kwargs),
+        response_metadata=dict(msg.response_metadata),
+        usage_metadata=getattr(msg, "usage_metadata", None),
+        tool_call_chunks=tool_chunks,
+        chunk_position="last",
+    )
+
+
+def _merge(chunks: list[Any]) -> list[BaseMessage]:
+    from langchain_core.messages import message_chunk_to_message
+
+    if not chunks:
+        return [AIMessage(content="")]
+    total = chunks[0]
+    for c in chunks[1:]:
+        total = total + c
+    return [message_chunk_to_message(total)]
+
+
+def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]):
+    from langchain_core.runnables.config import ensure_config
+
+    session = current_session((config or {}).get("metadata") if isinstance(config, dict) else None)
+    if session is None or _SERVING.get() is not None:
+        return None, None
+    if not self._should_stream(async_api=False, **{**kwargs, "stream": True}):
+        return None, None  # falls back to invoke, which _gen records
+    cfg = ensure_config(config)
+    messages = self._convert_input(input).to_messages()
+    call = begin_llm(session, self, messages, stop, kwargs, cfg.get("metadata"))
+    return session, call
+
+
+def _serve_via_invoke(self: BaseChatModel, session: Session, call: Call, input: Any, config: Any,
+                      stop: Any, kwargs: dict[str, Any]) -> BaseMessage:
+    call._session = session  # type: ignore[attr-defined]
+    token = _SERVING.set(call)
+    try:
+        return self.invoke(input, config=config, stop=stop, **kwargs)
+    finally:
+        _SERVING.reset(token)
+
+
+def _stream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
+            **kwargs: Any) -> Iterator[AIMessageChunk]:
+    session, call = _stream_setup(self, input, config, stop, kwargs)
+    if session is None:
+        yield from _orig_stream(self, input, config, stop=stop, **kwargs)
+        return
+    if call.served is not None:
+        yield to_chunk(_serve_via_invoke(self, session, call, input, config, stop, kwargs))
+        return
+    chunks: list[Any] = []
+    try:
+        for chunk in _orig_stream(self, input, config, stop=stop, **kwargs):
+            chunks.append(chunk)
+            yield chunk
+    except GeneratorExit:
+        _finish_live(session, call, _merge(chunks))  # the consumer stopped early: keep what it saw
+        raise
+    except BaseException as exc:
+        session.end_live(call, error=exc)
+        raise
+    _finish_live(session, call, _merge(chunks))
+
+
+async def _astream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
+                   **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
+    session, call = _stream_setup(self, input, config, stop, kwargs)
+    if session is None:
+        async for chunk in _orig_astream(self, input, config, stop=stop, **kwargs):
+            yield chunk
+        return
+    if call.served is not None:
+        call._session = session  # type: ignore[attr-defined]
+        token = _SERVING.set(call)
+        try:
+            msg = await self.ainvoke(input, config=config, stop=stop, **kwargs)
+        finally:
+            _SERVING.reset(token)
+        yield to_chunk(msg)
+        return
+    chunks: list[Any] = []
+    try:
+        async for chunk in _orig_astream(self, input, config, stop=stop, **kwargs):
+            chunks.append(chunk)
+            yield chunk
+    except GeneratorExit:
+        _finish_live(session, call, _merge(chunks))
+        raise
+    except BaseException as exc:
+        session.end_live(call, error=exc)
+        raise
+    _finish_live(session, call, _merge(chunks))
+
+
+def install() -> None:
+    """Install the wrappers once per process (idempotent, inert outside runs)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        BaseChatModel._generate_with_cache = _gen  # type: ignore[method-assign]
+        BaseChatModel._agenerate_with_cache = _agen  # type: ignore[method-assign]
+        BaseChatModel.stream = _stream  # type: ignore[method-assign]
+        BaseChatModel.astream = _astream  # type: ignore[method-assign]
+        _installed = True

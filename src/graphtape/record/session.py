@@ -1,0 +1,500 @@
+"""A run being recorded (or replayed): the one object every interception talks to.
+
+Interceptions (LLM, tool, effect, node callbacks, the checkpoint tap) find
+the current session through a ``ContextVar`` that LangGraph propagates into
+its executor threads and asyncio tasks, and fall back to the
+``graphtape_run_id`` that graphtape puts in the run's config metadata (it is
+inherited by every nested runnable), so a call made from a thread that lost
+the context is still attributed to its run. A ``threading.local`` would lose
+``ToolNode`` calls, which run on executor threads.
+
+Each call is identified by a :class:`CallSite`: the node path with task ids
+removed (``sub/sub_llm``), the branch (``Send`` index), the step, and the
+call's ordinal within its task. Task and checkpoint ids are *not* part of it
+because LangGraph regenerates them on every execution.
+
+Writes are buffered and flushed in one transaction per checkpoint (from the
+checkpoint tap, which runs off the main thread under LangGraph's default
+``durability="async"``) and at the end of the run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from graphtape import serde
+from graphtape.errors import Divergence, EffectBlocked
+from graphtape.store.base import EventRow, RunRecord, WriteBatch
+
+if TYPE_CHECKING:
+    from graphtape.replay.matcher import Matcher, RecordedCall
+    from graphtape.tape import Tape
+
+_CURRENT: contextvars.ContextVar[Session | None] = contextvars.ContextVar("graphtape_session", default=None)
+_BY_RUN: dict[str, Session] = {}
+_UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+RUN_META_KEY = "graphtape_run_id"
+
+
+def current_session(metadata: dict[str, Any] | None = None) -> Session | None:
+    """The session of the run this code executes in, if any."""
+    s = _CURRENT.get()
+    if s is not None and s.active:
+        return s
+    rid = (metadata or {}).get(RUN_META_KEY)
+    if rid is None:
+        try:
+            from langchain_core.runnables.config import var_child_runnable_config
+
+            cfg = var_child_runnable_config.get()
+        except Exception:  # pragma: no cover - defensive
+            cfg = None
+        if cfg:
+            rid = (cfg.get("metadata") or {}).get(RUN_META_KEY)
+    if rid is not None:
+        s = _BY_RUN.get(rid)
+        if s is not None and s.active:
+            return s
+    return None
+
+
+def _runnable_metadata() -> dict[str, Any]:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    cfg = var_child_runnable_config.get()
+    return dict((cfg or {}).get("metadata") or {})
+
+
+def _normalise_path(path: Any) -> Any:
+    """LangGraph's task path without ids and objects, e.g. ``["__pregel_push", 2]``."""
+    if isinstance(path, (list, tuple)):
+        return [p for p in (_normalise_path(x) for x in path) if p is not None]
+    if isinstance(path, bool) or path is None:
+        return None
+    if isinstance(path, int):
+        return path
+    if isinstance(path, str):
+        return None if _UUIDISH.match(path) else path
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSite:
+    """Where a call was made, in terms that survive re-execution."""
+
+    kind: str  # "llm" | "tool" | "effect"
+    node: str
+    node_path: str
+    branch: str
+    step: int | None
+    task: str  # full checkpoint namespace including task ids: unique per task execution
+    ordinal: int
+
+    def describe(self) -> str:
+        where = self.node_path or "(outside any node)"
+        step = f" step {self.step}" if self.step is not None else ""
+        return f"{self.kind} call #{self.ordinal} in node {where}{step}"
+
+
+def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int]) -> CallSite:
+    ns = metadata.get("langgraph_checkpoint_ns") or metadata.get("checkpoint_ns") or ""
+    node = metadata.get("langgraph_node") or ""
+    segments = [seg.split(":", 1)[0] for seg in ns.split("|") if seg] if ns else []
+    node_path = "/".join(segments) if segments else node
+    branch_parts = _normalise_path(metadata.get("langgraph_path") or [])
+    branch = ",".join(str(p) for p in branch_parts) if isinstance(branch_parts, list) else ""
+    step = metadata.get("langgraph_step")
+    task = ns or "(root)"
+    return CallSite(kind, node, node_path, branch, step, task, counter(task, kind))
+
+
+@dataclasses.dataclass
+class Call:
+    """A call in flight: where it was made, what it asked, how it is answered."""
+
+    call_id: str
+    site: CallSite
+    fingerprint: str
+    request_ref: str
+    messages_ref: str | None
+    summary: dict[str, Any]
+    served: RecordedCall | None = None
+    override: Any = None
+    started: float = 0.0
+    #: the request's messages as JSON, kept only in memory for divergence reports
+    messages_view: list[Any] | None = None
+
+
+@dataclasses.dataclass
+class ReplayStats:
+    served: int = 0
+    live: int = 0
+    tokens_saved: int = 0
+    cost_saved: float = 0.0
+    time_saved: float = 0.0
+    live_tokens: int = 0
+    live_cost: float = 0.0
+
+
+class Session:
+    """One run: buffers its events, answers calls from the tape when replaying."""
+
+    def __init__(
+        self,
+        tape: Tape,
+        *,
+        thread_id: str,
+        graph_name: str,
+        mode: str = "record",
+        matcher: Matcher | None = None,
+        replay_of: str | None = None,
+        parent_run_id: str | None = None,
+        allow_live_effects: bool = False,
+        run_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ):
+        self.tape = tape
+        self.store = tape.store
+        self.run_id = run_id or str(uuid.uuid4())
+        self.thread_id = thread_id
+        self.graph_name = graph_name
+        self.mode = mode
+        self.matcher = matcher
+        self.allow_live_effects = allow_live_effects
+        self.replay_of = replay_of
+        self.parent_run_id = parent_run_id
+        self.meta = meta or {}
+        self.active = False
+        self.stats = ReplayStats()
+        self.counts = {"llm": 0, "tool": 0, "effect": 0}
+        self.tokens = 0
+        self.divergence: Divergence | None = None
+        self.checkpoint_ids: list[str] = []
+        self._lock = threading.RLock()
+        self._batch = WriteBatch()
+        self._seq = 0
+        self._ordinals: dict[tuple[str, str], int] = {}
+        self._token: contextvars.Token | None = None
+        self._written_blobs = tape._written_blobs
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def activate(self) -> None:
+        self.active = True
+        _BY_RUN[self.run_id] = self
+        self._token = _CURRENT.set(self)
+
+    def deactivate(self) -> None:
+        self.active = False
+        _BY_RUN.pop(self.run_id, None)
+        if self._token is not None:
+            try:
+                _CURRENT.reset(self._token)
+            except ValueError:
+                # Reset from another context (an async generator closed elsewhere):
+                # the session is inactive anyway, so lookups ignore it.
+                pass
+            self._token = None
+
+    def start(self, run_input: Any, config: dict[str, Any]) -> None:
+        from graphtape import versions
+
+        run = RunRecord(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            graph=self.graph_name,
+            status="running",
+            started_at=time.time(),
+            parent_run_id=self.parent_run_id,
+            replay_of=self.replay_of,
+            mode=self.mode,
+            meta=self.meta,
+        )
+        self.started_at = run.started_at
+        input_ref = self.put_json(serde.encode_value(run_input))
+        with self._lock:
+            self._batch.new_runs.append(run)
+        self.event(
+            "run_started",
+            {
+                "input": input_ref,
+                "input_view": self.put_json(serde.to_jsonable(run_input)),
+                "config": serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys),
+                "graph": self.graph_name,
+                "thread_id": self.thread_id,
+                "mode": self.mode,
+                "replay_of": self.replay_of,
+                "versions": versions.package_versions(),
+                "code_fingerprint": self.meta.get("code_fingerprint"),
+            },
+        )
+        if _is_resume(run_input):
+            self.event("resume", {"value": self.put_json(serde.encode_value(run_input.resume))})
+        self.flush()
+
+    def finish(self, status: str, *, output: Any = None, error: BaseException | None = None,
+               interrupts: list[dict[str, Any]] | None = None) -> None:
+        for intr in interrupts or []:
+            self.event("interrupt", intr)
+        ended = time.time()
+        if status == "failed":
+            self.event("run_failed", {"error": _error_info(error)})
+        else:
+            data: dict[str, Any] = {"status": status}
+            if output is not None:
+                data["output"] = self.put_json(serde.to_jsonable(output))
+            self.event("run_finished", data)
+        update = {
+            "status": status,
+            "ended_at": ended,
+            "llm_calls": self.counts["llm"],
+            "tool_calls": self.counts["tool"],
+            "effect_calls": self.counts["effect"],
+            "served_calls": self.stats.served,
+            "live_calls": self.stats.live,
+            "tokens": self.tokens,
+            "error": _one_line(error) if error is not None else None,
+            "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids)},
+        }
+        with self._lock:
+            self._batch.run_updates.append((self.run_id, update))
+        self.flush()
+
+    # -- buffering ----------------------------------------------------------------
+
+    def put_json(self, obj: Any) -> str:
+        data = serde.canonical_bytes(obj)
+        h = serde.digest(data)
+        if h not in self._written_blobs:
+            with self._lock:
+                self._batch.blobs[h] = data
+        return h
+
+    def put_messages(self, hashes: list[str]) -> str | None:
+        """Store a message list as a chain; returns its head (content addressed)."""
+        parent: str | None = None
+        new: dict[str, tuple[str | None, str]] = {}
+        for mh in hashes:
+            cid = serde.digest(f"{parent or ''}/{mh}")
+            if cid not in self._written_blobs:
+                new[cid] = (parent, mh)
+            parent = cid
+        if new:
+            with self._lock:
+                self._batch.chains.update(new)
+        return parent
+
+    def event(self, kind: str, data: dict[str, Any]) -> int:
+        with self._lock:
+            seq = self._seq
+            self._seq += 1
+            self._batch.events.append(EventRow(self.run_id, seq, kind, time.time(), data))
+            return seq
+
+    def flush(self) -> None:
+        with self._lock:
+            batch, self._batch = self._batch, WriteBatch()
+        if batch:
+            self.store.write(batch)
+            self._written_blobs.update(batch.blobs)
+            self._written_blobs.update(batch.chains)
+
+    # -- calls ------------------------------------------------------------------------
+
+    def _next_ordinal(self, task: str, kind: str) -> int:
+        with self._lock:
+            n = self._ordinals.get((task, kind), 0)
+            self._ordinals[(task, kind)] = n + 1
+            return n
+
+    def site(self, kind: str, metadata: dict[str, Any] | None) -> CallSite:
+        md = metadata if metadata and "langgraph_checkpoint_ns" in metadata else _runnable_metadata()
+        return site_from_metadata(kind, md, self._next_ordinal)
+
+    def begin(self, kind: str, metadata: dict[str, Any] | None, request: dict[str, Any],
+              fingerprint: str, messages_ref: str | None = None, summary: dict[str, Any] | None = None,
+              messages_view: list[Any] | None = None) -> Call:
+        """Register a call; if the tape can answer it, ``call.served`` is set.
+
+        Raises :class:`Divergence` (strict) or :class:`EffectBlocked` when
+        the call may neither be served nor run live.
+        """
+        site = self.site(kind, metadata)
+        call = Call(
+            call_id=str(uuid.uuid4()),
+            site=site,
+            fingerprint=fingerprint,
+            request_ref=self.put_json(request),
+            messages_ref=messages_ref,
+            summary=summary or {},
+            started=time.perf_counter(),
+            messages_view=messages_view,
+        )
+        if self.matcher is None:
+            return call
+        rec = self.matcher.take(site, fingerprint)
+        if rec is not None:
+            override = self.matcher.override_for(rec.call_id)
+            call.served = rec
+            call.override = override
+            return call
+        if self.mode == "strict":
+            self._diverge(call, request)
+        if kind == "effect" and not self.allow_live_effects:
+            expected = self.matcher.expected(site)
+            why = "its request changed" if expected is not None else "the tape has no such call"
+            raise EffectBlocked(
+                f"effect {summary.get('name') if summary else '?'} in node {site.node_path or '?'} would run live "
+                f"({why}); pass allow_live_effects=True (CLI: --allow-live-effects) to let it run"
+            )
+        return call
+
+    def _diverge(self, call: Call, request: dict[str, Any]) -> None:
+        from graphtape.replay.divergence import build_divergence
+
+        div = build_divergence(self, call, request)
+        self.divergence = div
+        self.event("divergence", div.report)
+        raise div
+
+    def served_value(self, call: Call) -> tuple[Any, BaseException | None]:
+        """The recorded (or overriding) result of a served call, and records it."""
+        rec = call.served
+        assert rec is not None
+        if call.override is not None:
+            value_env, error = call.override, None
+        else:
+            value_env, error = rec.response_env(self.store), rec.error
+        self._record_call(call, response_env=value_env, error=error, latency=0.0,
+                          usage=rec.usage if call.override is None else None,
+                          source="override" if call.override is not None else "tape")
+        with self._lock:
+            self.stats.served += 1
+            self.stats.tokens_saved += rec.tokens
+            self.stats.cost_saved += rec.cost
+            self.stats.time_saved += rec.latency
+        if error is not None:
+            return None, _rebuild_error(error)
+        return serde.decode_value(value_env), None
+
+    def end_live(self, call: Call, *, result: Any = None, error: BaseException | None = None,
+                 usage: dict[str, Any] | None = None, model_name: str | None = None) -> None:
+        if error is not None and _is_control_flow(error):
+            # interrupt() / Command bubbling through the call: the call did not
+            # complete; it runs again when the node resumes.
+            return
+        latency = time.perf_counter() - call.started
+        env = serde.encode_value(result) if error is None else None
+        tokens = serde.usage_tokens(usage)
+        cost = self.tape.pricing.cost(model_name, tokens[0], tokens[1]) if usage else 0.0
+        self._record_call(call, response_env=env, error=_error_info(error) if error else None,
+                          latency=latency, usage=usage, source="live", cost=cost)
+        if self.matcher is not None:
+            with self._lock:
+                self.stats.live += 1
+                self.stats.live_tokens += tokens[2]
+                self.stats.live_cost += cost
+
+    def _record_call(self, call: Call, *, response_env: Any, error: dict[str, Any] | None, latency: float,
+                     usage: dict[str, Any] | None, source: str, cost: float | None = None) -> None:
+        site = call.site
+        tokens = serde.usage_tokens(usage)
+        if cost is None:
+            cost = call.served.cost if call.served is not None and source == "tape" else 0.0
+        data = {
+            "call_id": call.call_id,
+            "node": site.node,
+            "node_path": site.node_path,
+            "branch": site.branch,
+            "step": site.step,
+            "task": site.task,
+            "ordinal": site.ordinal,
+            "fingerprint": call.fingerprint,
+            "request": call.request_ref,
+            "messages": call.messages_ref,
+            "response": self.put_json(response_env) if response_env is not None else None,
+            "error": error,
+            "usage": usage,
+            "tokens": tokens[2],
+            "cost": cost,
+            "latency": latency,
+            "source": source,
+            "served_from": call.served.call_id if call.served is not None else None,
+            "recorded_latency": call.served.latency if call.served is not None else None,
+            **call.summary,
+        }
+        with self._lock:
+            self.counts[site.kind] += 1
+            self.tokens += tokens[2]
+        self.event(f"{site.kind}_call", data)
+
+    # -- checkpoints and tasks ---------------------------------------------------------
+
+    def on_checkpoint(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: dict[str, Any]) -> None:
+        conf = config.get("configurable", {})
+        self.checkpoint_ids.append(checkpoint["id"])
+        self.event(
+            "checkpoint",
+            {
+                "checkpoint_id": checkpoint["id"],
+                "parent_id": conf.get("checkpoint_id"),
+                "ns": conf.get("checkpoint_ns", ""),
+                "thread_id": conf.get("thread_id"),
+                "step": metadata.get("step"),
+                "source": metadata.get("source"),
+            },
+        )
+
+
+def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in config.items() if k not in ("callbacks",)}
+    conf = {k: v for k, v in (config.get("configurable") or {}).items() if not k.startswith("__")}
+    out["configurable"] = conf
+    return out
+
+
+def _is_control_flow(error: BaseException) -> bool:
+    from langgraph.errors import GraphBubbleUp
+
+    return isinstance(error, (GraphBubbleUp, GeneratorExit, KeyboardInterrupt))
+
+
+def _is_resume(value: Any) -> bool:
+    from langgraph.types import Command
+
+    return isinstance(value, Command) and value.resume is not None
+
+
+def _one_line(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".strip()
+
+
+def _error_info(error: BaseException | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {"type": f"{type(error).__module__}:{type(error).__qualname__}", "message": str(error)}
+
+
+class RecordedError(Exception):
+    """Stands in for a recorded exception whose class cannot be rebuilt."""
+
+
+def _rebuild_error(info: dict[str, Any]) -> BaseException:
+    try:
+        cls = serde._import_qualname(info["type"])
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            return cls(info.get("message", ""))
+    except Exception:
+        pass
+    return RecordedError(f"{info.get('type')}: {info.get('message')}")

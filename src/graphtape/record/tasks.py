@@ -1,0 +1,75 @@
+"""Node task events from LangGraph's callbacks.
+
+LangGraph opens a callback run for every task with the tag
+``graph:step:<n>`` (``prepare_single_task`` in ``pregel/_algo.py``); nested
+runnables inside the node do not carry that tag, so it tells a node task
+from everything else without parsing run trees. The task's checkpoint
+namespace (with its task id) comes from the run metadata.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from graphtape import serde
+from graphtape.record.session import Session, _error_info, _is_control_flow
+
+STEP_TAG = "graph:step:"
+
+
+class TaskRecorder(BaseCallbackHandler):
+    """Turns LangGraph task callbacks into ``task_started``/``task_finished`` events."""
+
+    raise_error = False
+    run_inline = True
+
+    def __init__(self, session: Session):
+        self.session = session
+        self._open: dict[UUID, tuple[float, dict[str, Any]]] = {}
+
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
+                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                       **kwargs: Any) -> None:
+        if not tags or not any(t.startswith(STEP_TAG) for t in tags):
+            return
+        md = metadata or {}
+        ns = md.get("langgraph_checkpoint_ns") or ""
+        segments = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
+        info = {
+            "node": md.get("langgraph_node") or kwargs.get("name"),
+            "node_path": "/".join(segments) or md.get("langgraph_node"),
+            "step": md.get("langgraph_step"),
+            "task": ns,
+            "triggers": list(md.get("langgraph_triggers") or ()),
+        }
+        self._open[run_id] = (time.perf_counter(), info)
+        self.session.event("task_started", info)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        opened = self._open.pop(run_id, None)
+        if opened is None:
+            return
+        started, info = opened
+        self.session.event(
+            "task_finished",
+            {
+                **info,
+                "duration": time.perf_counter() - started,
+                "writes": self.session.put_json(serde.to_jsonable(outputs)),
+            },
+        )
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        opened = self._open.pop(run_id, None)
+        if opened is None:
+            return
+        started, info = opened
+        kind = "task_interrupted" if _is_control_flow(error) else "task_failed"
+        self.session.event(
+            kind,
+            {**info, "duration": time.perf_counter() - started, "error": None if kind == "task_interrupted" else _error_info(error)},
+        )

@@ -1,0 +1,237 @@
+"""``Tape.record(graph)``: the same graph, every call of it recorded as a run.
+
+The wrapper changes nothing in the user's graph. It
+
+* puts ``graphtape_run_id`` into the run's config metadata (LangGraph
+  copies it into every checkpoint's metadata and every nested runnable's
+  metadata, which is how interceptions find their run),
+* adds a callback handler for node task events,
+* wraps the checkpointer (the user's, or graphtape's default beside the
+  tape) so each checkpoint is linked to the run and flushes the tape.
+
+The run id is ``recorder.last_run_id``; a ``run_id`` given in the config is
+used as the graphtape run id, so callers can also choose it up front.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.callbacks import BaseCallbackManager
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from graphtape.errors import Divergence
+from graphtape.record import install
+from graphtape.record.checkpoints import TapSaver
+from graphtape.record.session import RUN_META_KEY, Session
+from graphtape.record.tasks import TaskRecorder
+
+if TYPE_CHECKING:
+    from graphtape.replay.matcher import Matcher
+    from graphtape.tape import Tape
+
+
+def code_fingerprint(graph: Any) -> str:
+    """A hash of the source of the graph's node functions (shown, never matched on)."""
+    h = hashlib.blake2b(digest_size=8)
+    for name, node in sorted(getattr(graph, "nodes", {}).items()):
+        h.update(name.encode())
+        bound = getattr(node, "bound", None)
+        fn = getattr(bound, "func", None) or getattr(bound, "afunc", None) or bound
+        try:
+            h.update(inspect.getsource(fn).encode())  # type: ignore[arg-type]
+        except (TypeError, OSError):
+            h.update(type(bound).__qualname__.encode())
+    return h.hexdigest()
+
+
+def _with_callback(config: dict[str, Any], handler: TaskRecorder) -> dict[str, Any]:
+    cbs = config.get("callbacks")
+    if cbs is None:
+        config["callbacks"] = [handler]
+    elif isinstance(cbs, list):
+        config["callbacks"] = [*cbs, handler]
+    elif isinstance(cbs, BaseCallbackManager):
+        mgr = cbs.copy()
+        mgr.add_handler(handler, inherit=True)
+        config["callbacks"] = mgr
+    return config
+
+
+class RecordedGraph:
+    """A compiled graph whose ``invoke``/``ainvoke``/``stream``/``astream`` are recorded."""
+
+    def __init__(self, tape: Tape, graph: Any, *, name: str | None = None,
+                 checkpointer: BaseCheckpointSaver | None = None):
+        install()
+        self.tape = tape
+        self.original = graph
+        inner = checkpointer or graph.checkpointer
+        if not isinstance(inner, BaseCheckpointSaver):
+            inner = tape.store.checkpointer()
+        if isinstance(inner, TapSaver):
+            inner = inner.inner
+        self.checkpointer = inner
+        self.graph = graph.copy(update={"checkpointer": TapSaver(inner)})
+        self.name = name or getattr(graph, "name", None) or "graph"
+        self.last_run_id: str | None = None
+        self.run_ids: list[str] = []
+        self._fingerprint = code_fingerprint(graph)
+        # Set by the replayer: how the next sessions answer calls.
+        self._replay: dict[str, Any] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # get_state, get_state_history, update_state, get_graph, ... of the graph.
+        return getattr(self.graph, name)
+
+    # -- session plumbing ---------------------------------------------------------
+
+    def _open(self, run_input: Any, config: dict[str, Any] | None, api: str) -> tuple[Session, dict[str, Any]]:
+        config = dict(config or {})
+        configurable = dict(config.get("configurable") or {})
+        configurable.setdefault("thread_id", str(uuid.uuid4()))
+        config["configurable"] = configurable
+        thread_id = str(configurable["thread_id"])
+        run_id = str(config.get("run_id") or uuid.uuid4())
+        previous = self.tape.store.list_runs(thread_id=thread_id, limit=1)
+        replay = self._replay or {}
+        session = Session(
+            self.tape,
+            thread_id=thread_id,
+            graph_name=self.name,
+            mode=replay.get("mode", "record"),
+            matcher=replay.get("matcher"),
+            replay_of=replay.get("replay_of_by_index", {}).get(replay.get("index", 0), replay.get("replay_of")),
+            parent_run_id=previous[0].run_id if previous else None,
+            allow_live_effects=replay.get("allow_live_effects", False),
+            run_id=run_id,
+            meta={"api": api, "code_fingerprint": self._fingerprint, **replay.get("meta", {})},
+        )
+        config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
+        _with_callback(config, TaskRecorder(session))
+        session.start(run_input, config)
+        self.last_run_id = session.run_id
+        self.run_ids.append(session.run_id)
+        return session, config
+
+    def _status(self, config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        try:
+            snap = self.graph.get_state(config)
+        except Exception:
+            return "finished", []
+        return _status_from_snapshot(snap)
+
+    async def _astatus(self, config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        try:
+            snap = await self.graph.aget_state(config)
+        except Exception:
+            return "finished", []
+        return _status_from_snapshot(snap)
+
+    def _close(self, session: Session, status: str, *, output: Any = None, error: BaseException | None = None,
+               interrupts: list[dict[str, Any]] | None = None) -> None:
+        if session.divergence is not None:
+            status, error = "diverged", session.divergence
+        try:
+            session.finish(status, output=output, error=error, interrupts=interrupts)
+        finally:
+            session.deactivate()
+
+    # -- the graph API -------------------------------------------------------------
+
+    def invoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        session, config = self._open(input, config, "invoke")
+        session.activate()
+        try:
+            out = self.graph.invoke(input, config, **kwargs)
+        except BaseException as exc:
+            self._close(session, "failed", error=exc)
+            raise _prefer_divergence(session, exc)
+        status, interrupts = self._status(config)
+        self._close(session, status, output=out, interrupts=interrupts)
+        return out
+
+    async def ainvoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        session, config = self._open(input, config, "ainvoke")
+        session.activate()
+        try:
+            out = await self.graph.ainvoke(input, config, **kwargs)
+        except BaseException as exc:
+            self._close(session, "failed", error=exc)
+            raise _prefer_divergence(session, exc)
+        status, interrupts = await self._astatus(config)
+        self._close(session, status, output=out, interrupts=interrupts)
+        return out
+
+    def stream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
+        session, config = self._open(input, config, "stream")
+        session.active = True
+        from graphtape.record.session import _BY_RUN
+
+        _BY_RUN[session.run_id] = session
+        try:
+            yield from self.graph.stream(input, config, **kwargs)
+        except BaseException as exc:
+            if isinstance(exc, GeneratorExit):
+                self._close(session, "failed", error=RuntimeError("stream closed by the consumer before the end"))
+                raise
+            self._close(session, "failed", error=exc)
+            raise _prefer_divergence(session, exc)
+        status, interrupts = self._status(config)
+        self._close(session, status, interrupts=interrupts, output=_final_values(self.graph, config))
+
+    async def astream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        async for item in self._astream_api("astream", self.graph.astream, input, config, **kwargs):
+            yield item
+
+    async def astream_events(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        async for item in self._astream_api("astream_events", self.graph.astream_events, input, config, **kwargs):
+            yield item
+
+    async def _astream_api(self, api: str, fn: Any, input: Any, config: dict[str, Any] | None, **kwargs: Any):
+        session, config = self._open(input, config, api)
+        session.active = True
+        from graphtape.record.session import _BY_RUN
+
+        _BY_RUN[session.run_id] = session
+        try:
+            async for item in fn(input, config, **kwargs):
+                yield item
+        except BaseException as exc:
+            if isinstance(exc, GeneratorExit):
+                self._close(session, "failed", error=RuntimeError("stream closed by the consumer before the end"))
+                raise
+            self._close(session, "failed", error=exc)
+            raise _prefer_divergence(session, exc)
+        status, interrupts = await self._astatus(config)
+        snap = await self.graph.aget_state(config)
+        self._close(session, status, interrupts=interrupts, output=snap.values)
+
+
+def _final_values(graph: Any, config: dict[str, Any]) -> Any:
+    try:
+        return graph.get_state(config).values
+    except Exception:
+        return None
+
+
+def _prefer_divergence(session: Session, exc: BaseException) -> BaseException:
+    """A divergence caught and re-wrapped by user code still surfaces as itself."""
+    if session.divergence is not None and not isinstance(exc, Divergence):
+        return session.divergence
+    return exc
+
+
+def _status_from_snapshot(snap: Any) -> tuple[str, list[dict[str, Any]]]:
+    from graphtape import serde
+
+    interrupts = []
+    for intr in getattr(snap, "interrupts", ()) or ():
+        interrupts.append({"interrupt_id": intr.id, "value": serde.to_jsonable(intr.value)})
+    if snap.next:
+        return "interrupted", interrupts
+    return "finished", interrupts

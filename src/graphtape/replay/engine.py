@@ -1,0 +1,265 @@
+"""Re-running the current code of a graph against a recorded run.
+
+A run is one ``invoke``; a conversation with a human in the loop is several
+runs on one thread (the first ends at an ``interrupt()``, the next resumes
+it). Replaying run *R* therefore replays the chain of runs of R's thread up
+to R, in order, in a **new thread**, feeding each its recorded input,
+including the recorded ``Command(resume=...)`` answers, so a strict replay
+never asks a human again. Each replayed run is a new run linked to the one
+it replays (``replay_of``); the original is never touched.
+
+Modes:
+
+* ``strict``: every call must be served from the tape; anything else is a
+  :class:`~graphtape.errors.Divergence`.
+* ``flight``: unchanged calls are served, changed or new ones go live and
+  are recorded on the new run (effects only with ``allow_live_effects``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from graphtape import serde
+from graphtape.errors import Divergence, ReplayError
+from graphtape.replay.matcher import Matcher
+from graphtape.store.base import RunRecord
+
+if TYPE_CHECKING:
+    from graphtape.tape import Tape
+
+MODES = ("strict", "flight")
+
+
+@dataclasses.dataclass
+class ReplayResult:
+    """What a replay did. ``run_id`` is the new run that replays the target run."""
+
+    run_id: str
+    run_ids: list[str]
+    thread_id: str
+    replay_of: str
+    mode: str
+    status: str
+    output: Any
+    served: int
+    live: int
+    tokens_saved: int
+    cost_saved: float
+    time_saved: float
+    live_tokens: int
+    live_cost: float
+    unused: int
+    output_matches: bool | None
+    divergence: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def diverged(self) -> bool:
+        return self.divergence is not None
+
+    def raise_for_divergence(self) -> None:
+        if self.divergence is not None:
+            raise Divergence(self.error or "replay diverged", self.divergence)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["output"] = serde.to_jsonable(self.output)
+        return d
+
+
+def run_chain(tape: Tape, run: RunRecord) -> list[RunRecord]:
+    """The runs of ``run``'s thread from the first up to ``run``, oldest first."""
+    chain = [run]
+    seen = {run.run_id}
+    cur = run
+    while cur.parent_run_id:
+        parent = tape.store.get_run(cur.parent_run_id)
+        if parent is None or parent.run_id in seen:
+            break
+        chain.append(parent)
+        seen.add(parent.run_id)
+        cur = parent
+    chain.reverse()
+    return chain
+
+
+def _strip_ids(value: Any) -> Any:
+    """A JSON view without message ids (they differ between executions)."""
+    if isinstance(value, dict):
+        return {k: _strip_ids(v) for k, v in value.items() if k != "id" or not isinstance(v, str)}
+    if isinstance(value, list):
+        return [_strip_ids(v) for v in value]
+    return value
+
+
+def _recorded_input(tape: Tape, run: RunRecord) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    started = tape.store.events(run.run_id, ["run_started"])
+    if not started:
+        raise ReplayError(f"run {run.run_id} has no run_started event: the tape is incomplete")
+    data = started[0].data
+    value = serde.decode_value(tape.store.get_json(data["input"]))
+    return value, data.get("config") or {}, data
+
+
+def _recorded_output(tape: Tape, run: RunRecord) -> Any:
+    ev = tape.store.events(run.run_id, ["run_finished"])
+    if not ev or ev[0].data.get("output") is None:
+        return None
+    return tape.store.get_json(ev[0].data["output"])
+
+
+def _recorded_interrupt_ids(tape: Tape, run: RunRecord) -> list[str]:
+    return [e.data["interrupt_id"] for e in tape.store.events(run.run_id, ["interrupt"])]
+
+
+def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
+    """Map a resume-by-interrupt-id dict from recorded ids to the replay's ids."""
+    from langgraph.types import Command
+
+    if isinstance(value, Command) and isinstance(value.resume, dict) and id_map and all(
+        k in id_map for k in value.resume
+    ):
+        return Command(
+            resume={id_map[k]: v for k, v in value.resume.items()},
+            update=value.update,
+            goto=value.goto,
+            graph=value.graph,
+        )
+    return value
+
+
+def replay(
+    tape: Tape,
+    run_id: str,
+    graph: Any,
+    *,
+    mode: str = "strict",
+    allow_live_effects: bool = False,
+    overrides: dict[str, Any] | None = None,
+    live_from: set[str] | None = None,
+    thread_id: str | None = None,
+    progress: Any = None,
+) -> ReplayResult:
+    """Replay ``run_id`` on ``graph``; see the module docstring."""
+    if mode not in MODES:
+        raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
+    target = tape.run(run_id)
+    chain = run_chain(tape, target)
+    matcher = Matcher.from_store(
+        tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from
+    )
+    new_thread = thread_id or f"replay-{uuid.uuid4()}"
+    recorder = tape.record(graph, name=target.graph)
+    recorder._replay = {
+        "mode": mode,
+        "matcher": matcher,
+        "allow_live_effects": allow_live_effects,
+        "meta": {"replay_mode": mode},
+    }
+    totals = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
+              "live_tokens": 0, "live_cost": 0.0}
+    output: Any = None
+    status = "finished"
+    divergence: dict[str, Any] | None = None
+    error: str | None = None
+    run_ids: list[str] = []
+    id_map: dict[str, str] = {}
+    for index, original in enumerate(chain):
+        value, rec_config, started = _recorded_input(tape, original)
+        value = _translate_resume(value, id_map)
+        config: dict[str, Any] = {"configurable": {"thread_id": new_thread}}
+        for key, v in (rec_config.get("configurable") or {}).items():
+            if key not in ("thread_id", "checkpoint_id", "checkpoint_ns") and v != serde.REDACTED:
+                config["configurable"][key] = v
+        if "recursion_limit" in rec_config:
+            config["recursion_limit"] = rec_config["recursion_limit"]
+        recorder._replay["replay_of"] = original.run_id
+        use_async = (original.meta or {}).get("api", "invoke") in ("ainvoke", "astream", "astream_events")
+        if progress is not None:
+            progress(index, len(chain), original)
+        try:
+            if use_async:
+                output = _run_async(recorder.ainvoke(value, config))
+            else:
+                output = recorder.invoke(value, config)
+        except Divergence as div:
+            divergence, error, status = div.report, str(div), "diverged"
+        except Exception as exc:  # the replayed code failed: a result, not a crash
+            session_div = _last_session_divergence(tape, recorder)
+            if session_div is not None:
+                divergence, error, status = session_div, session_div.get("message"), "diverged"
+            else:
+                error, status = f"{type(exc).__name__}: {exc}", "failed"
+        run_ids.append(recorder.last_run_id or "")
+        new_run = tape.store.get_run(recorder.last_run_id) if recorder.last_run_id else None
+        if new_run is not None:
+            totals["served"] += new_run.served_calls
+            totals["live"] += new_run.live_calls
+        if status in ("diverged", "failed"):
+            break
+        new_interrupts = [e.data["interrupt_id"] for e in tape.store.events(recorder.last_run_id, ["interrupt"])]
+        rec_interrupts = _recorded_interrupt_ids(tape, original)
+        id_map.update(dict(zip(rec_interrupts, new_interrupts)))
+        status = new_run.status if new_run is not None else "finished"
+    stats = _sum_stats(tape, run_ids)
+    totals.update(stats)
+    output_matches: bool | None = None
+    if status in ("finished", "interrupted") and run_ids:
+        recorded = _recorded_output(tape, target)
+        replayed = _recorded_output(tape, tape.store.get_run(run_ids[-1]))  # type: ignore[arg-type]
+        if recorded is not None and replayed is not None:
+            output_matches = _strip_ids(recorded) == _strip_ids(replayed)
+    return ReplayResult(
+        run_id=run_ids[-1] if run_ids else "",
+        run_ids=run_ids,
+        thread_id=new_thread,
+        replay_of=target.run_id,
+        mode=mode,
+        status=status,
+        output=output,
+        unused=len(matcher.unused()) if status != "diverged" else 0,
+        output_matches=output_matches,
+        divergence=divergence,
+        error=error,
+        **totals,
+    )
+
+
+def _sum_stats(tape: Tape, run_ids: list[str]) -> dict[str, Any]:
+    out = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
+           "live_tokens": 0, "live_cost": 0.0}
+    for rid in run_ids:
+        if not rid:
+            continue
+        for ev in tape.store.events(rid, ["llm_call", "tool_call", "effect_call"]):
+            d = ev.data
+            if d.get("source") in ("tape", "override"):
+                out["served"] += 1
+                if d.get("source") == "tape":
+                    out["tokens_saved"] += int(d.get("tokens") or 0)
+                    out["cost_saved"] += float(d.get("cost") or 0.0)
+                    out["time_saved"] += float(d.get("recorded_latency") or 0.0)
+            else:
+                out["live"] += 1
+                out["live_tokens"] += int(d.get("tokens") or 0)
+                out["live_cost"] += float(d.get("cost") or 0.0)
+    return out
+
+
+def _last_session_divergence(tape: Tape, recorder: Any) -> dict[str, Any] | None:
+    if not recorder.last_run_id:
+        return None
+    evs = tape.store.events(recorder.last_run_id, ["divergence"])
+    return evs[0].data if evs else None
+
+
+def _run_async(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    raise ReplayError("this run was recorded with an async API; inside an event loop use `await tape.areplay(...)`")

@@ -1,0 +1,143 @@
+"""Matching calls made by the current code to calls on the tape.
+
+A recorded call is served only when kind, node path and request fingerprint
+are all equal: a changed request is never answered with an old response
+(tools that matched on position or URL alone did exactly that after a prompt
+edit). Among equal candidates the one at the same ordinal and branch wins,
+then the earliest recorded, so parallel ``Send`` branches asking the same
+thing get their own recorded answers back in order.
+
+Ids are never compared: task ids, checkpoint ids and message ids change on
+every execution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import defaultdict
+from typing import Any
+
+from graphtape.record.session import CallSite
+from graphtape.store.base import EventRow, TapeStore
+
+
+@dataclasses.dataclass
+class RecordedCall:
+    """A call as it is on the tape."""
+
+    call_id: str
+    run_id: str
+    seq: int
+    kind: str
+    node: str
+    node_path: str
+    branch: str
+    step: int | None
+    ordinal: int
+    fingerprint: str
+    request_ref: str
+    messages_ref: str | None
+    response_ref: str | None
+    error: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    tokens: int
+    cost: float
+    latency: float
+    name: str | None
+
+    @classmethod
+    def from_event(cls, ev: EventRow) -> "RecordedCall":
+        d = ev.data
+        return cls(
+            call_id=d["call_id"],
+            run_id=ev.run_id,
+            seq=ev.seq,
+            kind=ev.kind.removesuffix("_call"),
+            node=d.get("node", ""),
+            node_path=d.get("node_path", ""),
+            branch=d.get("branch", ""),
+            step=d.get("step"),
+            ordinal=d.get("ordinal", 0),
+            fingerprint=d["fingerprint"],
+            request_ref=d["request"],
+            messages_ref=d.get("messages"),
+            response_ref=d.get("response"),
+            error=d.get("error"),
+            usage=d.get("usage"),
+            tokens=int(d.get("tokens") or 0),
+            cost=float(d.get("cost") or 0.0),
+            latency=float(d.get("latency") or 0.0),
+            name=d.get("name") or d.get("model"),
+        )
+
+    def response_env(self, store: TapeStore) -> Any:
+        if self.response_ref is None:
+            return None
+        return store.get_json(self.response_ref)
+
+
+CALL_KINDS = ("llm_call", "tool_call", "effect_call")
+
+
+class Matcher:
+    """The recorded calls of one or more runs, consumed as the replay asks."""
+
+    def __init__(self, calls: list[RecordedCall], overrides: dict[str, Any] | None = None,
+                 live_from: set[str] | None = None):
+        self.calls = calls
+        self._by_key: dict[tuple[str, str, str], list[RecordedCall]] = defaultdict(list)
+        self._by_site: dict[tuple[str, str], list[RecordedCall]] = defaultdict(list)
+        for c in calls:
+            self._by_key[(c.kind, c.node_path, c.fingerprint)].append(c)
+            self._by_site[(c.kind, c.node_path)].append(c)
+        self.consumed: set[str] = set()
+        self.overrides = dict(overrides or {})
+        #: call ids that must not be served (``invalidate_from``-style re-runs)
+        self.live_from = set(live_from or ())
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_store(cls, store: TapeStore, run_ids: list[str], **kw: Any) -> "Matcher":
+        calls: list[RecordedCall] = []
+        for rid in run_ids:
+            calls.extend(RecordedCall.from_event(ev) for ev in store.events(rid, CALL_KINDS))
+        return cls(calls, **kw)
+
+    def take(self, site: CallSite, fingerprint: str) -> RecordedCall | None:
+        with self._lock:
+            cands = [
+                c for c in self._by_key.get((site.kind, site.node_path, fingerprint), ())
+                if c.call_id not in self.consumed and c.call_id not in self.live_from
+            ]
+            if not cands:
+                return None
+            best = min(
+                cands,
+                key=lambda c: (c.ordinal != site.ordinal, c.branch != site.branch, c.seq),
+            )
+            self.consumed.add(best.call_id)
+            return best
+
+    def expected(self, site: CallSite) -> RecordedCall | None:
+        """The recorded call the current one most likely corresponds to (for reports)."""
+        with self._lock:
+            cands = [c for c in self._by_site.get((site.kind, site.node_path), ()) if c.call_id not in self.consumed]
+        if not cands:
+            return None
+        return min(
+            cands,
+            key=lambda c: (
+                c.ordinal != site.ordinal,
+                c.branch != site.branch,
+                abs((c.step or 0) - (site.step or 0)),
+                c.seq,
+            ),
+        )
+
+    def override_for(self, call_id: str) -> Any:
+        return self.overrides.get(call_id)
+
+    def unused(self) -> list[RecordedCall]:
+        with self._lock:
+            return [c for c in self.calls if c.call_id not in self.consumed]

@@ -1,0 +1,278 @@
+"""Turning live Python values into tape payloads and back.
+
+Two different jobs live here:
+
+* **Encoding values that must come back as the same objects** (LLM responses,
+  tool results, effect results). These use a small typed envelope
+  ``{"t": kind, "v": value}`` so that an ``AIMessage`` is served back as an
+  ``AIMessage`` (with its tool calls, usage and id), a ``datetime`` as a
+  ``datetime`` and so on. Tools that stored ``str(message)`` and handed
+  strings to LangGraph are a known failure of earlier recorders; the round
+  trip is tested. Pickle is deliberately *not* used: importing a tape from
+  someone else must never execute code.
+* **Canonical JSON and fingerprints** for requests: sorted keys, no
+  whitespace, message ids stripped, so the same request always hashes the
+  same and ids that LangGraph regenerates never make a call look changed.
+
+Redaction happens here too, before anything is hashed or written, so a
+secret never reaches the store or an export file.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import hashlib
+import importlib
+import json
+import re
+import uuid
+import warnings
+from typing import Any
+
+from langchain_core.load import dumpd, load
+from langchain_core.load.serializable import Serializable
+from langchain_core.messages import BaseMessage
+
+from graphtape.errors import ReplayError
+
+REDACTED = "**redacted**"
+
+#: Keys whose values are never written to the tape (matched case-insensitively
+#: anywhere in a key name). Users add more with ``connect(redact=[...])``.
+SECRET_KEY_PATTERN = re.compile(
+    r"(api[_-]?key|secret|password|passwd|token$|access[_-]?token|authorization|"
+    r"credential|private[_-]?key|session[_-]?key)",
+    re.IGNORECASE,
+)
+
+# Usage keys that count tokens; ``total_cost`` is a langchain cache marker.
+_TOKEN_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON text that is identical for equal values (sorted keys, compact)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback)
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    return canonical_json(obj).encode("utf-8")
+
+
+def digest(data: bytes | str) -> str:
+    """Content address used for blobs, chains and fingerprints (128-bit hex)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _fallback(obj: Any) -> Any:
+    return to_jsonable(obj)
+
+
+def redact(obj: Any, extra: frozenset[str] = frozenset()) -> Any:
+    """A copy of ``obj`` with secret-looking keys replaced by a marker."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            ks = str(k)
+            if SECRET_KEY_PATTERN.search(ks) or ks in extra:
+                # Serialised langchain secrets are placeholders, not values.
+                if isinstance(v, dict) and v.get("type") == "secret":
+                    out[k] = v
+                else:
+                    out[k] = REDACTED if v not in (None, "") else v
+            else:
+                out[k] = redact(v, extra)
+        return out
+    if isinstance(obj, list):
+        return [redact(v, extra) for v in obj]
+    return obj
+
+
+def to_jsonable(obj: Any) -> Any:
+    """A JSON-able *description* of ``obj`` for display and diffs.
+
+    Lossy on purpose for exotic types (falls back to ``repr``); values that
+    must be restored go through :func:`encode_value` instead.
+    """
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = list(obj)
+        if isinstance(obj, (set, frozenset)):
+            items = sorted(items, key=repr)
+        return [to_jsonable(v) for v in items]
+    if isinstance(obj, Serializable):
+        try:
+            return to_jsonable(dumpd(obj))
+        except Exception:  # pragma: no cover - defensive
+            return {"__repr__": repr(obj)}
+    if hasattr(obj, "model_dump") and callable(obj.model_dump):
+        try:
+            return to_jsonable(obj.model_dump(mode="json"))
+        except Exception:
+            return {"__repr__": repr(obj)}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (_dt.datetime, _dt.date, _dt.time)):
+        return obj.isoformat()
+    if isinstance(obj, (uuid.UUID, decimal.Decimal)):
+        return str(obj)
+    if isinstance(obj, enum.Enum):
+        return to_jsonable(obj.value)
+    if isinstance(obj, bytes):
+        return {"__bytes__": base64.b64encode(obj).decode()}
+    # LangGraph's Send / Command / Interrupt are plain classes with useful attrs.
+    if hasattr(obj, "__dict__") and type(obj).__module__.startswith("langgraph"):
+        return {"__type__": type(obj).__name__, **{k: to_jsonable(v) for k, v in vars(obj).items() if not k.startswith("_")}}
+    if hasattr(type(obj), "__slots__") and type(obj).__module__.startswith("langgraph"):
+        return {"__type__": type(obj).__name__, **{k: to_jsonable(getattr(obj, k, None)) for k in type(obj).__slots__}}
+    return {"__repr__": repr(obj)}
+
+
+# --------------------------------------------------------------------------
+# Typed envelopes: values that must be restored exactly.
+# --------------------------------------------------------------------------
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _import_qualname(name: str) -> Any:
+    module, _, attr = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def encode_value(obj: Any) -> dict[str, Any]:
+    """Encode ``obj`` so that :func:`decode_value` gives an equal object back."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return {"t": "json", "v": obj}
+    if isinstance(obj, Serializable) and obj.is_lc_serializable():
+        return {"t": "lc", "v": dumpd(obj)}
+    if isinstance(obj, enum.Enum):
+        return {"t": "enum", "c": _qualname(type(obj)), "v": encode_value(obj.value)}
+    if isinstance(obj, _dt.datetime):
+        return {"t": "datetime", "v": obj.isoformat()}
+    if isinstance(obj, _dt.date):
+        return {"t": "date", "v": obj.isoformat()}
+    if isinstance(obj, _dt.time):
+        return {"t": "time", "v": obj.isoformat()}
+    if isinstance(obj, uuid.UUID):
+        return {"t": "uuid", "v": str(obj)}
+    if isinstance(obj, decimal.Decimal):
+        return {"t": "decimal", "v": str(obj)}
+    if isinstance(obj, bytes):
+        return {"t": "bytes", "v": base64.b64encode(obj).decode()}
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return {"t": "tuple", "v": [encode_value(v) for v in obj]}
+    if isinstance(obj, list):
+        if all(_is_plain_json(v) for v in obj):
+            return {"t": "json", "v": obj}
+        return {"t": "list", "v": [encode_value(v) for v in obj]}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj) and all(_is_plain_json(v) for v in obj.values()):
+            return {"t": "json", "v": obj}
+        if all(isinstance(k, str) for k in obj):
+            return {"t": "dict", "v": {k: encode_value(v) for k, v in obj.items()}}
+        return {"t": "pairs", "v": [[encode_value(k), encode_value(v)] for k, v in obj.items()]}
+    if hasattr(obj, "model_dump") and hasattr(type(obj), "model_validate"):
+        return {"t": "pydantic", "c": _qualname(type(obj)), "v": obj.model_dump(mode="json")}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {
+            "t": "dataclass",
+            "c": _qualname(type(obj)),
+            "v": {f.name: encode_value(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init},
+        }
+    return {"t": "repr", "c": _qualname(type(obj)), "v": repr(obj)}
+
+
+def _is_plain_json(v: Any) -> bool:
+    if v is None or isinstance(v, (bool, str)):
+        return True
+    if isinstance(v, (int, float)):
+        return not isinstance(v, enum.Enum)
+    if isinstance(v, list):
+        return all(_is_plain_json(x) for x in v)
+    if isinstance(v, dict):
+        return all(isinstance(k, str) for k in v) and all(_is_plain_json(x) for x in v.values())
+    return False
+
+
+def decode_value(env: dict[str, Any]) -> Any:
+    """Inverse of :func:`encode_value`."""
+    t = env.get("t")
+    v = env.get("v")
+    if t == "json":
+        return v
+    if t == "lc":
+        return load_lc(v)
+    if t == "enum":
+        return _import_qualname(env["c"])(decode_value(v))
+    if t == "datetime":
+        return _dt.datetime.fromisoformat(v)
+    if t == "date":
+        return _dt.date.fromisoformat(v)
+    if t == "time":
+        return _dt.time.fromisoformat(v)
+    if t == "uuid":
+        return uuid.UUID(v)
+    if t == "decimal":
+        return decimal.Decimal(v)
+    if t == "bytes":
+        return base64.b64decode(v)
+    if t == "tuple":
+        return tuple(decode_value(x) for x in v)
+    if t == "list":
+        return [decode_value(x) for x in v]
+    if t == "dict":
+        return {k: decode_value(x) for k, x in v.items()}
+    if t == "pairs":
+        return {decode_value(k): decode_value(x) for k, x in v}
+    if t == "pydantic":
+        return _import_qualname(env["c"]).model_validate(v)
+    if t == "dataclass":
+        cls = _import_qualname(env["c"])
+        return cls(**{k: decode_value(x) for k, x in v.items()})
+    if t == "repr":
+        raise ReplayError(
+            f"cannot replay a recorded value of type {env.get('c')}: it was stored only as its repr; "
+            "make the tool or effect return JSON-able data, a pydantic model, a dataclass or a message"
+        )
+    raise ReplayError(f"unknown value encoding {t!r} in the tape; upgrade graphtape")
+
+
+def load_lc(v: Any) -> Any:
+    """Revive a serialised langchain object, allowing only langchain-core classes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load(v, allowed_objects="core")
+
+
+def message_for_request(msg: BaseMessage) -> dict[str, Any]:
+    """A message as it takes part in a request fingerprint: no id.
+
+    ``add_messages`` stamps fresh uuids on id-less messages and live model
+    messages get ``lc_run--<uuid>`` ids, so ids differ on every execution of
+    identical code; langchain-core's own cache strips them for the same reason.
+    """
+    data = dumpd(msg.model_copy(update={"id": None}) if getattr(msg, "id", None) is not None else msg)
+    return data
+
+
+def usage_tokens(usage: dict[str, Any] | None) -> tuple[int, int, int]:
+    """(input, output, total) tokens from a ``usage_metadata`` dict."""
+    if not usage:
+        return (0, 0, 0)
+    i = int(usage.get("input_tokens") or 0)
+    o = int(usage.get("output_tokens") or 0)
+    t = int(usage.get("total_tokens") or (i + o))
+    return (i, o, t)

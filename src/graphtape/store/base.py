@@ -1,0 +1,201 @@
+"""The tape-store interface: the only thing the rest of graphtape knows about storage.
+
+A store holds four kinds of rows:
+
+* **runs**: one per recorded ``invoke``/``stream`` (or replay), a summary
+  that is written when the run starts and completed when it ends;
+* **events**: the append-only log of what happened in a run, ordered by
+  ``seq``; payloads are referenced by content address, never inlined twice;
+* **blobs**: content-addressed payloads (messages, responses, states);
+* **chains**: content-addressed linked lists of blob addresses. A chat
+  request is a chain of its messages, so a 200-turn conversation whose every
+  request repeats the history stores each prefix once: turn *n* adds one
+  chain node, not *n* message references.
+
+Backends implement :class:`TapeStore`; ``graphtape.testing.conformance``
+checks any backend against this contract.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+#: Run statuses. ``running`` is also what a crashed run looks like.
+RUN_STATUSES = ("running", "finished", "interrupted", "failed", "diverged")
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """Summary of one run. Counters are filled in when the run ends."""
+
+    run_id: str
+    thread_id: str
+    graph: str
+    status: str = "running"
+    started_at: float = 0.0
+    ended_at: float | None = None
+    parent_run_id: str | None = None
+    replay_of: str | None = None
+    mode: str = "record"
+    llm_calls: int = 0
+    tool_calls: int = 0
+    effect_calls: int = 0
+    served_calls: int = 0
+    live_calls: int = 0
+    tokens: int = 0
+    error: str | None = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        return self.llm_calls + self.tool_calls + self.effect_calls
+
+    @property
+    def duration(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        return self.ended_at - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class EventRow:
+    """One stored event. ``data`` is the event's JSON body as a dict."""
+
+    run_id: str
+    seq: int
+    kind: str
+    ts: float
+    data: dict[str, Any]
+
+
+@dataclasses.dataclass
+class WriteBatch:
+    """Everything one flush writes, applied atomically by :meth:`TapeStore.write`."""
+
+    new_runs: list[RunRecord] = dataclasses.field(default_factory=list)
+    run_updates: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    events: list[EventRow] = dataclasses.field(default_factory=list)
+    blobs: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    chains: dict[str, tuple[str | None, str]] = dataclasses.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.new_runs or self.run_updates or self.events or self.blobs or self.chains)
+
+    def extend(self, other: "WriteBatch") -> None:
+        self.new_runs.extend(other.new_runs)
+        self.run_updates.extend(other.run_updates)
+        self.events.extend(other.events)
+        self.blobs.update(other.blobs)
+        self.chains.update(other.chains)
+
+
+#: Columns of a run that :meth:`TapeStore.write` may update.
+RUN_UPDATABLE = frozenset(
+    {
+        "status",
+        "ended_at",
+        "llm_calls",
+        "tool_calls",
+        "effect_calls",
+        "served_calls",
+        "live_calls",
+        "tokens",
+        "error",
+        "meta",
+    }
+)
+
+
+def dump_meta(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class TapeStore(abc.ABC):
+    """Where tapes live. Implementations must be safe for several processes."""
+
+    #: The URL the store was opened with (secrets removed).
+    url: str
+
+    @abc.abstractmethod
+    def write(self, batch: WriteBatch) -> None:
+        """Apply a batch in one transaction: all of it or none of it.
+
+        Blobs and chain nodes are inserted only if absent (content addressed);
+        events are appended; a duplicate ``(run_id, seq)`` is an error.
+        """
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run with exactly this id, or ``None``."""
+
+    @abc.abstractmethod
+    def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
+        """Ids of runs starting with ``prefix`` (for short ids on the CLI)."""
+
+    @abc.abstractmethod
+    def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = 50,
+        newest_first: bool = True,
+    ) -> list[RunRecord]:
+        """Runs, filtered, ordered by start time."""
+
+    @abc.abstractmethod
+    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
+        """The run's events in ``seq`` order, optionally only some kinds."""
+
+    @abc.abstractmethod
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
+        """The blobs that exist among ``hashes``."""
+
+    @abc.abstractmethod
+    def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
+        """``{id: (parent, item)}`` for the chain nodes that exist among ``ids``."""
+
+    @abc.abstractmethod
+    def checkpointer(self) -> BaseCheckpointSaver:
+        """A LangGraph checkpoint saver kept beside the tape (used when the user has none)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections. Safe to call twice."""
+
+    # -- helpers built on the primitives ---------------------------------
+
+    def get_blob(self, h: str) -> bytes:
+        data = self.get_blobs([h]).get(h)
+        if data is None:
+            from graphtape.errors import StoreError
+
+            raise StoreError(f"blob {h} is missing from {self.url}: the tape is incomplete")
+        return data
+
+    def get_json(self, h: str) -> Any:
+        return json.loads(self.get_blob(h))
+
+    def get_chain(self, head: str | None) -> list[str]:
+        """Items of the chain ending at ``head``, first to last."""
+        items: list[str] = []
+        cur = head
+        while cur is not None:
+            nodes = self.get_chain_nodes([cur])
+            if cur not in nodes:
+                from graphtape.errors import StoreError
+
+                raise StoreError(f"chain node {cur} is missing from {self.url}: the tape is incomplete")
+            parent, item = nodes[cur]
+            items.append(item)
+            cur = parent
+        items.reverse()
+        return items

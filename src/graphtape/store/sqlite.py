@@ -1,0 +1,383 @@
+"""The embedded default store: one SQLite file, safe for several processes.
+
+Why these settings:
+
+* WAL journal, so readers (``graphtape runs`` in another terminal, the
+  studio) never block the recording process and vice versa.
+* ``synchronous=NORMAL``: in WAL mode a commit is durable against a process
+  crash (what a flight recorder must survive) without an fsync per commit;
+  only a power loss can drop the last commits.
+* Writes use ``BEGIN IMMEDIATE`` so a second writer waits on the busy
+  timeout instead of failing half way; past the timeout it gets
+  :class:`~graphtape.errors.DatabaseLocked`.
+* Schema changes are an ordered list of migrations; ``PRAGMA user_version``
+  is the index of the last one applied. A file from a newer graphtape is
+  refused rather than corrupted.
+
+LangGraph's checkpoints live in the same file (``checkpoints``/``writes``
+tables owned by LangGraph's ``SqliteSaver``), so a tape and the checkpoints
+it links to travel together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import zlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
+from graphtape.store.base import (
+    RUN_UPDATABLE,
+    EventRow,
+    RunRecord,
+    TapeStore,
+    WriteBatch,
+    dump_meta,
+)
+
+import json
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE gt_runs (
+        run_id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        graph TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        ended_at REAL,
+        parent_run_id TEXT,
+        replay_of TEXT,
+        mode TEXT NOT NULL,
+        llm_calls INTEGER NOT NULL DEFAULT 0,
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        effect_calls INTEGER NOT NULL DEFAULT 0,
+        served_calls INTEGER NOT NULL DEFAULT 0,
+        live_calls INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        meta TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX gt_runs_started ON gt_runs(started_at);
+    CREATE INDEX gt_runs_thread ON gt_runs(thread_id, started_at);
+    CREATE TABLE gt_events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        ts REAL NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE gt_blobs (
+        hash TEXT PRIMARY KEY,
+        enc TEXT NOT NULL,
+        data BLOB NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE gt_chains (
+        id TEXT PRIMARY KEY,
+        parent TEXT,
+        item TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
+]
+
+#: Blobs larger than this are stored zlib-compressed.
+COMPRESS_OVER = 1024
+
+_RUN_COLUMNS = (
+    "run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode, "
+    "llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta"
+)
+
+
+def _row_to_run(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        thread_id=row[1],
+        graph=row[2],
+        status=row[3],
+        started_at=row[4],
+        ended_at=row[5],
+        parent_run_id=row[6],
+        replay_of=row[7],
+        mode=row[8],
+        llm_calls=row[9],
+        tool_calls=row[10],
+        effect_calls=row[11],
+        served_calls=row[12],
+        live_calls=row[13],
+        tokens=row[14],
+        error=row[15],
+        meta=json.loads(row[16] or "{}"),
+    )
+
+
+class ThreadedSqliteSaver(SqliteSaver):
+    """LangGraph's ``SqliteSaver`` that also serves async graphs.
+
+    ``SqliteSaver`` refuses ``ainvoke``; ``AsyncSqliteSaver`` is bound to one
+    event loop. The default checkpointer must work for both, so the async
+    methods run the (locked, thread-safe) sync ones in a worker thread.
+    """
+
+    async def aget_tuple(self, config):  # type: ignore[override]
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config, *, filter=None, before=None, limit=None) -> AsyncIterator:  # type: ignore[override]
+        items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in items:
+            yield item
+
+    async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
+        return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id):  # type: ignore[override]
+        return await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+class SqliteTapeStore(TapeStore):
+    """A tape in one SQLite file (``sqlite:///path/to/file.db``)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0):
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self.busy_timeout = busy_timeout
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder for {self.path}: {exc.strerror}") from exc
+        self._lock = threading.RLock()
+        self._saver: ThreadedSqliteSaver | None = None
+        self._saver_conn: sqlite3.Connection | None = None
+        try:
+            self._conn = sqlite3.connect(
+                str(self.path), timeout=busy_timeout, check_same_thread=False, isolation_level=None
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=OFF")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc) from exc
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _translate(self, exc: sqlite3.Error) -> StoreError:
+        msg = str(exc)
+        if "locked" in msg or "busy" in msg:
+            return DatabaseLocked(
+                f"{self.path} is locked by another process (waited {self.busy_timeout:g}s); "
+                "retry when it finishes, or raise the busy timeout"
+            )
+        if "not a database" in msg or "malformed" in msg:
+            return StoreError(f"{self.path} is not a graphtape database (or is damaged): {msg}")
+        return StoreError(f"SQLite error on {self.path}: {msg}")
+
+    def _migrate(self) -> None:
+        with self._lock:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise SchemaTooNew(
+                    f"{self.path} has tape schema v{version} but this graphtape knows v{len(MIGRATIONS)}; "
+                    "upgrade graphtape to read it"
+                )
+            if version == len(MIGRATIONS):
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Re-read inside the write lock: another process may have migrated.
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                for index in range(version, len(MIGRATIONS)):
+                    for statement in MIGRATIONS[index].split(";"):
+                        if statement.strip():
+                            self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version={index + 1}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._conn.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- writes --------------------------------------------------------------
+
+    def write(self, batch: WriteBatch) -> None:
+        if not batch:
+            return
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self._translate(exc) from exc
+            try:
+                cur = self._conn.cursor()
+                if batch.blobs:
+                    rows = []
+                    for h, data in batch.blobs.items():
+                        if len(data) > COMPRESS_OVER:
+                            rows.append((h, "z", zlib.compress(data, 6)))
+                        else:
+                            rows.append((h, "raw", data))
+                    cur.executemany("INSERT OR IGNORE INTO gt_blobs(hash, enc, data) VALUES (?,?,?)", rows)
+                if batch.chains:
+                    cur.executemany(
+                        "INSERT OR IGNORE INTO gt_chains(id, parent, item) VALUES (?,?,?)",
+                        [(k, p, i) for k, (p, i) in batch.chains.items()],
+                    )
+                for run in batch.new_runs:
+                    cur.execute(
+                        f"INSERT INTO gt_runs({_RUN_COLUMNS}) VALUES ({','.join('?' * 17)})",
+                        (
+                            run.run_id, run.thread_id, run.graph, run.status, run.started_at, run.ended_at,
+                            run.parent_run_id, run.replay_of, run.mode, run.llm_calls, run.tool_calls,
+                            run.effect_calls, run.served_calls, run.live_calls, run.tokens, run.error,
+                            dump_meta(run.meta),
+                        ),
+                    )
+                if batch.events:
+                    cur.executemany(
+                        "INSERT INTO gt_events(run_id, seq, kind, ts, data) VALUES (?,?,?,?,?)",
+                        [(e.run_id, e.seq, e.kind, e.ts, json.dumps(e.data, separators=(",", ":"), sort_keys=True))
+                         for e in batch.events],
+                    )
+                for run_id, fields in batch.run_updates:
+                    bad = set(fields) - RUN_UPDATABLE
+                    if bad:
+                        raise StoreError(f"cannot update run columns {sorted(bad)}")
+                    values = [dump_meta(v) if k == "meta" else v for k, v in fields.items()]
+                    sets = ", ".join(f"{k}=?" for k in fields)
+                    cur.execute(f"UPDATE gt_runs SET {sets} WHERE run_id=?", (*values, run_id))
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise StoreError(f"write refused by {self.path}: {exc} (is this run already in the store?)") from exc
+                raise self._translate(exc) from exc
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    # -- reads -------------------------------------------------------------------
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM gt_runs WHERE run_id=?", (run_id,))
+        return _row_to_run(rows[0]) if rows else None
+
+    def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._query(
+            "SELECT run_id FROM gt_runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id LIMIT ?",
+            (escaped + "%", limit),
+        )
+        return [r[0] for r in rows]
+
+    def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
+        where, params = [], []
+        if thread_id is not None:
+            where.append("thread_id=?")
+            params.append(thread_id)
+        if status is not None:
+            where.append("status=?")
+            params.append(status)
+        sql = f"SELECT {_RUN_COLUMNS} FROM gt_runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY started_at {'DESC' if newest_first else 'ASC'}, run_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_row_to_run(r) for r in self._query(sql, params)]
+
+    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
+        sql = "SELECT run_id, seq, kind, ts, data FROM gt_events WHERE run_id=?"
+        params: list[Any] = [run_id]
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+        sql += " ORDER BY seq"
+        return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in self._query(sql, params)]
+
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        out: dict[str, bytes] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            for h, enc, data in self._query(
+                f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                out[h] = zlib.decompress(data) if enc == "z" else bytes(data)
+        return out
+
+    def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, tuple[str | None, str]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            for k, p, item in self._query(
+                f"SELECT id, parent, item FROM gt_chains WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                out[k] = (p, item)
+        return out
+
+    def get_chain(self, head: str | None) -> list[str]:
+        if head is None:
+            return []
+        rows = self._query(
+            """
+            WITH RECURSIVE walk(id, parent, item, depth) AS (
+                SELECT id, parent, item, 0 FROM gt_chains WHERE id = ?
+                UNION ALL
+                SELECT c.id, c.parent, c.item, walk.depth + 1
+                FROM gt_chains c JOIN walk ON c.id = walk.parent
+            )
+            SELECT item, parent FROM walk ORDER BY depth DESC
+            """,
+            (head,),
+        )
+        if not rows or rows[0][1] is not None:
+            raise StoreError(f"chain {head} is incomplete in {self.path}: the tape is damaged")
+        return [r[0] for r in rows]
+
+    # -- checkpoints ---------------------------------------------------------------
+
+    def checkpointer(self) -> BaseCheckpointSaver:
+        with self._lock:
+            if self._saver is None:
+                self._saver_conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, check_same_thread=False)
+                self._saver_conn.execute("PRAGMA synchronous=NORMAL")
+                self._saver = ThreadedSqliteSaver(self._saver_conn)
+                self._saver.setup()
+            return self._saver
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in (self._saver_conn, getattr(self, "_conn", None)):
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except sqlite3.Error:
+                        pass
+            self._saver_conn = None
+            self._saver = None

@@ -1,0 +1,154 @@
+"""``graphtape.connect()`` and the :class:`Tape`: the library's front door."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from graphtape.errors import RunNotFound
+from graphtape.pricing import PriceTable
+from graphtape.store import open_store
+from graphtape.store.base import EventRow, RunRecord, TapeStore
+
+
+class Tape:
+    """A tape store plus what graphtape needs to record into and replay from it.
+
+    Use :func:`connect` to get one. A ``Tape`` is safe to share between
+    threads; close it (or use it as a context manager) when done.
+    """
+
+    def __init__(self, store: TapeStore, *, redact: Iterable[str] = (),
+                 prices: dict[str, tuple[float, float]] | None = None):
+        self.store = store
+        self.redact_keys = frozenset(redact)
+        self.pricing = PriceTable(prices)
+        # Content addresses this process already wrote: skip re-sending them.
+        self._written_blobs: set[str] = set()
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    def __enter__(self) -> Tape:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- recording --------------------------------------------------------------
+
+    def record(self, graph: Any, *, name: str | None = None, checkpointer: Any = None):
+        """Wrap a compiled LangGraph graph so that every call of it is recorded.
+
+        The graph's own checkpointer is kept; without one, graphtape's
+        default (LangGraph's SQLite saver beside the tape) is used.
+        """
+        from graphtape.recorder import RecordedGraph
+
+        return RecordedGraph(self, graph, name=name, checkpointer=checkpointer)
+
+    # -- reading ----------------------------------------------------------------
+
+    def runs(self, *, thread_id: str | None = None, status: str | None = None,
+             limit: int | None = 50) -> list[RunRecord]:
+        """Recorded runs, newest first."""
+        return self.store.list_runs(thread_id=thread_id, status=status, limit=limit)
+
+    def run(self, run_id: str) -> RunRecord:
+        """The run with this id (or unique id prefix); raises :class:`RunNotFound`."""
+        run = self.store.get_run(run_id)
+        if run is not None:
+            return run
+        matches = self.store.find_runs(run_id, limit=2) if len(run_id) >= 4 else []
+        if len(matches) == 1:
+            found = self.store.get_run(matches[0])
+            if found is not None:
+                return found
+        if len(matches) > 1:
+            raise RunNotFound(f"run id prefix {run_id!r} is ambiguous; give more characters")
+        raise RunNotFound(f"no run {run_id!r} in {self.url}; list runs with `graphtape runs`")
+
+    def events(self, run_id: str, kinds: list[str] | None = None) -> list[EventRow]:
+        """The run's events in order."""
+        return self.store.events(self.run(run_id).run_id, kinds)
+
+    def calls(self, run_id: str):
+        """The run's LLM, tool and effect calls as :class:`~graphtape.replay.matcher.RecordedCall`."""
+        from graphtape.replay.matcher import CALL_KINDS, RecordedCall
+
+        return [RecordedCall.from_event(e) for e in self.events(run_id, list(CALL_KINDS))]
+
+    def payload(self, ref: str) -> Any:
+        """A stored JSON payload by its content address."""
+        return self.store.get_json(ref)
+
+    def request(self, call: Any) -> dict[str, Any]:
+        """The full request of a recorded call, messages included."""
+        import json
+
+        req = dict(self.store.get_json(call.request_ref))
+        if call.messages_ref is not None:
+            hashes = self.store.get_chain(call.messages_ref)
+            blobs = self.store.get_blobs(hashes)
+            req["messages"] = [json.loads(blobs[h]) for h in hashes]
+        return req
+
+    # -- replaying ----------------------------------------------------------------
+
+    def replay(self, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False,
+               raise_on_divergence: bool = False, progress: Any = None):
+        """Re-run ``graph`` (the current code) against the recorded run ``run_id``.
+
+        ``mode="strict"`` serves every call from the tape and reports a
+        divergence if the code asks anything else; ``mode="flight"`` serves
+        unchanged calls and makes changed ones live. Returns a
+        :class:`~graphtape.replay.engine.ReplayResult`.
+        """
+        from graphtape.replay.engine import replay
+
+        if hasattr(graph, "original"):  # a RecordedGraph: replay its graph
+            graph = graph.original
+        result = replay(self, run_id, graph, mode=mode, allow_live_effects=allow_live_effects, progress=progress)
+        if raise_on_divergence:
+            result.raise_for_divergence()
+        return result
+
+    # -- moving tapes --------------------------------------------------------------
+
+    def export_run(self, run_id: str, path: str | Path) -> int:
+        """Write one run (and everything it references) to a JSONL file; returns lines written."""
+        from graphtape.export import export_runs
+
+        return export_runs(self, [self.run(run_id)], path, kind="run")
+
+    def export_thread(self, thread_id: str, path: str | Path) -> int:
+        """Write every run of a thread to a JSONL file."""
+        from graphtape.export import export_runs
+
+        runs = self.store.list_runs(thread_id=thread_id, limit=None, newest_first=False)
+        if not runs:
+            raise RunNotFound(f"no runs on thread {thread_id!r} in {self.url}")
+        return export_runs(self, runs, path, kind="thread")
+
+    def import_file(self, path: str | Path) -> list[str]:
+        """Load an exported tape into this store; returns the ids of the runs added."""
+        from graphtape.export import import_file
+
+        return import_file(self, path)
+
+
+def connect(url: str | None = None, *, redact: Iterable[str] = (),
+            prices: dict[str, tuple[float, float]] | None = None) -> Tape:
+    """Open the tape store at ``url`` (default: ``GRAPHTAPE_URL`` or ``.graphtape/tape.db``).
+
+    ``redact`` names extra config or parameter keys whose values are never
+    written; keys that look like secrets (``api_key``, ``token``, ...) are
+    always redacted. ``prices`` adds or overrides model prices (USD per
+    million input/output tokens) used for cost estimates.
+    """
+    return Tape(open_store(url), redact=redact, prices=prices)
