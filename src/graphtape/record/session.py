@@ -104,13 +104,25 @@ class CallSite:
         return f"{self.kind} call #{self.ordinal} in node {where}{step}"
 
 
-def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int]) -> CallSite:
+def branch_of(metadata: dict[str, Any]) -> str:
+    parts = _normalise_path(metadata.get("langgraph_path") or [])
+    return ",".join(str(p) for p in parts) if isinstance(parts, list) else ""
+
+
+def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int],
+                       branches: dict[str, str] | None = None) -> CallSite:
     ns = metadata.get("langgraph_checkpoint_ns") or metadata.get("checkpoint_ns") or ""
     node = metadata.get("langgraph_node") or ""
-    segments = [seg.split(":", 1)[0] for seg in ns.split("|") if seg] if ns else []
+    pairs = [seg.partition(":") for seg in ns.split("|") if seg] if ns else []
+    segments = [name for name, _, _ in pairs]
     node_path = "/".join(segments) if segments else node
-    branch_parts = _normalise_path(metadata.get("langgraph_path") or [])
-    branch = ",".join(str(p) for p in branch_parts) if isinstance(branch_parts, list) else ""
+    # The branch of every enclosing task, not just the innermost: two Send
+    # workers that each invoke a subgraph differ only in the outer index.
+    if branches and pairs:
+        branch = "/".join(branches.get(tid, "") for _, _, tid in pairs[:-1])
+        branch = f"{branch}/{branch_of(metadata)}" if branch else branch_of(metadata)
+    else:
+        branch = branch_of(metadata)
     step = metadata.get("langgraph_step")
     task = ns or "(root)"
     return CallSite(kind, node, node_path, branch, step, task, counter(task, kind))
@@ -182,6 +194,8 @@ class Session:
         self._batch = WriteBatch()
         self._seq = 0
         self._ordinals: dict[tuple[str, str], int] = {}
+        #: task id -> branch (normalised task path), filled by the task recorder
+        self.task_branches: dict[str, str] = {}
         self._token: contextvars.Token | None = None
         self._written_blobs = tape._written_blobs
 
@@ -317,7 +331,7 @@ class Session:
 
     def site(self, kind: str, metadata: dict[str, Any] | None) -> CallSite:
         md = metadata if metadata and "langgraph_checkpoint_ns" in metadata else _runnable_metadata()
-        return site_from_metadata(kind, md, self._next_ordinal)
+        return site_from_metadata(kind, md, self._next_ordinal, self.task_branches)
 
     def begin(self, kind: str, metadata: dict[str, Any] | None, request: dict[str, Any],
               fingerprint: str, messages_ref: str | None = None, summary: dict[str, Any] | None = None,

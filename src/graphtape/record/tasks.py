@@ -16,7 +16,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from graphtape import serde
-from graphtape.record.session import Session, _error_info, _is_control_flow
+from graphtape.record.session import Session, _error_info, _is_control_flow, branch_of
 
 STEP_TAG = "graph:step:"
 
@@ -46,6 +46,8 @@ class TaskRecorder(BaseCallbackHandler):
             "task": ns,
             "triggers": list(md.get("langgraph_triggers") or ()),
         }
+        if ns:
+            self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = branch_of(md)
         self._open[run_id] = (time.perf_counter(), info)
         self.session.event("task_started", info)
 

@@ -1,0 +1,286 @@
+"""End-to-end: record real graphs, replay them strictly and in flight mode."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+import graphtape
+from tests import graphs
+from tests.graphs import LIVE, forbid
+
+
+def history_values(recorded, thread_id):
+    """The state at every checkpoint of a thread, oldest first, message ids removed."""
+    from graphtape.replay.engine import _strip_ids
+    from graphtape.serde import to_jsonable
+
+    cfg = {"configurable": {"thread_id": thread_id}}
+    snaps = list(recorded.get_state_history(cfg))
+    snaps.reverse()
+    return [(_strip_ids(to_jsonable(s.values)), tuple(s.next)) for s in snaps]
+
+
+def record_and_replay(tape, build, run_input, *, api="invoke", config=None):
+    graph = build()
+    rec = tape.record(graph, name=build.__name__)
+    cfg = {"configurable": {"thread_id": "t-1"}, **(config or {})}
+    if api == "ainvoke":
+        out = asyncio.run(rec.ainvoke(run_input, cfg))
+    else:
+        out = rec.invoke(run_input, cfg)
+    run_id = rec.last_run_id
+    before = sum(LIVE.values())
+    with forbid():
+        result = tape.replay(run_id, build())
+    assert sum(LIVE.values()) == before
+    assert result.status == "finished", result.error
+    assert result.divergence is None
+    assert result.live == 0
+    assert result.unused == 0
+    assert result.output_matches is True
+    assert history_values(rec, "t-1") == history_values(rec, result.thread_id)
+    return rec, run_id, out, result
+
+
+def test_linear_graph_replays_strictly_with_zero_live_calls(tape):
+    rec, run_id, out, result = record_and_replay(tape, graphs.build_linear, {"topic": ""})
+    run = tape.run(run_id)
+    assert (run.llm_calls, run.tool_calls, run.effect_calls) == (2, 1, 2)
+    assert result.served == 5
+    assert result.output == out
+    replay_run = tape.run(result.run_id)
+    assert replay_run.replay_of == run_id and replay_run.mode == "strict"
+
+
+def test_subgraph_send_fanout_and_parallel_branches(tape):
+    rec, run_id, out, result = record_and_replay(tape, graphs.build_fanout, {"questions": []})
+    # three fan-out workers (two with the same request), one side branch, one summary
+    assert tape.run(run_id).llm_calls == 5
+    assert result.output["answers"] == out["answers"]
+    paths = {c.node_path for c in tape.calls(run_id)}
+    assert paths == {"worker/sub_answer", "side", "summarize"}
+
+
+def test_compiled_subgraph_node_has_namespaced_calls(tape):
+    rec, run_id, out, result = record_and_replay(tape, graphs.build_subgraph_node, {"question": "q"})
+    paths = sorted(c.node_path for c in tape.calls(run_id))
+    assert paths == ["outer", "sub/inner"]
+
+
+def test_agent_loop_with_toolnode(tape):
+    rec, run_id, out, result = record_and_replay(
+        tape, graphs.build_agent, {"messages": [HumanMessage("find cats")]}
+    )
+    kinds = [c.kind for c in tape.calls(run_id)]
+    assert kinds == ["llm", "tool", "llm"]
+    # served messages keep their recorded tool calls and ids
+    assert [m.content for m in result.output["messages"]] == [m.content for m in out["messages"]]
+    assert result.output["messages"][1].tool_calls == out["messages"][1].tool_calls
+
+
+def test_async_nodes_and_astream_replay(tape):
+    rec, run_id, out, result = record_and_replay(tape, graphs.build_async, {"topic": "x"}, api="ainvoke")
+    assert tape.run(run_id).meta["api"] == "ainvoke"
+    assert result.output == out
+
+
+def test_functional_api(tape):
+    rec, run_id, out, result = record_and_replay(tape, graphs.build_functional, "cats")
+    assert result.output == out
+    assert tape.run(run_id).llm_calls == 2
+
+
+def test_interrupts_and_resume_replay_without_asking(tape):
+    graph = graphs.build_review()
+    rec = tape.record(graph, name="review")
+    cfg = {"configurable": {"thread_id": "hitl"}}
+    rec.invoke({}, cfg)
+    first = rec.last_run_id
+    assert tape.run(first).status == "interrupted"
+    pending = rec.get_state(cfg).interrupts
+    assert len(pending) == 2
+    answers = {i.id: f"ok-{i.value['question']}" for i in pending}
+    rec.invoke(Command(resume=answers), cfg)
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    out = rec.invoke(Command(resume="yes"), cfg)
+    last = rec.last_run_id
+    assert tape.run(last).status == "finished"
+    resumes = [e for r in tape.runs(thread_id="hitl") for e in tape.events(r.run_id, ["resume"])]
+    assert len(resumes) == 2
+    with forbid():
+        result = tape.replay(last, graphs.build_review())
+    assert result.status == "finished", result.error
+    assert len(result.run_ids) == 3
+    assert result.output == out
+    assert result.output_matches
+
+
+def test_replay_of_an_interrupted_run_stops_at_the_same_interrupt(tape):
+    rec = tape.record(graphs.build_review(), name="review")
+    rec.invoke({}, {"configurable": {"thread_id": "h2"}})
+    with forbid():
+        result = tape.replay(rec.last_run_id, graphs.build_review())
+    assert result.status == "interrupted"
+    assert tape.run(result.run_id).status == "interrupted"
+
+
+def test_prompt_edit_diverges_in_strict_mode(tape, monkeypatch):
+    rec = tape.record(graphs.build_linear())
+    rec.invoke({"topic": ""})
+    run_id = rec.last_run_id
+    monkeypatch.setitem(graphs.PROMPTS, "write", "Write a haiku about")
+    with forbid():
+        result = tape.replay(run_id, graphs.build_linear())
+    assert result.status == "diverged"
+    div = result.divergence
+    assert div["node"] == "write" and div["kind"] == "llm" and div["step"] == 2
+    assert div["run_id"] == run_id
+    assert "-[human] Write about cats" in div["diff"]
+    assert "+[human] Write a haiku about cats" in div["diff"]
+    assert tape.run(result.run_id).status == "diverged"
+    with pytest.raises(graphtape.Divergence, match="diverged at llm call #0 in node write step 2"):
+        result.raise_for_divergence()
+    # the recorded run is untouched
+    assert tape.run(run_id).status == "finished"
+
+
+def test_new_call_diverges(tape):
+    rec = tape.record(graphs.build_linear())
+    rec.invoke({"topic": ""})
+
+    # a graph whose code makes one more model call in a node
+    from langgraph.graph import END, START, StateGraph
+
+    m = graphs.RandomModel()
+    b = StateGraph(graphs.Linear)
+    b.add_node("start", lambda s: {"log": [m.invoke([HumanMessage("new")]).content]})
+    b.add_edge(START, "start")
+    b.add_edge("start", END)
+    with forbid():
+        result = tape.replay(rec.last_run_id, b.compile())
+    assert result.status == "diverged"
+    assert result.divergence["reason"] == "the recorded run never made this call"
+
+
+def test_flight_mode_serves_unchanged_and_calls_changed_live(tape, monkeypatch):
+    rec = tape.record(graphs.build_linear())
+    out = rec.invoke({"topic": ""})
+    run_id = rec.last_run_id
+    monkeypatch.setitem(graphs.PROMPTS, "write", "Write a haiku about")
+    before = LIVE.copy()
+    result = tape.replay(run_id, graphs.build_linear(), mode="flight", allow_live_effects=True)
+    assert result.status == "finished"
+    spent = LIVE - before
+    # clock() unchanged -> served; write's model call changed -> live, and everything after it
+    assert spent[("effect", "clock")] == 0
+    assert spent[("llm", "rnd")] == 2 and spent[("tool", "search")] == 1
+    assert spent[("effect", "send_mail")] == 1
+    assert result.served == 1 and result.live == 4
+    assert result.output["log"][0] == out["log"][0]
+    assert result.output["draft"] != out["draft"]
+
+
+def test_flight_mode_reports_tokens_and_cost_saved(tape):
+    rec = tape.record(graphs.build_fanout())
+    rec.invoke({"questions": []})
+    result = tape.replay(rec.last_run_id, graphs.build_fanout(), mode="flight")
+    assert result.live == 0 and result.served == 5
+    assert result.tokens_saved == tape.run(rec.last_run_id).tokens > 0
+    assert result.cost_saved > 0
+
+
+def test_changed_effect_is_blocked_in_flight_mode_without_permission(tape, monkeypatch):
+    rec = tape.record(graphs.build_linear())
+    rec.invoke({"topic": ""})
+    monkeypatch.setitem(graphs.PROMPTS, "write", "Write a limerick about")
+    before = LIVE.copy()
+    result = tape.replay(rec.last_run_id, graphs.build_linear(), mode="flight")
+    assert result.status == "failed"
+    assert "send_mail" in result.error and "allow_live_effects" in result.error
+    assert (LIVE - before)[("effect", "send_mail")] == 0
+
+
+def test_models_with_own_cache_or_cache_false_are_recorded(tape):
+    from langchain_core.caches import InMemoryCache
+    from langchain_core.globals import set_llm_cache
+
+    global_cache = InMemoryCache()
+    set_llm_cache(global_cache)
+    try:
+        for model in (graphs.RandomModel(cache=False), graphs.RandomModel(cache=InMemoryCache()), graphs.RandomModel()):
+            rec = tape.record(graphs.build_linear(model))
+            rec.invoke({"topic": ""})
+            assert tape.run(rec.last_run_id).llm_calls == 2
+        # the global cache kept working for the model that uses it
+        assert global_cache._cache
+        m = graphs.RandomModel()
+        assert m.invoke("same").content == m.invoke("same").content
+    finally:
+        set_llm_cache(None)
+
+
+@pytest.mark.parametrize("api", ["stream", "astream", "astream_events"])
+def test_streaming_apis_are_recorded_and_replayable(tape, api):
+    rec = tape.record(graphs.build_linear())
+    cfg = {"configurable": {"thread_id": f"s-{api}"}}
+    if api == "stream":
+        chunks = list(rec.stream({"topic": ""}, cfg, stream_mode="updates"))
+    else:
+        async def consume():
+            fn = rec.astream if api == "astream" else rec.astream_events
+            kw = {"stream_mode": "messages"} if api == "astream" else {"version": "v2"}
+            return [c async for c in fn({"topic": ""}, cfg, **kw)]
+
+        chunks = asyncio.run(consume())
+    assert chunks
+    run = tape.run(rec.last_run_id)
+    assert run.status == "finished" and run.meta["api"] == api
+    assert (run.llm_calls, run.tool_calls, run.effect_calls) == (2, 1, 2)
+    with forbid():
+        result = tape.replay(run.run_id, graphs.build_linear())
+    assert result.status == "finished" and result.live == 0 and result.output_matches
+
+
+def test_secrets_are_redacted_on_capture(tape):
+    class KeyedModel(graphs.RandomModel):
+        api_key: str = "sk-live-SECRET"
+
+        @property
+        def _identifying_params(self):
+            return {**super()._identifying_params, "api_key": self.api_key}
+
+    rec = tape.record(graphs.build_linear(KeyedModel()))
+    rec.invoke({"topic": ""}, {"configurable": {"thread_id": "k", "openai_api_key": "sk-config-SECRET"}})
+    run_id = rec.last_run_id
+    for call in tape.calls(run_id):
+        assert "SECRET" not in str(tape.request(call))
+    import json
+
+    for ev in tape.events(run_id):
+        assert "SECRET" not in json.dumps(ev.data)
+
+
+def test_run_id_from_config_and_failed_runs(tape):
+    import uuid
+
+    def boom(s):
+        raise ValueError("kaboom")
+
+    from langgraph.graph import END, START, StateGraph
+
+    b = StateGraph(graphs.Linear)
+    b.add_node("boom", boom)
+    b.add_edge(START, "boom")
+    b.add_edge("boom", END)
+    rec = tape.record(b.compile())
+    rid = uuid.uuid4()
+    with pytest.raises(ValueError):
+        rec.invoke({"topic": ""}, {"run_id": rid})
+    run = tape.run(str(rid))
+    assert run.status == "failed" and "kaboom" in run.error
+    assert [e.kind for e in tape.events(str(rid))][-1] == "run_failed"
+    assert "task_failed" in [e.kind for e in tape.events(str(rid))]
