@@ -276,3 +276,8 @@ def usage_tokens(usage: dict[str, Any] | None) -> tuple[int, int, int]:
     o = int(usage.get("output_tokens") or 0)
     t = int(usage.get("total_tokens") or (i + o))
     return (i, o, t)
+
+
+def json_round_trip(env: Any) -> Any:
+    """``env`` as it comes back from the store (through canonical JSON)."""
+    return json.loads(canonical_json(env))

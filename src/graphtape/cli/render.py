@@ -1,0 +1,544 @@
+"""Turning runs, events and replay results into rich renderables (and short text).
+
+Nothing here writes to a terminal: functions return rich objects or
+strings, so the CLI decides where they go and tests can render them at a
+fixed width.
+
+Payloads are shown without executing anything from the tape: LangChain
+objects are revived only through langchain-core's allow-list (what
+``serde.decode_value`` does), and pydantic models, dataclasses and enums
+recorded on a tape are shown as their stored JSON instead of importing the
+classes they name.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from rich import box
+from rich.console import Group
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from graphtape import serde
+from graphtape.store.base import EventRow, RunRecord
+
+STATUS_STYLES = {
+    "finished": "green",
+    "interrupted": "yellow",
+    "running": "cyan",
+    "failed": "red",
+    "diverged": "bold red",
+}
+SOURCE_STYLES = {"live": "yellow", "tape": "green", "override": "magenta"}
+CALL_KINDS = ("llm_call", "tool_call", "effect_call")
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+# ---------------------------------------------------------------------------
+# small formatters
+# ---------------------------------------------------------------------------
+
+
+def short_id(run_id: str | None) -> str:
+    return (run_id or "")[:8]
+
+
+def short_thread(thread_id: str | None) -> str:
+    """uuid-like thread ids shortened to 8 characters; names people chose kept."""
+    t = thread_id or ""
+    if _UUID.match(t):
+        return t[:8]
+    prefix, _, rest = t.partition("-")
+    if rest and _UUID.match(rest):
+        return f"{prefix}-{rest[:8]}"
+    return t
+
+
+def fmt_time(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f} µs" if seconds > 0 else "0 ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def fmt_cost(cost: float | None) -> str:
+    if not cost:
+        return "$0"
+    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def clip(text: str, width: int = 80) -> str:
+    """The first line of ``text``, at most ``width`` characters (``…`` marks a cut)."""
+    lines = str(text).strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    if len(first) > width:
+        return first[: max(1, width - 1)].rstrip() + "…"
+    if len(lines) > 1:
+        return first + " …"
+    return first
+
+
+# ---------------------------------------------------------------------------
+# payloads
+# ---------------------------------------------------------------------------
+
+_SAFE_ENVELOPES = {"json", "lc", "datetime", "date", "time", "uuid", "decimal", "bytes"}
+
+
+def display_value(env: Any) -> Any:
+    """A recorded value envelope as something printable, without importing user classes."""
+    if not isinstance(env, dict) or "t" not in env:
+        return env
+    t, v = env.get("t"), env.get("v")
+    try:
+        if t in _SAFE_ENVELOPES:
+            return serde.decode_value(env)
+        if t in ("list", "tuple"):
+            return [display_value(x) for x in v]
+        if t == "dict":
+            return {k: display_value(x) for k, x in v.items()}
+        if t == "pairs":
+            return {json.dumps(serde.to_jsonable(display_value(k))): display_value(x) for k, x in v}
+        if t == "enum":
+            return display_value(v)
+        if t in ("pydantic", "dataclass"):
+            return v if t == "pydantic" else {k: display_value(x) for k, x in v.items()}
+        if t == "repr":
+            return f"<{env.get('c')}: {v}>"
+    except Exception:  # a damaged or unexpected payload is shown raw
+        return v
+    return v
+
+
+def _message_parts(msg: Any) -> tuple[str, Any, list[dict[str, Any]]] | None:
+    """(role, content, tool_calls) of a message object or a dumped message dict."""
+    from langchain_core.messages import BaseMessage
+
+    if isinstance(msg, BaseMessage):
+        return msg.type, msg.content, list(getattr(msg, "tool_calls", None) or [])
+    if isinstance(msg, dict) and msg.get("lc") == 1 and isinstance(msg.get("kwargs"), dict):
+        ident = msg.get("id") or []
+        if ident and str(ident[-1]).endswith(("Message", "MessageChunk")):
+            kw = msg["kwargs"]
+            role = kw.get("type") or str(ident[-1]).removesuffix("MessageChunk").removesuffix("Message").lower()
+            return role, kw.get("content"), list(kw.get("tool_calls") or [])
+    return None
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or []:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+    return " ".join(parts)
+
+
+def message_summary(msg: Any, width: int = 80) -> str | None:
+    parts = _message_parts(msg)
+    if parts is None:
+        return None
+    role, content, tool_calls = parts
+    text = _content_text(content).strip()
+    bits = [clip(text, width)] if text else []
+    for tc in tool_calls:
+        args = json.dumps(tc.get("args"), sort_keys=True, default=str)
+        bits.append(f"→ {tc.get('name')}({args})")
+    body = " ".join(bits) if bits else "(empty)"
+    return clip(f"[{role}] {body}", width)
+
+
+def summarize(value: Any, width: int = 80) -> str:
+    """One line describing ``value`` (a state, a response, an input)."""
+    single = message_summary(value, width)
+    if single is not None:
+        return single
+    if isinstance(value, str):
+        return clip(json.dumps(value, ensure_ascii=False), width)
+    if isinstance(value, (list, tuple)) and value and all(_message_parts(m) is not None for m in value):
+        last = message_summary(value[-1], width) or ""
+        return clip(last if len(value) == 1 else f"{len(value)} messages, last {last}", width)
+    try:
+        text = json.dumps(serde.to_jsonable(value), ensure_ascii=False, sort_keys=False, default=str)
+    except Exception:
+        text = repr(value)
+    return clip(text, width)
+
+
+def response_summary(env: Any, width: int = 60) -> str:
+    """The first line of a recorded response (an LLM message list, a tool result...)."""
+    value = display_value(env)
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    parts = _message_parts(value)
+    if parts is not None:
+        role, content, tool_calls = parts
+        text = _content_text(content).strip()
+        if role == "tool":
+            return summarize(text, width) if text else '""'
+        bits = [clip(text, width)] if text else []
+        bits += [f"→ {tc.get('name')}({json.dumps(tc.get('args'), sort_keys=True, default=str)})" for tc in tool_calls]
+        return clip(" ".join(bits) if bits else "(empty)", width)
+    return summarize(value, width)
+
+
+def state_lines(state: Any, width: int = 100) -> list[tuple[str, str]]:
+    """``[(key, summary)]`` for a state dict; one ``("", summary)`` row otherwise."""
+    if isinstance(state, dict) and state and all(isinstance(k, str) for k in state):
+        return [(k, summarize(v, width)) for k, v in state.items()]
+    return [("", summarize(state, width))]
+
+
+# ---------------------------------------------------------------------------
+# runs table
+# ---------------------------------------------------------------------------
+
+
+def run_to_json(run: RunRecord) -> dict[str, Any]:
+    d = run.to_dict()
+    d["duration"] = run.duration
+    d["calls"] = run.calls
+    return d
+
+
+def runs_table(runs: list[RunRecord]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("id", style="bold", no_wrap=True)
+    table.add_column("graph", overflow="fold")
+    table.add_column("thread", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("mode", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("calls", justify="right", no_wrap=True, header_style="bold")
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("replay of", no_wrap=True)
+    for r in runs:
+        table.add_row(
+            short_id(r.run_id),
+            r.graph,
+            short_thread(r.thread_id),
+            status_text(r.status),
+            r.mode,
+            fmt_time(r.started_at),
+            fmt_duration(r.duration),
+            f"{r.llm_calls}/{r.tool_calls}/{r.effect_calls}",
+            str(r.tokens),
+            short_id(r.replay_of) or "-",
+        )
+    table.caption = "calls = llm/tool/effect"
+    return table
+
+
+# ---------------------------------------------------------------------------
+# show: one run as a tree
+# ---------------------------------------------------------------------------
+
+
+def _call_label(ev: EventRow, payload: Callable[[str], Any]) -> Text:
+    d = ev.data
+    kind = ev.kind.removesuffix("_call")
+    name = d.get("name") or d.get("model") or "?"
+    label = Text()
+    label.append(f"{kind} ", style="bold cyan" if kind == "llm" else "bold blue" if kind == "tool" else "bold magenta")
+    label.append(str(name))
+    source = d.get("source") or "live"
+    label.append("  ")
+    label.append(source, style=SOURCE_STYLES.get(source, ""))
+    if d.get("tokens"):
+        label.append(f"  {d['tokens']} tok", style="dim")
+    latency = d.get("latency")
+    if source != "live" and d.get("recorded_latency") is not None:
+        label.append(f"  {fmt_duration(d['recorded_latency'])} saved", style="dim")
+    elif latency is not None:
+        label.append(f"  {fmt_duration(latency)}", style="dim")
+    if d.get("error"):
+        err = d["error"] or {}
+        typ = str(err.get("type", "error")).rpartition(":")[2]
+        label.append(f"  ✗ {typ}: {clip(str(err.get('message', '')), 60)}", style="red")
+    elif d.get("response"):
+        try:
+            summary = response_summary(payload(d["response"]))
+        except Exception as exc:  # a missing blob: show the call anyway
+            summary = f"(response unreadable: {clip(str(exc), 40)})"
+        label.append("  ")
+        label.append(summary, style="italic")
+    return label
+
+
+def _task_label(started: dict[str, Any], end: EventRow | None) -> Text:
+    label = Text()
+    label.append(str(started.get("node_path") or started.get("node") or "?"), style="bold")
+    if end is None:
+        label.append("  (no end recorded)", style="dim")
+        return label
+    label.append(f"  {fmt_duration(end.data.get('duration'))}", style="dim")
+    if end.kind == "task_interrupted":
+        label.append("  interrupted", style="yellow")
+    elif end.kind == "task_failed":
+        err = end.data.get("error") or {}
+        typ = str(err.get("type", "error")).rpartition(":")[2]
+        label.append(f"  failed: {typ}: {clip(str(err.get('message', '')), 70)}", style="red")
+    return label
+
+
+class _Task:
+    def __init__(self, started: EventRow):
+        self.started = started
+        self.end: EventRow | None = None
+        self.ns: str = started.data.get("task") or ""
+        self.children: list[tuple[int, str, Any]] = []  # (seq, kind, payload)
+
+
+def _parent_ns(ns: str) -> str:
+    return ns.rpartition("|")[0]
+
+
+def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], Any], *, width: int = 100) -> Tree:
+    """The run as a tree: header, steps, node tasks, calls, checkpoints, end."""
+    head = Text()
+    head.append("run ", style="bold")
+    head.append(run.run_id, style="bold")
+    head.append("  ")
+    head.append(run.graph, style="cyan")
+    head.append("  ")
+    head.append_text(status_text(run.status))
+    tree = Tree(head)
+
+    started = next((e for e in events if e.kind == "run_started"), None)
+    info = Table.grid(padding=(0, 2))
+    info.add_column(style="dim", no_wrap=True)
+    info.add_column(overflow="fold")
+    info.add_row("thread", run.thread_id)
+    info.add_row("mode", run.mode + (f" (replay of {run.replay_of})" if run.replay_of else ""))
+    info.add_row("started", f"{fmt_time(run.started_at)}  ({fmt_duration(run.duration)})")
+    if run.parent_run_id:
+        info.add_row("previous run", run.parent_run_id)
+    info.add_row(
+        "calls",
+        f"{run.llm_calls} llm, {run.tool_calls} tool, {run.effect_calls} effect; {run.tokens} tokens"
+        + (f"; {run.served_calls} served, {run.live_calls} live" if run.mode != "record" else ""),
+    )
+    if started is not None:
+        data = started.data
+        try:
+            view = payload(data["input_view"]) if data.get("input_view") else None
+            info.add_row("input", summarize(view, width))
+        except Exception as exc:
+            info.add_row("input", f"(unreadable: {clip(str(exc), 60)})")
+        versions = data.get("versions") or {}
+        if versions:
+            info.add_row("versions", ", ".join(f"{k} {v}" for k, v in versions.items()))
+        if data.get("code_fingerprint"):
+            info.add_row("code", str(data["code_fingerprint"]))
+    if run.error:
+        info.add_row("error", Text(run.error, style="red"))
+    tree.add(info)
+
+    # -- collect tasks, calls and checkpoints ---------------------------------
+    tasks: list[_Task] = []
+    open_by_ns: dict[str, _Task] = {}
+    by_ns: dict[str, _Task] = {}
+    steps: dict[int, list[tuple[int, str, Any]]] = {}
+    loose: list[tuple[int, str, Any]] = []
+    tail: list[EventRow] = []
+
+    def attach_to_task(ns: str) -> _Task | None:
+        cur = ns
+        while cur:
+            if cur in by_ns:
+                return by_ns[cur]
+            cur = _parent_ns(cur)
+        return None
+
+    for ev in events:
+        d = ev.data
+        if ev.kind == "task_started":
+            t = _Task(ev)
+            tasks.append(t)
+            open_by_ns[t.ns] = t
+            by_ns[t.ns] = t
+            parent = attach_to_task(_parent_ns(t.ns)) if "|" in t.ns else None
+            if parent is not None:
+                parent.children.append((ev.seq, "task", t))
+            else:
+                steps.setdefault(int(d.get("step") or 0), []).append((ev.seq, "task", t))
+        elif ev.kind in ("task_finished", "task_failed", "task_interrupted"):
+            t = open_by_ns.pop(d.get("task") or "", None)
+            if t is not None:
+                t.end = ev
+        elif ev.kind in CALL_KINDS:
+            ns = d.get("task") or ""
+            owner = attach_to_task(ns) if ns != "(root)" else None
+            if owner is not None:
+                owner.children.append((ev.seq, "call", ev))
+            elif d.get("step") is not None:
+                steps.setdefault(int(d["step"]), []).append((ev.seq, "call", ev))
+            else:
+                loose.append((ev.seq, "call", ev))
+        elif ev.kind == "checkpoint":
+            ns = d.get("ns") or ""
+            owner = attach_to_task(ns) if ns else None
+            if owner is not None:
+                owner.children.append((ev.seq, "checkpoint", ev))
+            else:
+                steps.setdefault(int(d.get("step") if d.get("step") is not None else 0), []).append(
+                    (ev.seq, "checkpoint", ev)
+                )
+        elif ev.kind == "resume":
+            label = Text("resumed with ", style="yellow")
+            try:
+                label.append(summarize(display_value(payload(d["value"])), width))
+            except Exception as exc:
+                label.append(f"(unreadable: {clip(str(exc), 60)})")
+            tree.add(label)
+        elif ev.kind in ("interrupt", "divergence", "run_finished", "run_failed"):
+            tail.append(ev)
+
+    def add_items(node: Tree, items: list[tuple[int, str, Any]]) -> None:
+        # tasks in the order they started, their checkpoints after them
+        order = {"task": 0, "call": 0, "checkpoint": 1}
+        for _, kind, item in sorted(items, key=lambda x: (order[x[1]], x[0])):
+            if kind == "task":
+                sub = node.add(_task_label(item.started.data, item.end))
+                add_items(sub, item.children)
+            elif kind == "call":
+                node.add(_call_label(item, payload))
+            else:
+                d = item.data
+                node.add(Text(f"checkpoint {d.get('checkpoint_id')} ({d.get('source') or '?'})", style="dim"))
+
+    for step in sorted(steps):
+        label = Text(f"step {step}", style="bold")
+        if step == -1:
+            label.append(" (input)", style="dim")
+        add_items(tree.add(label), steps[step])
+    if loose:
+        add_items(tree.add(Text("outside any step", style="bold")), loose)
+
+    for ev in tail:
+        d = ev.data
+        if ev.kind == "interrupt":
+            label = Text("interrupt ", style="yellow")
+            label.append(str(d.get("interrupt_id", "")), style="dim")
+            label.append("  waiting for: ")
+            label.append(summarize(d.get("value"), width))
+            tree.add(label)
+        elif ev.kind == "divergence":
+            label = Text("divergence ", style="bold red")
+            label.append(
+                f"at {d.get('kind')} {d.get('name')} in node {d.get('node_path') or '?'} step {d.get('step')}: "
+                f"{d.get('reason')}"
+            )
+            div = tree.add(label)
+            if d.get("diff"):
+                div.add(Syntax(d["diff"], "diff", theme="ansi_dark", background_color="default"))
+        elif ev.kind == "run_failed":
+            err = d.get("error") or {}
+            typ = str(err.get("type", "error")).rpartition(":")[2]
+            tree.add(Text(f"run failed: {typ}: {clip(str(err.get('message', '')), width)}", style="bold red"))
+        else:
+            status = d.get("status", "finished")
+            label = Text("run ")
+            label.append_text(status_text(status))
+            end = tree.add(label)
+            if d.get("output"):
+                try:
+                    out = payload(d["output"])
+                    for key, summary in state_lines(out, width):
+                        end.add(Text(f"{key}: {summary}" if key else summary))
+                except Exception as exc:
+                    end.add(Text(f"(output unreadable: {clip(str(exc), 60)})", style="dim"))
+    return tree
+
+
+def run_json(run: RunRecord, events: list[EventRow], payload: Callable[[str], Any]) -> dict[str, Any]:
+    """``graphtape show --json``: the run, its events, and its input and output resolved."""
+    out: dict[str, Any] = {"run": run_to_json(run), "input": None, "output": None, "events": []}
+    for ev in events:
+        out["events"].append({"seq": ev.seq, "kind": ev.kind, "ts": ev.ts, "data": ev.data})
+        try:
+            if ev.kind == "run_started" and ev.data.get("input_view"):
+                out["input"] = payload(ev.data["input_view"])
+            elif ev.kind == "run_finished" and ev.data.get("output"):
+                out["output"] = payload(ev.data["output"])
+        except Exception:
+            pass
+    return out
+
+
+# ---------------------------------------------------------------------------
+# replay
+# ---------------------------------------------------------------------------
+
+
+def replay_panel(result: Any) -> Panel:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("status", status_text(result.status))
+    grid.add_row("replay run", result.run_id or "-")
+    if len(result.run_ids) > 1:
+        grid.add_row("runs", f"{len(result.run_ids)} (the thread's runs up to the target, in order)")
+    grid.add_row("replay of", result.replay_of)
+    grid.add_row("thread", result.thread_id)
+    grid.add_row("mode", result.mode)
+    grid.add_row("calls", f"{result.served} served from tape, {result.live} live")
+    grid.add_row(
+        "saved",
+        f"{result.tokens_saved} tokens, {fmt_cost(result.cost_saved)}, {fmt_duration(result.time_saved)} of model/tool time",
+    )
+    if result.live:
+        grid.add_row("spent live", f"{result.live_tokens} tokens, {fmt_cost(result.live_cost)}")
+    if result.unused:
+        grid.add_row("unused", Text(f"{result.unused} recorded call(s) were not asked for", style="yellow"))
+    if result.output_matches is not None:
+        grid.add_row(
+            "output",
+            Text("matches the recording", style="green") if result.output_matches
+            else Text("differs from the recording", style="yellow"),
+        )
+    if result.error and not result.divergence:
+        grid.add_row("error", Text(result.error, style="red"))
+    style = STATUS_STYLES.get(result.status, "")
+    return Panel(grid, title=f"replay ({result.mode})", title_align="left", border_style=style or "none",
+                 expand=False)
+
+
+def divergence_view(result: Any) -> Group:
+    d = result.divergence or {}
+    parts: list[Any] = [Text(result.error or "replay diverged", style="bold red")]
+    diff = d.get("diff")
+    if diff:
+        parts.append(Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+    return Group(*parts)

@@ -1,0 +1,52 @@
+"""The public surface is declared once, in ``graphtape.__all__``; drift fails here."""
+
+from __future__ import annotations
+
+import graphtape
+
+EXPECTED = {
+    "DatabaseLocked",
+    "Divergence",
+    "EffectBlocked",
+    "EventRow",
+    "GraphLoadError",
+    "GraphtapeError",
+    "RecordedCall",
+    "RecordedGraph",
+    "ReplayError",
+    "ReplayResult",
+    "RunNotFound",
+    "RunRecord",
+    "SchemaTooNew",
+    "StoreError",
+    "Tape",
+    "TapeFormatError",
+    "TapeStore",
+    "connect",
+    "effect",
+}
+
+
+def test_all_is_the_declared_surface():
+    assert set(graphtape.__all__) == EXPECTED
+    for name in graphtape.__all__:
+        assert getattr(graphtape, name) is not None
+
+
+def test_public_names_come_from_one_place():
+    public = {n for n in dir(graphtape) if n.isidentifier() and not n.startswith("_")}
+    modules = {"errors", "record", "recorder", "replay", "store", "tape", "serde", "pricing", "versions", "export",
+               "testing", "loading", "cli"}
+    assert public - set(graphtape.__all__) <= modules | {"annotations"}
+
+
+def test_every_error_is_a_graphtape_error():
+    for name in graphtape.__all__:
+        obj = getattr(graphtape, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, graphtape.GraphtapeError)
+
+
+def test_tape_api_shape(tape):
+    for method in ("record", "runs", "run", "events", "calls", "replay", "export_run", "export_thread", "import_file"):
+        assert callable(getattr(tape, method))
