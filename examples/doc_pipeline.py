@@ -189,7 +189,8 @@ def respond(messages: list[BaseMessage], rng: random.Random, tools: list[dict[st
     if "translate" in system:
         target = re.search(r"Target language: (\w+)", user)
         body = user.split("\n\n", 1)[-1]
-        return AIMessage(f"[{target.group(1) if target else '?'}] {body}")
+        register = " formal" if "formal" in system else ""
+        return AIMessage(f"[{target.group(1) if target else '?'}{register}] {body}")
     return AIMessage(random_sentence(rng))
 
 

@@ -9,7 +9,10 @@ entry that its name starts with.
 from __future__ import annotations
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    # The offline fake models are priced like a mid-size hosted model so that
+    # demos and tests report realistic savings.
     "graphtape-fake": (3.0, 15.0),
+    "fake-": (3.0, 15.0),
     "gpt-4o-mini": (0.15, 0.60),
     "gpt-4o": (2.50, 10.0),
     "gpt-4.1-mini": (0.40, 1.60),

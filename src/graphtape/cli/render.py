@@ -205,10 +205,12 @@ def response_summary(env: Any, width: int = 60) -> str:
         role, content, tool_calls = parts
         text = _content_text(content).strip()
         if role == "tool":
-            return summarize(text, width) if text else '""'
+            return clip(text, width) if text else '""'
         bits = [clip(text, width)] if text else []
         bits += [f"→ {tc.get('name')}({json.dumps(tc.get('args'), sort_keys=True, default=str)})" for tc in tool_calls]
         return clip(" ".join(bits) if bits else "(empty)", width)
+    if isinstance(value, str):
+        return clip(value, width) if value.strip() else '""'
     return summarize(value, width)
 
 
@@ -231,32 +233,59 @@ def run_to_json(run: RunRecord) -> dict[str, Any]:
     return d
 
 
-def runs_table(runs: list[RunRecord]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("id", style="bold", no_wrap=True)
-    table.add_column("graph", overflow="fold")
-    table.add_column("thread", overflow="fold")
-    table.add_column("status", no_wrap=True)
-    table.add_column("mode", no_wrap=True)
-    table.add_column("started", no_wrap=True)
-    table.add_column("duration", justify="right", no_wrap=True)
-    table.add_column("calls", justify="right", no_wrap=True, header_style="bold")
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("replay of", no_wrap=True)
-    for r in runs:
-        table.add_row(
-            short_id(r.run_id),
-            r.graph,
-            short_thread(r.thread_id),
-            status_text(r.status),
-            r.mode,
-            fmt_time(r.started_at),
-            fmt_duration(r.duration),
-            f"{r.llm_calls}/{r.tool_calls}/{r.effect_calls}",
-            str(r.tokens),
-            short_id(r.replay_of) or "-",
+#: Columns of ``graphtape runs``, and the order they are left out in when the terminal is narrow.
+RUN_COLUMNS = ("id", "graph", "thread", "status", "mode", "started", "duration", "calls", "tokens", "replay of")
+_DROP_ORDER = ("replay of", "mode", "duration", "tokens", "calls")
+
+
+def _run_cells(r: RunRecord, short_time: bool) -> dict[str, Any]:
+    return {
+        "id": short_id(r.run_id),
+        "graph": r.graph,
+        "thread": short_thread(r.thread_id),
+        "status": status_text(r.status),
+        "mode": r.mode,
+        "started": fmt_time(r.started_at) if not short_time else _short_time(r.started_at),
+        "duration": fmt_duration(r.duration),
+        "calls": f"{r.llm_calls}/{r.tool_calls}/{r.effect_calls}",
+        "tokens": str(r.tokens),
+        "replay of": short_id(r.replay_of) or "-",
+    }
+
+
+def _short_time(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%m-%d %H:%M") if ts else "-"
+
+
+def runs_table(runs: list[RunRecord], width: int = 120) -> Table:
+    """The runs as a table fitting ``width`` columns (less important columns left out first)."""
+    columns = list(RUN_COLUMNS)
+    short_time = False
+
+    def natural(cols: list[str]) -> int:
+        total = 3 * (len(cols) - 1)  # one space of padding each side plus the box separator
+        for c in cols:
+            total += max([len(c)] + [len(str(_run_cells(r, short_time)[c])) for r in runs])
+        return total
+
+    for drop in (None, *_DROP_ORDER):
+        if drop == "tokens" and not short_time and natural(columns) > width:
+            short_time = True
+        if natural(columns) <= width:
+            break
+        if drop is not None and drop in columns and natural(columns) > width:
+            columns.remove(drop)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                  caption="calls = llm/tool/effect" if "calls" in columns else None)
+    right = {"duration", "calls", "tokens"}
+    for c in columns:
+        table.add_column(
+            c, no_wrap=True, overflow="ellipsis", justify="right" if c in right else "left",
+            style="bold" if c == "id" else None,
         )
-    table.caption = "calls = llm/tool/effect"
+    for r in runs:
+        cells = _run_cells(r, short_time)
+        table.add_row(*(cells[c] for c in columns))
     return table
 
 

@@ -1,0 +1,22 @@
+# Two entry points on a fresh machine: `make demo` and `make test`.
+# Both create .venv and install graphtape (editable, with test extras) on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench
+
+$(BIN)/graphtape: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+demo: $(BIN)/graphtape
+	$(BIN)/python -m examples.demo
+
+test: $(BIN)/graphtape
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/graphtape
+	$(BIN)/python benchmarks/run.py

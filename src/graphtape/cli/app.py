@@ -1,0 +1,554 @@
+"""The ``graphtape`` command: list, show, record, replay, export and import runs.
+
+Exit codes: 0 success; 1 the work was done but the result is bad (a replay
+diverged or failed, a recorded run failed); 2 graphtape could not do what
+was asked (unknown run, unreadable file, graph that does not load, bad
+JSON...). Errors are printed as one line, ``error: <message>``, on stderr,
+never as a traceback (set ``GRAPHTAPE_DEBUG=1`` to get one for an
+unexpected error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+import graphtape
+from graphtape import serde
+from graphtape.cli import render
+from graphtape.errors import GraphtapeError
+from graphtape.store.base import RUN_STATUSES
+
+app = typer.Typer(
+    name="graphtape",
+    help="Flight recorder and deterministic replayer for LangGraph agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXIT_BAD_RESULT = 1
+EXIT_ERROR = 2
+
+
+class CliError(Exception):
+    """A problem with what was asked on the command line (printed as ``error: ...``, exit 2)."""
+
+
+class ReplayMode(str, enum.Enum):
+    strict = "strict"
+    flight = "flight"
+
+
+# ---------------------------------------------------------------------------
+# plumbing
+# ---------------------------------------------------------------------------
+
+
+def _one_line(message: str) -> str:
+    return " ".join(part.strip() for part in str(message).strip().splitlines() if part.strip()) or "failed"
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """Print ``error: message`` as one line on stderr and exit with ``code``."""
+    typer.echo(f"error: {_one_line(message)}", err=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def handle_errors() -> Iterator[None]:
+    """Turn graphtape and command-line errors into one ``error:`` line and exit code 2."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except (GraphtapeError, CliError) as exc:
+        fail(str(exc))
+
+
+def stdout() -> Console:
+    return Console(highlight=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def echo_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+@contextlib.contextmanager
+def open_tape(ctx: typer.Context) -> Iterator[graphtape.Tape]:
+    tape = graphtape.connect((ctx.obj or {}).get("url"))
+    try:
+        yield tape
+    finally:
+        tape.close()
+
+
+def parse_json_option(text: str, option: str) -> Any:
+    """The JSON value of ``--input``/``--resume``; ``@path`` reads it from a file."""
+    source = text
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            source = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise CliError(f"{option} file {str(path)!r} not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"{option} file {str(path)!r} is unreadable: {exc}") from None
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{option} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            f"quote it for the shell, e.g. {option} '{{\"question\": \"hi\"}}'"
+        ) from None
+
+
+def _needs_async(graph: Any) -> bool:
+    """Whether a node of the graph has only an async implementation."""
+    for node in (getattr(graph, "nodes", None) or {}).values():
+        bound = getattr(node, "bound", None)
+        if bound is not None and getattr(bound, "func", True) is None and getattr(bound, "afunc", None) is not None:
+            return True
+    return False
+
+
+def _is_async_only_error(exc: BaseException) -> bool:
+    return isinstance(exc, TypeError) and "No synchronous function provided" in str(exc)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"graphtape {graphtape.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    url: Optional[str] = typer.Option(
+        None,
+        "--url",
+        help="Tape store URL, e.g. sqlite:///path/to/tape.db. Default: $GRAPHTAPE_URL, else .graphtape/tape.db.",
+        show_default=False,
+    ),
+    version: bool = typer.Option(
+        False, "--version", help="Print the graphtape version and exit.", callback=_version_callback, is_eager=True
+    ),
+) -> None:
+    """Flight recorder and deterministic replayer for LangGraph agents."""
+    ctx.obj = {"url": url}
+
+
+# ---------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------
+
+
+@app.command("runs")
+def runs_cmd(
+    ctx: typer.Context,
+    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Only runs of this thread."),
+    status: Optional[str] = typer.Option(
+        None, "--status", "-s", help=f"Only runs with this status ({', '.join(RUN_STATUSES)})."
+    ),
+    limit: int = typer.Option(20, "--limit", "-n", help="At most this many runs, newest first (0: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list."),
+) -> None:
+    """List recorded runs, newest first."""
+    with handle_errors():
+        if status is not None and status not in RUN_STATUSES:
+            raise CliError(f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}")
+        if limit < 0:
+            raise CliError("--limit must be 0 (all) or more")
+        with open_tape(ctx) as tape:
+            runs = tape.runs(thread_id=thread, status=status, limit=limit or None)
+            url = tape.url
+        if as_json:
+            echo_json([render.run_to_json(r) for r in runs])
+            return
+        console = stdout()
+        if not runs:
+            filters = " and ".join(
+                f for f in (f"thread {thread!r}" if thread else "", f"status {status!r}" if status else "") if f
+            )
+            console.print(f"no runs{' with ' + filters if filters else ''} in {url}")
+            return
+        console.print(render.runs_table(runs, console.width))
+
+
+# ---------------------------------------------------------------------------
+# show
+# ---------------------------------------------------------------------------
+
+
+@app.command("show")
+def show_cmd(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., metavar="RUN", help="Run id or a unique prefix of it (4+ characters)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run and its events as JSON."),
+) -> None:
+    """Show one run: steps, node tasks, every call and where its answer came from."""
+    with handle_errors(), open_tape(ctx) as tape:
+        run = tape.run(run_id)
+        events = tape.events(run.run_id)
+        if as_json:
+            echo_json(render.run_json(run, events, tape.payload))
+            return
+        console = stdout()
+        width = max(40, console.width - 30)
+        console.print(render.run_tree(run, events, tape.payload, width=width))
+
+
+# ---------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------
+
+
+def _check_resumable(tape: graphtape.Tape, graph: Any, thread: str) -> None:
+    previous = tape.runs(thread_id=thread, limit=1)
+    if not previous:
+        raise CliError(f"no runs on thread {thread!r} in {tape.url}: nothing to resume")
+    last = previous[0]
+    if last.status != "interrupted":
+        raise CliError(
+            f"the last run on thread {thread!r} ({render.short_id(last.run_id)}) is {last.status}, "
+            "not interrupted: nothing to resume"
+        )
+    try:
+        from langgraph.checkpoint.memory import InMemorySaver
+    except ImportError:  # pragma: no cover
+        return
+    if isinstance(getattr(graph, "checkpointer", None), InMemorySaver):
+        raise CliError(
+            "the graph is compiled with an in-memory checkpointer, so its interrupted state did not survive "
+            "the previous command; compile it without a checkpointer (graphtape keeps checkpoints beside "
+            "the tape) or with a persistent one"
+        )
+
+
+def _invoke(recorded: Any, value: Any, config: dict[str, Any], use_async: bool) -> Any:
+    if use_async:
+        return asyncio.run(recorded.ainvoke(value, config))
+    return recorded.invoke(value, config)
+
+
+@app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    graph_spec: str = typer.Argument(..., metavar="GRAPH", help="module:attr or path/to/file.py:attr"),
+    input_json: Optional[str] = typer.Option(
+        None, "--input", "-i", help="The graph input as JSON (or @file.json).", show_default=False
+    ),
+    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Thread id (default: a new one)."),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", "-r", help="Resume the interrupted run on --thread with this JSON value (or @file.json)."
+    ),
+    name: Optional[str] = typer.Option(None, "--name", help="Graph name stored on the run (default: GRAPH)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Record one run of a graph: invoke it with --input (or --resume an interrupted thread)."""
+    with handle_errors():
+        if input_json is None and resume is None:
+            raise CliError("give --input JSON (or --resume JSON with --thread to answer an interrupt)")
+        if input_json is not None and resume is not None:
+            raise CliError("give either --input or --resume, not both")
+        if resume is not None and not thread:
+            raise CliError("--resume needs --thread: the thread whose run is waiting for input")
+        if resume is not None:
+            from langgraph.types import Command
+
+            value: Any = Command(resume=parse_json_option(resume, "--resume"))
+        else:
+            value = parse_json_option(input_json or "", "--input")
+
+        from graphtape.loading import load_graph
+
+        graph = load_graph(graph_spec)
+        with open_tape(ctx) as tape:
+            if resume is not None:
+                _check_resumable(tape, graph, thread or "")
+            thread_id = thread or str(uuid.uuid4())
+            recorded = tape.record(graph, name=name or graph_spec)
+            use_async = _needs_async(graph)
+            failure: BaseException | None = None
+            output: Any = None
+            try:
+                output = _invoke(recorded, value, {"configurable": {"thread_id": thread_id}}, use_async)
+            except GraphtapeError:
+                raise
+            except Exception as exc:
+                failure = exc
+            if failure is not None and not use_async and _is_async_only_error(failure):
+                # a subgraph with async-only nodes: record again through the async API
+                if not thread:
+                    thread_id = str(uuid.uuid4())
+                failure = None
+                try:
+                    output = _invoke(recorded, value, {"configurable": {"thread_id": thread_id}}, True)
+                except GraphtapeError:
+                    raise
+                except Exception as exc:
+                    failure = exc
+            if recorded.last_run_id is None:  # pragma: no cover - the recorder always opens a run
+                raise CliError("the graph did not start a run")
+            run = tape.run(recorded.last_run_id)
+            interrupts = [e.data for e in tape.events(run.run_id, ["interrupt"])]
+
+        if as_json:
+            echo_json(
+                {
+                    "run_id": run.run_id,
+                    "thread_id": run.thread_id,
+                    "graph": run.graph,
+                    "status": run.status,
+                    "output": serde.to_jsonable(output),
+                    "interrupts": interrupts,
+                    "error": run.error,
+                    "llm_calls": run.llm_calls,
+                    "tool_calls": run.tool_calls,
+                    "effect_calls": run.effect_calls,
+                    "tokens": run.tokens,
+                    "duration": run.duration,
+                }
+            )
+        else:
+            _print_run_result(run, output, interrupts, graph_spec)
+        if failure is not None:
+            fail(
+                f"the graph raised {type(failure).__name__}: {_one_line(str(failure))} "
+                f"(recorded as failed run {render.short_id(run.run_id)})",
+                EXIT_BAD_RESULT,
+            )
+
+
+def _print_run_result(run: Any, output: Any, interrupts: list[dict[str, Any]], graph_spec: str) -> None:
+    console = stdout()
+    width = max(40, console.width - 20)
+    head = Text("recorded run ")
+    head.append(run.run_id, style="bold")
+    head.append("  ")
+    head.append_text(render.status_text(run.status))
+    console.print(head)
+    console.print(
+        f"thread {run.thread_id}; {run.llm_calls} llm, {run.tool_calls} tool, {run.effect_calls} effect calls; "
+        f"{run.tokens} tokens; {render.fmt_duration(run.duration)}",
+        style="dim",
+    )
+    if run.status == "failed":
+        return
+    if interrupts:
+        for intr in interrupts:
+            console.print(
+                Text(f"waiting for input: {render.summarize(intr.get('value'), width)}", style="yellow")
+            )
+        console.print(
+            f"resume with: graphtape run {graph_spec} --thread {run.thread_id} --resume '<json>'", style="dim"
+        )
+        return
+    if output is not None:
+        state = {k: v for k, v in output.items() if k != "__interrupt__"} if isinstance(output, dict) else output
+        console.print("final state:")
+        for key, summary in render.state_lines(serde.to_jsonable(state), width):
+            console.print(f"  {key}: {summary}" if key else f"  {summary}")
+
+
+# ---------------------------------------------------------------------------
+# replay
+# ---------------------------------------------------------------------------
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+@app.command("replay")
+def replay_cmd(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., metavar="RUN", help="Run id or a unique prefix of it."),
+    graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
+    mode: ReplayMode = typer.Option(
+        ReplayMode.strict, "--mode", "-m",
+        help="strict: serve every call from the tape, stop at the first change; "
+        "flight: serve unchanged calls, run changed ones live.",
+    ),
+    allow_live_effects: bool = typer.Option(
+        False, "--allow-live-effects", help="Let changed @graphtape.effect calls run for real (flight mode)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the replay result as JSON."),
+) -> None:
+    """Re-run the current code of a graph against a recorded run (exit 1 if it diverged or failed)."""
+    with handle_errors():
+        from graphtape.loading import load_graph
+
+        with open_tape(ctx) as tape:
+            target = tape.run(run_id)
+            graph = load_graph(graph_spec)
+            err = stderr()
+            with _progress(err) as progress:
+                task = progress.add_task(f"replaying {render.short_id(target.run_id)}", total=None)
+
+                def on_segment(index: int, total: int, original: Any) -> None:
+                    progress.update(
+                        task, total=total, completed=index,
+                        description=f"replaying run {render.short_id(original.run_id)}",
+                    )
+
+                result = tape.replay(
+                    target.run_id, graph, mode=mode.value, allow_live_effects=allow_live_effects,
+                    progress=on_segment,
+                )
+                progress.update(task, completed=progress.tasks[0].total or 1)
+        if as_json:
+            echo_json(result.to_dict())
+        else:
+            console = stdout()
+            console.print(render.replay_panel(result))
+            if result.divergence is not None:
+                console.print(render.divergence_view(result))
+        if result.status in ("diverged", "failed"):
+            raise typer.Exit(EXIT_BAD_RESULT)
+
+
+# ---------------------------------------------------------------------------
+# export / import
+# ---------------------------------------------------------------------------
+
+
+def _size(path: Path) -> str:
+    try:
+        n = path.stat().st_size
+    except OSError:
+        return "?"
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="Run id or prefix (or use --thread)."),
+    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Export every run of this thread instead."),
+    output: Path = typer.Option(..., "--output", "-o", help="The JSONL file to write.", show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write one run, or every run of a thread, to a portable JSONL tape file."""
+    with handle_errors():
+        if (run_id is None) == (thread is None):
+            raise CliError("give a RUN id or --thread THREAD (one of them)")
+        with open_tape(ctx) as tape:
+            if run_id is not None:
+                run = tape.run(run_id)
+                lines = tape.export_run(run.run_id, output)
+                ids = [run.run_id]
+                what = f"run {run.run_id}"
+            else:
+                assert thread is not None
+                runs = tape.runs(thread_id=thread, limit=None)
+                err = stderr()
+                with _progress(err) as progress:
+                    progress.add_task(f"exporting {len(runs)} run(s) of thread {thread}", total=None)
+                    lines = tape.export_thread(thread, output)
+                ids = [r.run_id for r in sorted(runs, key=lambda r: r.started_at)]
+                what = f"{len(ids)} run(s) of thread {thread}"
+        if as_json:
+            echo_json({"path": str(output), "lines": lines, "runs": ids, "bytes": output.stat().st_size})
+        else:
+            stdout().print(f"wrote {what} to {output} ({lines} lines, {_size(output)})")
+
+
+@app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., metavar="FILE", help="A tape file written by `graphtape export`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the imported run ids as JSON."),
+) -> None:
+    """Add the runs of an exported tape file to the store."""
+    with handle_errors(), open_tape(ctx) as tape:
+        ids = tape.import_file(path)
+        runs = [tape.store.get_run(i) for i in ids]
+        url = tape.url
+    if as_json:
+        echo_json({"path": str(path), "imported": ids})
+        return
+    console = stdout()
+    console.print(f"imported {len(ids)} run(s) from {path} into {url}")
+    for r in runs:
+        if r is None:  # pragma: no cover - just written
+            continue
+        line = Text(f"  {render.short_id(r.run_id)}  {r.graph}  thread {render.short_thread(r.thread_id)}  ")
+        line.append_text(render.status_text(r.status))
+        console.print(line)
+
+
+# ---------------------------------------------------------------------------
+# entry point
+# ---------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI and exit with its code (the ``graphtape`` console script)."""
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="graphtape", standalone_mode=False)
+    except typer.Exit as exc:  # pragma: no cover - non-standalone mode returns the code instead
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(EXIT_BAD_RESULT)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: bad option, missing argument
+        try:
+            from typer import rich_utils
+
+            rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
+        except Exception:
+            exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", EXIT_ERROR))
+    except (GraphtapeError, CliError) as exc:  # pragma: no cover - commands handle these
+        typer.echo(f"error: {_one_line(str(exc))}", err=True)
+        sys.exit(EXIT_ERROR)
+    except Exception as exc:
+        if os.environ.get("GRAPHTAPE_DEBUG"):
+            raise
+        typer.echo(
+            f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
+            "(this is a graphtape bug; set GRAPHTAPE_DEBUG=1 to see the traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_ERROR)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
