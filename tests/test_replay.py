@@ -284,3 +284,53 @@ def test_run_id_from_config_and_failed_runs(tape):
     assert run.status == "failed" and "kaboom" in run.error
     assert [e.kind for e in tape.events(str(rid))][-1] == "run_failed"
     assert "task_failed" in [e.kind for e in tape.events(str(rid))]
+
+
+def test_replay_from_a_checkpoint(tape):
+    rec = tape.record(graphs.build_linear())
+    out = rec.invoke({"topic": ""}, {"configurable": {"thread_id": "cp"}})
+    run_id = rec.last_run_id
+    checkpoints = [e.data for e in tape.events(run_id, ["checkpoint"])]
+    # the checkpoint after `start` ran, before `write`
+    after_start = next(c for c in checkpoints if c["step"] == 1)
+    with forbid():
+        result = tape.replay(run_id, graphs.build_linear(), from_checkpoint=after_start["checkpoint_id"])
+    assert result.status == "finished", result.error
+    assert result.live == 0 and result.served == 4
+    assert result.unused == 1  # clock() in `start` ran before the checkpoint
+    assert result.output == out
+    with pytest.raises(graphtape.ReplayError, match="not one of the checkpoints"):
+        tape.replay(run_id, graphs.build_linear(), from_checkpoint="nope")
+
+
+def test_users_own_checkpointer_keeps_working(tape):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = graphs.build_review().copy(update={"checkpointer": saver})
+    rec = tape.record(graph)
+    cfg = {"configurable": {"thread_id": "mine"}}
+    rec.invoke({}, cfg)
+    assert saver.get_tuple(cfg) is not None  # the user's saver holds the checkpoints
+    assert graph.get_state(cfg).next  # and the user's graph sees them
+    linked = {e.data["checkpoint_id"] for e in tape.events(rec.last_run_id, ["checkpoint"])}
+    assert {c.config["configurable"]["checkpoint_id"] for c in saver.list(cfg)} <= linked
+    with forbid():
+        result = tape.replay(rec.last_run_id, graph)
+    assert result.status == "interrupted"
+
+
+def test_batch_calls_are_each_recorded(tape):
+    from langgraph.graph import END, START, StateGraph
+
+    m = graphs.RandomModel()
+    b = StateGraph(graphs.Linear)
+    b.add_node("many", lambda s: {"log": [r.content for r in m.batch(["a", "b", "c"])]})
+    b.add_edge(START, "many")
+    b.add_edge("many", END)
+    rec = tape.record(b.compile())
+    out = rec.invoke({"topic": ""})
+    assert tape.run(rec.last_run_id).llm_calls == 3
+    with forbid():
+        result = tape.replay(rec.last_run_id, b.compile())
+    assert result.output == out

@@ -101,19 +101,22 @@ class Tape:
     # -- replaying ----------------------------------------------------------------
 
     def replay(self, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False,
-               raise_on_divergence: bool = False, progress: Any = None):
+               from_checkpoint: str | None = None, raise_on_divergence: bool = False, progress: Any = None):
         """Re-run ``graph`` (the current code) against the recorded run ``run_id``.
 
         ``mode="strict"`` serves every call from the tape and reports a
         divergence if the code asks anything else; ``mode="flight"`` serves
-        unchanged calls and makes changed ones live. Returns a
+        unchanged calls and makes changed ones live. ``from_checkpoint``
+        starts from one of the run's (root) checkpoints instead of its input.
+        Returns a
         :class:`~graphtape.replay.engine.ReplayResult`.
         """
         from graphtape.replay.engine import replay
 
         if hasattr(graph, "original"):  # a RecordedGraph: replay its graph
             graph = graph.original
-        result = replay(self, run_id, graph, mode=mode, allow_live_effects=allow_live_effects, progress=progress)
+        result = replay(self, run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
+                        from_checkpoint=from_checkpoint, progress=progress)
         if raise_on_divergence:
             result.raise_for_divergence()
         return result

@@ -142,13 +142,22 @@ def replay(
     overrides: dict[str, Any] | None = None,
     live_from: set[str] | None = None,
     thread_id: str | None = None,
+    from_checkpoint: str | None = None,
     progress: Any = None,
 ) -> ReplayResult:
-    """Replay ``run_id`` on ``graph``; see the module docstring."""
+    """Replay ``run_id`` on ``graph``; see the module docstring.
+
+    With ``from_checkpoint``, the replay starts from that checkpoint of the
+    run's thread instead of from the first input: the checkpoint is copied
+    into the new thread and execution continues from it.
+    """
     if mode not in MODES:
         raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
     target = tape.run(run_id)
     chain = run_chain(tape, target)
+    start_index = 0
+    if from_checkpoint is not None:
+        start_index = _checkpoint_segment(tape, chain, from_checkpoint)
     matcher = Matcher.from_store(
         tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from
     )
@@ -169,8 +178,13 @@ def replay(
     run_ids: list[str] = []
     id_map: dict[str, str] = {}
     for index, original in enumerate(chain):
+        if index < start_index:
+            continue
         value, rec_config, started = _recorded_input(tape, original)
         value = _translate_resume(value, id_map)
+        if from_checkpoint is not None and index == start_index:
+            _copy_checkpoint(recorder.checkpointer, original.thread_id, from_checkpoint, new_thread)
+            value = None
         config: dict[str, Any] = {"configurable": {"thread_id": new_thread}}
         for key, v in (rec_config.get("configurable") or {}).items():
             if key not in ("thread_id", "checkpoint_id", "checkpoint_ns") and v != serde.REDACTED:
@@ -226,6 +240,47 @@ def replay(
         divergence=divergence,
         error=error,
         **totals,
+    )
+
+
+def _checkpoint_segment(tape: Tape, chain: list[RunRecord], checkpoint_id: str) -> int:
+    for index, run in enumerate(chain):
+        for ev in tape.store.events(run.run_id, ["checkpoint"]):
+            if ev.data.get("checkpoint_id") == checkpoint_id:
+                if ev.data.get("ns"):
+                    raise ReplayError(
+                        f"checkpoint {checkpoint_id} belongs to subgraph namespace {ev.data['ns']!r}; "
+                        "replay from a checkpoint of the root graph"
+                    )
+                return index
+    raise ReplayError(
+        f"checkpoint {checkpoint_id} is not one of the checkpoints of run {chain[-1].run_id} or the runs "
+        "before it on its thread; list them with `graphtape show RUN`"
+    )
+
+
+def _copy_checkpoint(saver: Any, thread_id: str, checkpoint_id: str, new_thread: str) -> None:
+    """Copy one root checkpoint into ``new_thread``, without its pending writes.
+
+    Pending writes are the results of tasks already run from that checkpoint;
+    copying them would make LangGraph skip those tasks, and a replay from a
+    checkpoint exists to run them again (as LangGraph's own time travel does).
+    """
+    source = saver.get_tuple(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+    )
+    if source is None:
+        raise ReplayError(
+            f"checkpoint {checkpoint_id} is not in the graph's checkpointer (thread {thread_id}); "
+            "replay from the run's input instead, or use the checkpointer the run was recorded with"
+        )
+    checkpoint = source.checkpoint
+    metadata = {k: v for k, v in (source.metadata or {}).items() if k != "graphtape_run_id"}
+    saver.put(
+        {"configurable": {"thread_id": new_thread, "checkpoint_ns": ""}},
+        checkpoint,
+        {**metadata, "graphtape_copied_from": checkpoint_id},
+        dict(checkpoint.get("channel_versions") or {}),
     )
 
 
