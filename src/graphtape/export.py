@@ -31,28 +31,32 @@ if TYPE_CHECKING:
 FORMAT = "graphtape-tape"
 VERSION = 1
 
-#: Event fields that hold a blob address, and those that hold a chain head.
-BLOB_KEYS = frozenset({"input", "input_view", "request", "response", "writes", "output", "value"})
-CHAIN_KEYS = frozenset({"messages"})
+#: Top-level event fields that hold a blob address, per event kind, and those
+#: that hold a chain head. Only these are followed: other strings in an event
+#: (an interrupt's value, a config key) are data, not addresses.
+BLOB_KEYS: dict[str, frozenset[str]] = {
+    "run_started": frozenset({"input", "input_view"}),
+    "resume": frozenset({"value"}),
+    "task_finished": frozenset({"writes"}),
+    "llm_call": frozenset({"request", "response"}),
+    "tool_call": frozenset({"request", "response"}),
+    "effect_call": frozenset({"request", "response"}),
+    "run_finished": frozenset({"output"}),
+}
+CHAIN_KEYS: dict[str, frozenset[str]] = {"llm_call": frozenset({"messages"})}
 
 
 def _line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _refs(data: Any, blobs: set[str], chains: set[str]) -> None:
-    if isinstance(data, dict):
-        for k, v in data.items():
-            if isinstance(v, str):
-                if k in BLOB_KEYS:
-                    blobs.add(v)
-                elif k in CHAIN_KEYS:
-                    chains.add(v)
-            else:
-                _refs(v, blobs, chains)
-    elif isinstance(data, list):
-        for v in data:
-            _refs(v, blobs, chains)
+def _refs(kind: str, data: dict[str, Any], blobs: set[str], chains: set[str]) -> None:
+    for key in BLOB_KEYS.get(kind, ()):
+        if isinstance(data.get(key), str):
+            blobs.add(data[key])
+    for key in CHAIN_KEYS.get(kind, ()):
+        if isinstance(data.get(key), str):
+            chains.add(data[key])
 
 
 def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: str) -> int:
@@ -66,7 +70,7 @@ def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: st
         lines.append(_line({"type": "run", **run.to_dict()}))
         for ev in store.events(run.run_id):
             events.append(ev)
-            _refs(ev.data, blob_ids, chain_heads)
+            _refs(ev.kind, ev.data, blob_ids, chain_heads)
     for ev in events:
         lines.append(_line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind,
                             "ts": ev.ts, "data": ev.data}))

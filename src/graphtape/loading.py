@@ -79,6 +79,10 @@ def _load_file(target: str, spec: str) -> ModuleType:
     name = path.stem if path.stem.isidentifier() else "_graphtape_graph_" + "".join(
         c if c.isalnum() else "_" for c in path.stem
     )
+    existing = sys.modules.get(name)
+    if existing is not None and _module_file(existing) != path:
+        # another module already has this name (``json.py``, or a second ``agent.py``): never clobber it
+        name = "_graphtape_graph_" + name
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
         raise GraphLoadError(f"cannot load {str(path)!r} as a Python module (from {spec!r})")
@@ -97,6 +101,14 @@ def _load_file(target: str, spec: str) -> ModuleType:
             raise
         raise GraphLoadError(f"importing {path.name} raised {_describe_exc(exc)} (from {spec!r})") from exc
     return module
+
+
+def _module_file(module: ModuleType) -> Path | None:
+    file = getattr(module, "__file__", None)
+    try:
+        return Path(file).resolve() if file else None
+    except OSError:  # pragma: no cover
+        return None
 
 
 def _import_module(target: str, spec: str) -> ModuleType:

@@ -81,11 +81,11 @@ def handle_errors() -> Iterator[None]:
 
 
 def stdout() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, markup=False)
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, markup=False)
 
 
 def echo_json(obj: Any) -> None:
@@ -202,19 +202,19 @@ def runs_cmd(
 @app.command("show")
 def show_cmd(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="Run id or a unique prefix of it (4+ characters)."),
+    run: str = typer.Argument(..., help="Run id or a unique prefix of it (4+ characters).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the run and its events as JSON."),
 ) -> None:
     """Show one run: steps, node tasks, every call and where its answer came from."""
     with handle_errors(), open_tape(ctx) as tape:
-        run = tape.run(run_id)
-        events = tape.events(run.run_id)
+        record = tape.run(run)
+        events = tape.events(record.run_id)
         if as_json:
-            echo_json(render.run_json(run, events, tape.payload))
+            echo_json(render.run_json(record, events, tape.payload))
             return
         console = stdout()
         width = max(40, console.width - 30)
-        console.print(render.run_tree(run, events, tape.payload, width=width))
+        console.print(render.run_tree(record, events, tape.payload, width=width))
 
 
 # ---------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def _invoke(recorded: Any, value: Any, config: dict[str, Any], use_async: bool) 
 @app.command("run")
 def run_cmd(
     ctx: typer.Context,
-    graph_spec: str = typer.Argument(..., metavar="GRAPH", help="module:attr or path/to/file.py:attr"),
+    graph: str = typer.Argument(..., help="module:attr or path/to/file.py:attr", show_default=False),
     input_json: Optional[str] = typer.Option(
         None, "--input", "-i", help="The graph input as JSON (or @file.json).", show_default=False
     ),
@@ -281,13 +281,13 @@ def run_cmd(
 
         from graphtape.loading import load_graph
 
-        graph = load_graph(graph_spec)
+        compiled = load_graph(graph)
         with open_tape(ctx) as tape:
             if resume is not None:
-                _check_resumable(tape, graph, thread or "")
+                _check_resumable(tape, compiled, thread or "")
             thread_id = thread or str(uuid.uuid4())
-            recorded = tape.record(graph, name=name or graph_spec)
-            use_async = _needs_async(graph)
+            recorded = tape.record(compiled, name=name or graph)
+            use_async = _needs_async(compiled)
             failure: BaseException | None = None
             output: Any = None
             try:
@@ -330,7 +330,7 @@ def run_cmd(
                 }
             )
         else:
-            _print_run_result(run, output, interrupts, graph_spec)
+            _print_run_result(run, output, interrupts, graph)
         if failure is not None:
             fail(
                 f"the graph raised {type(failure).__name__}: {_one_line(str(failure))} "
@@ -375,12 +375,13 @@ def _print_run_result(run: Any, output: Any, interrupts: list[dict[str, Any]], g
 # ---------------------------------------------------------------------------
 
 
-def _progress(console: Console) -> Progress:
+def _progress(console: Console, *, counted: bool = True) -> Progress:
+    """A progress bar on ``console`` (stderr), shown only when it is a terminal."""
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+    if counted:
+        columns += [BarColumn(), MofNCompleteColumn()]
     return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
+        *columns,
         TimeElapsedColumn(),
         console=console,
         transient=True,
@@ -388,10 +389,29 @@ def _progress(console: Console) -> Progress:
     )
 
 
+def _resolve_checkpoint(tape: graphtape.Tape, target: Any, prefix: str) -> str:
+    """The full id of a checkpoint of ``target`` or an earlier run of its thread, from a prefix."""
+    from graphtape.replay.engine import run_chain
+
+    ids: list[str] = []
+    for run in run_chain(tape, target):
+        for ev in tape.store.events(run.run_id, ["checkpoint"]):
+            cid = str(ev.data.get("checkpoint_id") or "")
+            if cid == prefix:
+                return cid
+            if cid.startswith(prefix) and not ev.data.get("ns") and cid not in ids:
+                ids.append(cid)
+    if len(ids) == 1:
+        return ids[0]
+    if len(ids) > 1:
+        raise CliError(f"checkpoint prefix {prefix!r} is ambiguous ({len(ids)} checkpoints); give more characters")
+    return prefix  # let the replay say it is not one of the run's checkpoints
+
+
 @app.command("replay")
 def replay_cmd(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="Run id or a unique prefix of it."),
+    run: str = typer.Argument(..., help="Run id or a unique prefix of it.", show_default=False),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
     mode: ReplayMode = typer.Option(
         ReplayMode.strict, "--mode", "-m",
@@ -401,6 +421,11 @@ def replay_cmd(
     allow_live_effects: bool = typer.Option(
         False, "--allow-live-effects", help="Let changed @graphtape.effect calls run for real (flight mode)."
     ),
+    from_checkpoint: Optional[str] = typer.Option(
+        None, "--from-checkpoint", "-c",
+        help="Start from this root checkpoint of the run (id or unique prefix, see `graphtape show`) "
+        "instead of its input.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the replay result as JSON."),
 ) -> None:
     """Re-run the current code of a graph against a recorded run (exit 1 if it diverged or failed)."""
@@ -408,7 +433,8 @@ def replay_cmd(
         from graphtape.loading import load_graph
 
         with open_tape(ctx) as tape:
-            target = tape.run(run_id)
+            target = tape.run(run)
+            checkpoint = _resolve_checkpoint(tape, target, from_checkpoint) if from_checkpoint else None
             graph = load_graph(graph_spec)
             err = stderr()
             with _progress(err) as progress:
@@ -422,14 +448,14 @@ def replay_cmd(
 
                 result = tape.replay(
                     target.run_id, graph, mode=mode.value, allow_live_effects=allow_live_effects,
-                    progress=on_segment,
+                    from_checkpoint=checkpoint, progress=on_segment,
                 )
                 progress.update(task, completed=progress.tasks[0].total or 1)
         if as_json:
             echo_json(result.to_dict())
         else:
             console = stdout()
-            console.print(render.replay_panel(result))
+            console.print(render.replay_panel(result, checkpoint))
             if result.divergence is not None:
                 console.print(render.divergence_view(result))
         if result.status in ("diverged", "failed"):
@@ -456,26 +482,26 @@ def _size(path: Path) -> str:
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="Run id or prefix (or use --thread)."),
+    run: Optional[str] = typer.Argument(None, help="Run id or prefix (or use --thread).", show_default=False),
     thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Export every run of this thread instead."),
     output: Path = typer.Option(..., "--output", "-o", help="The JSONL file to write.", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Write one run, or every run of a thread, to a portable JSONL tape file."""
     with handle_errors():
-        if (run_id is None) == (thread is None):
+        if (run is None) == (thread is None):
             raise CliError("give a RUN id or --thread THREAD (one of them)")
         with open_tape(ctx) as tape:
-            if run_id is not None:
-                run = tape.run(run_id)
-                lines = tape.export_run(run.run_id, output)
-                ids = [run.run_id]
-                what = f"run {run.run_id}"
+            if run is not None:
+                record = tape.run(run)
+                lines = tape.export_run(record.run_id, output)
+                ids = [record.run_id]
+                what = f"run {record.run_id}"
             else:
                 assert thread is not None
                 runs = tape.runs(thread_id=thread, limit=None)
                 err = stderr()
-                with _progress(err) as progress:
+                with _progress(err, counted=False) as progress:
                     progress.add_task(f"exporting {len(runs)} run(s) of thread {thread}", total=None)
                     lines = tape.export_thread(thread, output)
                 ids = [r.run_id for r in sorted(runs, key=lambda r: r.started_at)]
@@ -489,19 +515,19 @@ def export_cmd(
 @app.command("import")
 def import_cmd(
     ctx: typer.Context,
-    path: Path = typer.Argument(..., metavar="FILE", help="A tape file written by `graphtape export`."),
+    file: Path = typer.Argument(..., help="A tape file written by `graphtape export`.", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the imported run ids as JSON."),
 ) -> None:
     """Add the runs of an exported tape file to the store."""
     with handle_errors(), open_tape(ctx) as tape:
-        ids = tape.import_file(path)
+        ids = tape.import_file(file)
         runs = [tape.store.get_run(i) for i in ids]
         url = tape.url
     if as_json:
-        echo_json({"path": str(path), "imported": ids})
+        echo_json({"path": str(file), "imported": ids})
         return
     console = stdout()
-    console.print(f"imported {len(ids)} run(s) from {path} into {url}")
+    console.print(f"imported {len(ids)} run(s) from {file} into {url}")
     for r in runs:
         if r is None:  # pragma: no cover - just written
             continue

@@ -62,6 +62,11 @@ def short_thread(thread_id: str | None) -> str:
     return t
 
 
+def keep_tail(text: str, width: int) -> str:
+    """``text`` cut from the left to ``width`` characters (the end of a path says most)."""
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
 def fmt_time(ts: float | None) -> str:
     if not ts:
         return "-"
@@ -233,19 +238,31 @@ def run_to_json(run: RunRecord) -> dict[str, Any]:
     return d
 
 
-#: Columns of ``graphtape runs``, and the order they are left out in when the terminal is narrow.
+#: Columns of ``graphtape runs``.
 RUN_COLUMNS = ("id", "graph", "thread", "status", "mode", "started", "duration", "calls", "tokens", "replay of")
-_DROP_ORDER = ("replay of", "mode", "duration", "tokens", "calls")
+
+#: How the runs table is made to fit a narrow terminal, one step at a time until it fits.
+_SHRINK_STEPS: tuple[tuple[str, Any], ...] = (
+    ("short_time", True),
+    ("graph", 20),
+    ("drop", "duration"),
+    ("drop", "tokens"),
+    ("graph", 14),
+    ("thread", 12),
+    ("drop", "replay of"),
+    ("drop", "mode"),
+    ("drop", "calls"),
+)
 
 
-def _run_cells(r: RunRecord, short_time: bool) -> dict[str, Any]:
+def _run_cells(r: RunRecord, fit: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": short_id(r.run_id),
-        "graph": r.graph,
-        "thread": short_thread(r.thread_id),
+        "graph": keep_tail(r.graph, fit["graph"]),
+        "thread": keep_tail(short_thread(r.thread_id), fit["thread"]),
         "status": status_text(r.status),
         "mode": r.mode,
-        "started": fmt_time(r.started_at) if not short_time else _short_time(r.started_at),
+        "started": _short_time(r.started_at) if fit["short_time"] else fmt_time(r.started_at),
         "duration": fmt_duration(r.duration),
         "calls": f"{r.llm_calls}/{r.tool_calls}/{r.effect_calls}",
         "tokens": str(r.tokens),
@@ -258,33 +275,33 @@ def _short_time(ts: float | None) -> str:
 
 
 def runs_table(runs: list[RunRecord], width: int = 120) -> Table:
-    """The runs as a table fitting ``width`` columns (less important columns left out first)."""
-    columns = list(RUN_COLUMNS)
-    short_time = False
+    """The runs as a table fitting ``width`` columns: long names cut, minor columns left out."""
+    fit: dict[str, Any] = {"graph": 30, "thread": 24, "short_time": False, "columns": list(RUN_COLUMNS)}
 
-    def natural(cols: list[str]) -> int:
-        total = 3 * (len(cols) - 1)  # one space of padding each side plus the box separator
-        for c in cols:
-            total += max([len(c)] + [len(str(_run_cells(r, short_time)[c])) for r in runs])
-        return total
+    def natural() -> int:
+        cols = fit["columns"]
+        rows = [_run_cells(r, fit) for r in runs]
+        # one space of padding each side of a column plus the box's separator
+        return 3 * (len(cols) - 1) + sum(max([len(c)] + [len(str(row[c])) for row in rows]) for c in cols)
 
-    for drop in (None, *_DROP_ORDER):
-        if drop == "tokens" and not short_time and natural(columns) > width:
-            short_time = True
-        if natural(columns) <= width:
+    for what, value in _SHRINK_STEPS:
+        if natural() <= width:
             break
-        if drop is not None and drop in columns and natural(columns) > width:
-            columns.remove(drop)
+        if what == "drop":
+            fit["columns"].remove(value)
+        else:
+            fit[what] = value
+    columns = fit["columns"]
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
                   caption="calls = llm/tool/effect" if "calls" in columns else None)
     right = {"duration", "calls", "tokens"}
     for c in columns:
         table.add_column(
             c, no_wrap=True, overflow="ellipsis", justify="right" if c in right else "left",
-            style="bold" if c == "id" else None,
+            style="bold" if c == "id" else None, min_width=8 if c == "id" else None,
         )
     for r in runs:
-        cells = _run_cells(r, short_time)
+        cells = _run_cells(r, fit)
         table.add_row(*(cells[c] for c in columns))
     return table
 
@@ -292,6 +309,13 @@ def runs_table(runs: list[RunRecord], width: int = 120) -> Table:
 # ---------------------------------------------------------------------------
 # show: one run as a tree
 # ---------------------------------------------------------------------------
+
+
+def _one_row(text: Text) -> Text:
+    """A label kept to one terminal row (cut with an ellipsis) so the tree stays scannable."""
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
 
 
 def _call_label(ev: EventRow, payload: Callable[[str], Any]) -> Text:
@@ -365,6 +389,7 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
     tree = Tree(head)
 
     started = next((e for e in events if e.kind == "run_started"), None)
+    resume = next((e for e in events if e.kind == "resume"), None)
     info = Table.grid(padding=(0, 2))
     info.add_column(style="dim", no_wrap=True)
     info.add_column(overflow="fold")
@@ -381,8 +406,12 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
     if started is not None:
         data = started.data
         try:
-            view = payload(data["input_view"]) if data.get("input_view") else None
-            info.add_row("input", summarize(view, width))
+            if resume is not None:  # the input was Command(resume=...): show the answer
+                value = display_value(payload(resume.data["value"]))
+                info.add_row("input", f"Command(resume={summarize(value, width)})")
+            else:
+                view = payload(data["input_view"]) if data.get("input_view") else None
+                info.add_row("input", summarize(view, width))
         except Exception as exc:
             info.add_row("input", f"(unreadable: {clip(str(exc), 60)})")
         versions = data.get("versions") or {}
@@ -462,7 +491,7 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
                 sub = node.add(_task_label(item.started.data, item.end))
                 add_items(sub, item.children)
             elif kind == "call":
-                node.add(_call_label(item, payload))
+                node.add(_one_row(_call_label(item, payload)))
             else:
                 d = item.data
                 node.add(Text(f"checkpoint {d.get('checkpoint_id')} ({d.get('source') or '?'})", style="dim"))
@@ -482,7 +511,7 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
             label.append(str(d.get("interrupt_id", "")), style="dim")
             label.append("  waiting for: ")
             label.append(summarize(d.get("value"), width))
-            tree.add(label)
+            tree.add(_one_row(label))
         elif ev.kind == "divergence":
             label = Text("divergence ", style="bold red")
             label.append(
@@ -504,8 +533,10 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
             if d.get("output"):
                 try:
                     out = payload(d["output"])
+                    if isinstance(out, dict):  # pending interrupts are shown above
+                        out = {k: v for k, v in out.items() if k != "__interrupt__"}
                     for key, summary in state_lines(out, width):
-                        end.add(Text(f"{key}: {summary}" if key else summary))
+                        end.add(_one_row(Text(f"{key}: {summary}" if key else summary)))
                 except Exception as exc:
                     end.add(Text(f"(output unreadable: {clip(str(exc), 60)})", style="dim"))
     return tree
@@ -531,7 +562,7 @@ def run_json(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
 # ---------------------------------------------------------------------------
 
 
-def replay_panel(result: Any) -> Panel:
+def replay_panel(result: Any, from_checkpoint: str | None = None) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -540,6 +571,8 @@ def replay_panel(result: Any) -> Panel:
     if len(result.run_ids) > 1:
         grid.add_row("runs", f"{len(result.run_ids)} (the thread's runs up to the target, in order)")
     grid.add_row("replay of", result.replay_of)
+    if from_checkpoint:
+        grid.add_row("from", f"checkpoint {from_checkpoint}")
     grid.add_row("thread", result.thread_id)
     grid.add_row("mode", result.mode)
     grid.add_row("calls", f"{result.served} served from tape, {result.live} live")

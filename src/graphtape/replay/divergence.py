@@ -82,6 +82,7 @@ def build_divergence(session: Session, call: Call, request: dict[str, Any]) -> D
         + (f"; recorded call {recorded_call}" if recorded_call else "")
     )
     report = {
+        "message": message,
         "run_id": replayed,
         "replay_run_id": session.run_id,
         "kind": site.kind,

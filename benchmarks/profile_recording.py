@@ -1,0 +1,284 @@
+"""Where graphtape spends its time when recording (benchmark 1) and in long conversations (benchmark 3).
+
+    python benchmarks/profile_recording.py            # ablations + per-function timings + cProfile
+    python benchmarks/profile_recording.py --reps 40  # more repetitions for the ablations
+
+Three views of the same 50-node linear graph recorded with a ``SqliteSaver``
+as shipped (benchmark 1's failing configuration):
+
+* **Ablations**: the recording with one graphtape component switched off
+  (monkeypatched in this process only), interleaved with the baseline; the
+  difference to the full recording is what that component costs per step.
+* **Per-function wall time** across all threads (LangGraph writes
+  checkpoints from a background thread, which ``cProfile`` does not see):
+  graphtape's entry points are wrapped with timers.
+* **cProfile** of the main thread (``durability="sync"``), graphtape frames.
+
+Then a cProfile of the recorded 200-turn conversation of benchmark 3.
+
+This script patches graphtape internals by name to switch components off;
+a component whose name no longer exists is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import pstats
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench  # noqa: E402  (benchmarks/run.py)
+from langchain_core.messages import HumanMessage  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+
+import graphtape  # noqa: E402
+import graphtape.recorder as recorder_mod  # noqa: E402
+from graphtape.record import session as session_mod  # noqa: E402
+from graphtape.record.checkpoints import TapSaver  # noqa: E402
+from graphtape.record.tasks import TaskRecorder  # noqa: E402
+from graphtape.store.sqlite import SqliteTapeStore  # noqa: E402
+
+STEPS = bench.N_NODES
+
+
+class Patch:
+    """Temporarily replace attributes; skips (with a note) the ones that do not exist."""
+
+    def __init__(self, *items: tuple[Any, str, Any]):
+        self.items = [(o, n, v) for o, n, v in items if hasattr(o, n)]
+        self.missing = [f"{getattr(o, '__name__', o)}.{n}" for o, n, _ in items if not hasattr(o, n)]
+        self.saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> Patch:
+        for obj, name, value in self.items:
+            self.saved.append((obj, name, obj.__dict__[name] if name in vars(obj) else getattr(obj, name)))
+            setattr(obj, name, value)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for obj, name, value in reversed(self.saved):
+            setattr(obj, name, value)
+        self.saved.clear()
+
+
+def _tap_without_flush(self: TapSaver, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
+    rid = (config.get("metadata") or {}).get(session_mod.RUN_META_KEY)
+    session = session_mod._BY_RUN.get(rid)
+    if session is not None:
+        session.on_checkpoint(config, checkpoint, metadata)
+
+
+NO_TASK_CALLBACK = (recorder_mod, "_with_callback", lambda config, handler: config)
+NO_TAP = (TapSaver, "_tap", lambda self, *a: None)
+TAP_NO_FLUSH = (TapSaver, "_tap", _tap_without_flush)
+NO_STATUS = (recorder_mod.RecordedGraph, "_status", lambda self, config: ("finished", []))
+
+ABLATIONS: dict[str, tuple[tuple[Any, str, Any], ...]] = {
+    "graphtape full": (),
+    "- task callback (TaskRecorder)": (NO_TASK_CALLBACK,),
+    "- flush per checkpoint (events kept)": (TAP_NO_FLUSH,),
+    "- checkpoint tap (no event, no flush)": (NO_TAP,),
+    "- end-of-run get_state (_status)": (NO_STATUS,),
+    "- callback, tap and _status": (NO_TASK_CALLBACK, NO_TAP, NO_STATUS),
+}
+
+
+def ablations(tmp: Path, reps: int, durability: str) -> dict[str, float]:
+    builder = bench.linear_graph()
+    plain = builder.compile()
+    baseline = builder.compile(checkpointer=bench.sqlite_saver(tmp / f"abl-base-{durability}.db"))
+    tape = graphtape.connect(f"sqlite:///{tmp}/abl-tape-{durability}.db")
+    rec = tape.record(plain, checkpointer=bench.sqlite_saver(tmp / f"abl-user-{durability}.db"))
+    missing: set[str] = set()
+
+    def variant(patches: tuple[tuple[Any, str, Any], ...]):
+        def go() -> Any:
+            with Patch(*patches) as p:
+                missing.update(p.missing)
+                return rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+        return go
+
+    variants = {"baseline (SqliteSaver as shipped)": lambda: baseline.invoke(
+        bench.LINEAR_INPUT, bench.new_thread(), durability=durability)}
+    variants.update({name: variant(p) for name, p in ABLATIONS.items()})
+    samples = bench.interleave(variants, reps)
+    tape.close()
+    if missing:
+        print(f"  note: not found, ablation incomplete: {sorted(missing)}")
+    return {k: statistics.median(v) * 1000 / STEPS for k, v in samples.items()}
+
+
+# -- per-function wall time across threads -------------------------------------------
+
+TIMED = [
+    (SqliteSaver, "put", "SqliteSaver.put (LangGraph, inner)"),
+    (SqliteSaver, "put_writes", "SqliteSaver.put_writes (LangGraph, inner)"),
+    (TapSaver, "_tap", "TapSaver._tap (checkpoint event + flush)"),
+    (session_mod.Session, "flush", "  Session.flush (all flushes)"),
+    (SqliteTapeStore, "write", "    SqliteTapeStore.write (one transaction)"),
+    (TaskRecorder, "on_chain_start", "TaskRecorder.on_chain_start"),
+    (TaskRecorder, "on_chain_end", "TaskRecorder.on_chain_end"),
+    (recorder_mod.RecordedGraph, "_open", "RecordedGraph._open (list_runs + start + flush)"),
+    (recorder_mod.RecordedGraph, "_status", "RecordedGraph._status (get_state)"),
+    (recorder_mod.RecordedGraph, "_close", "RecordedGraph._close (finish + flush)"),
+]
+
+
+def timed_functions(tmp: Path, runs: int, durability: str) -> tuple[dict[str, tuple[float, float]], float, float]:
+    totals: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    lock = threading.Lock()
+
+    def wrap(fn: Any, label: str) -> Any:
+        @functools.wraps(fn)
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                dt = time.perf_counter() - t0
+                with lock:
+                    totals[label] += dt
+                    counts[label] += 1
+        return timed
+
+    builder = bench.linear_graph()
+    plain = builder.compile()
+    baseline = builder.compile(checkpointer=bench.sqlite_saver(tmp / f"fn-base-{durability}.db"))
+    tape = graphtape.connect(f"sqlite:///{tmp}/fn-tape-{durability}.db")
+    rec = tape.record(plain, checkpointer=bench.sqlite_saver(tmp / f"fn-user-{durability}.db"))
+    for _ in range(2):  # warm up unpatched
+        rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+        baseline.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+    patches = [(o, n, wrap(getattr(o, n), label)) for o, n, label in TIMED if hasattr(o, n)]
+    wall_rec = wall_base = 0.0
+    with Patch(*patches):
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+            wall_rec += time.perf_counter() - t0
+        rec_totals, rec_counts = dict(totals), dict(counts)
+        totals.clear()
+        counts.clear()
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            baseline.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+            wall_base += time.perf_counter() - t0
+        base_totals, base_counts = dict(totals), dict(counts)
+    tape.close()
+    per_step = 1e6 / (runs * STEPS)  # seconds total -> µs per super-step
+    out = {}
+    for _, _, label in TIMED:
+        if label in rec_totals:
+            out[label] = (rec_totals[label] * per_step, rec_counts[label] / runs)
+    for label in ("SqliteSaver.put (LangGraph, inner)", "SqliteSaver.put_writes (LangGraph, inner)"):
+        if label in base_totals:
+            out[f"[baseline] {label}"] = (base_totals[label] * per_step, base_counts[label] / runs)
+    return out, wall_rec * per_step, wall_base * per_step
+
+
+def cprofile_sync(tmp: Path, runs: int) -> str:
+    builder = bench.linear_graph()
+    tape = graphtape.connect(f"sqlite:///{tmp}/prof-tape.db")
+    rec = tape.record(builder.compile(), checkpointer=bench.sqlite_saver(tmp / "prof-user.db"))
+    rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability="sync")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(runs):
+        rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability="sync")
+    prof.disable()
+    tape.close()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf).sort_stats("cumulative")
+    stats.print_stats(r"graphtape/|callbacks/manager.py.*(handle_event|get_child|on_chain)", 25)
+    return _trim(buf.getvalue(), runs * STEPS, "super-step")
+
+
+def cprofile_conversation(tmp: Path, turns: int) -> tuple[str, float]:
+    tape = graphtape.connect(f"sqlite:///{tmp}/prof-conv.db")
+    rec = tape.record(bench.chat_graph(bench.make_model(1)).compile(), checkpointer=InMemorySaver())
+    rng = random.Random(7)
+    cfg = {"configurable": {"thread_id": "conversation"}}
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for turn in range(turns):
+        rec.invoke({"messages": [HumanMessage(f"Turn {turn}: {bench.sentence(rng)}")]}, cfg)
+    prof.disable()
+    elapsed = time.perf_counter() - t0
+    tape.close()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(
+        r"graphtape/|load/dump.py.*dumpd|zlib", 22)
+    return _trim(buf.getvalue(), turns, "turn"), elapsed
+
+
+def _trim(text: str, per: int, unit: str) -> str:
+    """pstats output with the per-unit cumulative time (µs) added in front."""
+    lines = []
+    started = False
+    for line in text.splitlines():
+        if line.strip().startswith("ncalls"):
+            started = True
+            lines.append(f"{'cum µs/' + unit:>14}  {line.strip()}")
+            continue
+        if started and line.strip():
+            parts = line.split()
+            try:
+                cum = float(parts[3])
+            except (IndexError, ValueError):
+                continue
+            where = " ".join(parts[5:]).replace(str(Path(sys.prefix)), "<venv>")
+            where = where.replace(str(Path(__file__).resolve().parent.parent), "")
+            lines.append(f"{cum / per * 1e6:14.1f}  {parts[0]:>12} calls  {where}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=200)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    with tempfile.TemporaryDirectory(prefix="graphtape-prof-") as d:
+        tmp = Path(d)
+        for durability in ("sync", "async"):
+            print(f"\n== Ablations, durability={durability} ({args.reps} interleaved reps, median ms/super-step)")
+            res = ablations(tmp, args.reps, durability)
+            base = res["baseline (SqliteSaver as shipped)"]
+            full = res["graphtape full"]
+            for name, v in res.items():
+                saved = f"   saves {full - v:+.3f} ms/step" if name.startswith("-") else ""
+                print(f"  {name:42s} {v:7.3f} ms  {v / base:5.2f}x{saved}")
+        for durability in ("sync", "async"):
+            print(f"\n== Per-function wall time, all threads, durability={durability} (µs per super-step, inclusive)")
+            out, wall_rec, wall_base = timed_functions(tmp, args.reps, durability)
+            print(f"  wall: recorded {wall_rec:.0f} µs/step, baseline {wall_base:.0f} µs/step "
+                  f"(timers add a little overhead)")
+            for label, (us, calls) in out.items():
+                print(f"  {label:52s} {us:8.1f} µs   ({calls:.0f} calls/run)")
+        print("\n== cProfile, main thread, durability=sync (graphtape frames and callback dispatch)")
+        print(cprofile_sync(tmp, args.reps))
+        print(f"\n== cProfile, {args.turns}-turn conversation (benchmark 3), recorded")
+        text, elapsed = cprofile_conversation(tmp, args.turns)
+        print(f"  total {elapsed:.2f} s under the profiler")
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,752 @@
+"""graphtape benchmarks: recording overhead, strict replay speed, tape size.
+
+Run from the repository root with the project's environment::
+
+    python benchmarks/run.py                 # full run (about a minute on 2 vCPU)
+    python benchmarks/run.py --quick         # smoke mode, well under 20 s
+    python benchmarks/run.py --json out.json # also write every figure as JSON
+
+What is measured (details in ``docs/benchmarks.md``):
+
+1. **Recording overhead per super-step.** A 50-node linear ``StateGraph`` of
+   trivial nodes (~1 KB of state) checkpointed by LangGraph's ``SqliteSaver``
+   as shipped (baseline) versus the same graph recorded by graphtape, once
+   with a ``SqliteSaver`` as shipped passed as the checkpointer and once with
+   graphtape's default checkpointer. Both ``durability="sync"`` and the
+   default ``"async"``. The graph without a checkpointer is shown for context.
+2. **Strict replay vs a live run.** A 10-node graph, each node making one chat
+   model call (zero-latency deterministic fake) and one tool call. Baseline:
+   a live recorded run; subject: ``tape.replay(run_id, graph, mode="strict")``.
+3. **Tape bytes for a 200-turn conversation** (``add_messages`` state, one
+   chat node, one thread, one ``invoke`` per turn) versus the bytes of the
+   distinct messages.
+
+Timings interleave every variant within each repetition (the order rotates
+from one repetition to the next) and report medians; every ratio is computed
+against a baseline measured in the same process, in the same loop. Exit
+status is 0 unless ``--check`` is given and a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import operator
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from pydantic import PrivateAttr
+
+import graphtape
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WORDS = (
+    "the agent checks each order before it answers and the customer waits while a "
+    "policy review confirms that our team can ship a faster reply today because "
+    "every ticket needs clear context about billing refunds delivery returns"
+).split()
+
+
+# --------------------------------------------------------------------------
+# Measurement helpers
+# --------------------------------------------------------------------------
+
+
+def interleave(variants: dict[str, Callable[[], Any]], reps: int, warmup: int = 2,
+               check: dict[str, Callable[[Any], None]] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each variant, ``reps`` times, interleaved.
+
+    Each repetition runs every variant once; the starting variant rotates so
+    that no variant always runs first (or right after the same neighbour).
+    ``check[name](result)`` validates a variant's result outside the timing.
+    """
+    names = list(variants)
+    for _ in range(warmup):
+        for name in names:
+            variants[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(reps):
+        for j in range(len(names)):
+            name = names[(rep + j) % len(names)]
+            gc.collect()
+            t0 = time.perf_counter()
+            out = variants[name]()
+            samples[name].append(time.perf_counter() - t0)
+            if check and name in check:
+                check[name](out)
+    return samples
+
+
+def summary(values: list[float], scale: float = 1.0) -> dict[str, float]:
+    """Median and quartiles of ``values * scale``."""
+    xs = sorted(v * scale for v in values)
+    if len(xs) >= 2:
+        q = statistics.quantiles(xs, n=4, method="inclusive")
+        p25, p75 = q[0], q[2]
+    else:
+        p25 = p75 = xs[0]
+    return {"median": statistics.median(xs), "p25": p25, "p75": p75, "n": len(xs)}
+
+
+def paired_ratio(subject: list[float], baseline: list[float]) -> float:
+    """Median of per-repetition ratios (the two ran next to each other)."""
+    return statistics.median(s / b for s, b in zip(subject, baseline))
+
+
+def fsync_probe(path: Path, n: int = 10) -> float:
+    """Seconds per ``write(4 KiB) + fsync`` on the benchmark's file system."""
+    block = os.urandom(4096)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            os.write(fd, block)
+            os.fsync(fd)
+        return (time.perf_counter() - t0) / n
+    finally:
+        os.close(fd)
+
+
+def sqlite_saver(path: Path, synchronous: str | None = None) -> SqliteSaver:
+    """LangGraph's ``SqliteSaver`` as shipped (its own WAL setup, synchronous=FULL).
+
+    ``synchronous="NORMAL"`` gives the saver graphtape's default settings, to
+    separate graphtape's own cost from the fsyncs it avoids.
+    """
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    if synchronous:
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+    return SqliteSaver(conn)
+
+
+def new_thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+
+# --------------------------------------------------------------------------
+# A zero-latency deterministic chat model
+# --------------------------------------------------------------------------
+
+
+class _FallbackChatModel(BaseChatModel):
+    """Used only if ``graphtape.testing.SeededChatModel`` is unavailable."""
+
+    seed: int = 1
+    _rng: random.Random = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._rng = random.Random(self.seed)
+
+    @property
+    def _llm_type(self) -> str:
+        return "benchmark-fake"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        text = sentence(self._rng)
+        msg = AIMessage(content=text, usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15})
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+def make_model(seed: int = 1) -> BaseChatModel:
+    try:
+        from graphtape.testing import SeededChatModel
+    except ImportError:
+        return _FallbackChatModel(seed=seed)
+    return SeededChatModel(seed=seed, latency=0)
+
+
+def sentence(rng: random.Random, low: int = 8, high: int = 20) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high))).capitalize() + "."
+
+
+# --------------------------------------------------------------------------
+# 1. Recording overhead per super-step
+# --------------------------------------------------------------------------
+
+N_NODES = 50
+
+
+class LinearState(TypedDict):
+    payload: str
+    n: int
+
+
+def linear_graph(n_nodes: int = N_NODES) -> StateGraph:
+    """``n_nodes`` trivial nodes in a chain: one super-step each."""
+
+    def node(i: int):
+        def step(state: LinearState) -> dict[str, Any]:
+            return {"n": state["n"] + 1}
+
+        step.__name__ = f"n{i:02d}"
+        return step
+
+    builder = StateGraph(LinearState)
+    prev = START
+    for i in range(n_nodes):
+        builder.add_node(f"n{i:02d}", node(i))
+        builder.add_edge(prev, f"n{i:02d}")
+        prev = f"n{i:02d}"
+    builder.add_edge(prev, END)
+    return builder
+
+
+LINEAR_INPUT = {"payload": "x" * 1000, "n": 0}
+
+
+def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
+    builder = linear_graph()
+    plain = builder.compile()
+    baseline = builder.compile(checkpointer=sqlite_saver(tmp / "baseline.db"))
+    normal = builder.compile(checkpointer=sqlite_saver(tmp / "normal.db", synchronous="NORMAL"))
+    tape_user = graphtape.connect(f"sqlite:///{tmp}/tape-user-saver.db")
+    tape_default = graphtape.connect(f"sqlite:///{tmp}/tape-default.db")
+    rec_user = tape_user.record(plain, name="linear50", checkpointer=sqlite_saver(tmp / "user-saver.db"))
+    rec_default = tape_default.record(plain, name="linear50")
+
+    def run(target: Any, durability: str) -> Callable[[], Any]:
+        return lambda: target.invoke(LINEAR_INPUT, new_thread(), durability=durability)
+
+    def check_output(out: Any) -> None:
+        if out["n"] != N_NODES:
+            raise AssertionError(f"linear graph ended with n={out['n']}, expected {N_NODES}")
+
+    variants: dict[str, Callable[[], Any]] = {"plain": lambda: plain.invoke(LINEAR_INPUT)}
+    for d in ("sync", "async"):
+        variants[f"baseline/{d}"] = run(baseline, d)
+        variants[f"graphtape+SqliteSaver/{d}"] = run(rec_user, d)
+        variants[f"graphtape default/{d}"] = run(rec_default, d)
+        variants[f"SqliteSaver NORMAL/{d}"] = run(normal, d)
+    probe_file = tmp / "fsync.probe"
+    variants["fsync probe"] = lambda: fsync_probe(probe_file)
+    probe_results: list[float] = []
+
+    def keep_probe(value: float) -> None:
+        probe_results.append(value)
+
+    checks: dict[str, Callable[[Any], None]] = {k: check_output for k in variants if k != "fsync probe"}
+    checks["fsync probe"] = keep_probe
+    samples = interleave(variants, reps, check=checks)
+    samples["fsync probe"] = probe_results  # seconds per fsync, not per run
+
+    for t in (tape_user, tape_default):
+        t.close()
+    per_step = 1000.0 / N_NODES  # seconds per run -> ms per super-step
+    stats = {k: summary(v, 1000.0 if k == "fsync probe" else per_step) for k, v in samples.items()}
+    rows = []
+    for d in ("sync", "async"):
+        base = f"baseline/{d}"
+        for subject, label in ((f"graphtape+SqliteSaver/{d}", "SqliteSaver passed in"),
+                               (f"graphtape default/{d}", "default checkpointer")):
+            rows.append({
+                "benchmark": f"1. record, {d}: {label}",
+                "unit": "ms/super-step",
+                "baseline_name": f"SqliteSaver as shipped ({d})",
+                "baseline": stats[base]["median"],
+                "subject_name": subject,
+                "subject": stats[subject]["median"],
+                "ratio": stats[subject]["median"] / stats[base]["median"],
+                "paired_ratio": paired_ratio(samples[subject], samples[base]),
+                "delta": stats[subject]["median"] - stats[base]["median"],
+                "target": 1.10,
+            })
+    for d in ("sync", "async"):
+        base, subject = f"SqliteSaver NORMAL/{d}", f"graphtape default/{d}"
+        rows.append({
+            "benchmark": f"1. (ctx) {d}: default vs same-settings saver",
+            "unit": "ms/super-step",
+            "baseline_name": base,
+            "baseline": stats[base]["median"],
+            "subject_name": subject,
+            "subject": stats[subject]["median"],
+            "ratio": stats[subject]["median"] / stats[base]["median"],
+            "paired_ratio": paired_ratio(samples[subject], samples[base]),
+            "delta": stats[subject]["median"] - stats[base]["median"],
+            "target": None,
+        })
+    rows.append({
+        "benchmark": "1. (ctx) no checkpointer",
+        "unit": "ms/super-step",
+        "baseline_name": "SqliteSaver as shipped (sync)",
+        "baseline": stats["baseline/sync"]["median"],
+        "subject_name": "plain (no checkpointer)",
+        "subject": stats["plain"]["median"],
+        "ratio": stats["plain"]["median"] / stats["baseline/sync"]["median"],
+        "target": None,
+    })
+    return {"rows": rows, "stats": stats, "reps": reps, "steps_per_run": N_NODES,
+            "fsync_ms": stats["fsync probe"]["median"]}
+
+
+# --------------------------------------------------------------------------
+# 2. Strict replay vs a live run
+# --------------------------------------------------------------------------
+
+N_CALL_NODES = 10
+
+
+class NotesState(TypedDict):
+    topic: str
+    notes: Annotated[list, operator.add]
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look the query up in the knowledge base."""
+    return f"kb: {len(query)} chars, first word {query.split()[0] if query.split() else '-'}"
+
+
+def calls_graph(model: BaseChatModel) -> StateGraph:
+    """Ten nodes in a chain; each makes one chat model call and one tool call."""
+
+    def node(i: int):
+        def step(state: NotesState) -> dict[str, Any]:
+            prev = state["notes"][-1] if state["notes"] else state["topic"]
+            answer = model.invoke([SystemMessage(f"You are step {i}."), HumanMessage(f"Continue: {prev}")])
+            found = lookup.invoke({"query": str(answer.content)})
+            return {"notes": [f"{answer.content} | {found}"]}
+
+        step.__name__ = f"step{i}"
+        return step
+
+    builder = StateGraph(NotesState)
+    prev = START
+    for i in range(N_CALL_NODES):
+        builder.add_node(f"step{i}", node(i))
+        builder.add_edge(prev, f"step{i}")
+        prev = f"step{i}"
+    builder.add_edge(prev, END)
+    return builder
+
+
+def bench_replay(tmp: Path, reps: int) -> dict[str, Any]:
+    builder = calls_graph(make_model(seed=1))
+    graph = builder.compile()
+    unrecorded = builder.compile(checkpointer=sqlite_saver(tmp / "live-unrecorded.db"))
+    tape = graphtape.connect(f"sqlite:///{tmp}/tape-replay.db")
+    recorded = tape.record(graph, name="calls10")
+    recorded.invoke({"topic": "refunds", "notes": []}, new_thread())
+    run_id = recorded.last_run_id
+    expected_calls = 2 * N_CALL_NODES
+
+    def check_replay(result: Any) -> None:
+        if result.status != "finished" or result.live != 0 or result.served != expected_calls:
+            raise AssertionError(
+                f"strict replay did not serve everything: status={result.status} served={result.served} "
+                f"live={result.live} error={result.error}"
+            )
+
+    inp = {"topic": "refunds", "notes": []}
+    variants = {
+        "live recorded": lambda: recorded.invoke(inp, new_thread()),
+        "strict replay": lambda: tape.replay(run_id, graph, mode="strict"),
+        "live unrecorded (SqliteSaver)": lambda: unrecorded.invoke(inp, new_thread()),
+        "live, no checkpointer": lambda: graph.invoke(inp),
+    }
+    samples = interleave(variants, reps, check={"strict replay": check_replay})
+    last = tape.replay(run_id, graph, mode="strict")
+    tape.close()
+    stats = {k: summary(v, 1000.0) for k, v in samples.items()}
+    base, subj = "live recorded", "strict replay"
+    rows = [
+        {
+            "benchmark": "2. strict replay vs live recorded",
+            "unit": "ms/run",
+            "baseline_name": base,
+            "baseline": stats[base]["median"],
+            "subject_name": subj,
+            "subject": stats[subj]["median"],
+            "ratio": stats[subj]["median"] / stats[base]["median"],
+            "paired_ratio": paired_ratio(samples[subj], samples[base]),
+            "target": 1.2,
+        },
+        {
+            "benchmark": "2. (ctx) live, unrecorded",
+            "unit": "ms/run",
+            "baseline_name": base,
+            "baseline": stats[base]["median"],
+            "subject_name": "live unrecorded (SqliteSaver)",
+            "subject": stats["live unrecorded (SqliteSaver)"]["median"],
+            "ratio": stats["live unrecorded (SqliteSaver)"]["median"] / stats[base]["median"],
+            "target": None,
+        },
+    ]
+    return {
+        "rows": rows,
+        "stats": stats,
+        "reps": reps,
+        "calls_per_run": {"llm": N_CALL_NODES, "tool": N_CALL_NODES},
+        "last_replay": {"status": last.status, "served": last.served, "live": last.live,
+                        "output_matches": last.output_matches},
+    }
+
+
+# --------------------------------------------------------------------------
+# 3. Tape bytes for a long conversation
+# --------------------------------------------------------------------------
+
+
+class ChatState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def chat_graph(model: BaseChatModel) -> StateGraph:
+    def chat(state: ChatState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(ChatState)
+    builder.add_node("chat", chat)
+    builder.add_edge(START, "chat")
+    builder.add_edge("chat", END)
+    return builder
+
+
+def distinct_message_bytes(messages: list[BaseMessage]) -> tuple[int, int]:
+    """(count, bytes) of the distinct messages, each as ``{"role","content"}`` JSON.
+
+    A message counts once however often it is repeated; its size is the
+    UTF-8 length of ``json.dumps({"role": m.type, "content": m.content},
+    separators=(",", ":"), ensure_ascii=False)``.
+    """
+    seen: dict[str, int] = {}
+    for m in messages:
+        text = json.dumps({"role": m.type, "content": m.content}, separators=(",", ":"), ensure_ascii=False)
+        seen[text] = len(text.encode("utf-8"))
+    return len(seen), sum(seen.values())
+
+
+def tape_bytes(path: Path) -> dict[str, Any]:
+    """What the tape occupies in its SQLite file (LangGraph's tables excluded)."""
+    conn = sqlite3.connect(str(path))
+    try:
+        q = lambda sql: conn.execute(sql).fetchone()  # noqa: E731
+        blobs = q("SELECT count(*), coalesce(sum(length(data)),0), "
+                  "coalesce(sum(length(hash)+length(enc)+length(data)),0) FROM gt_blobs")
+        chains = q("SELECT count(*), coalesce(sum(length(id)+coalesce(length(parent),0)+length(item)),0) FROM gt_chains")
+        events = q("SELECT count(*), coalesce(sum(length(data)),0), "
+                   "coalesce(sum(length(run_id)+length(kind)+16+length(data)),0) FROM gt_events")
+        runs = q("SELECT count(*), coalesce(sum(length(run_id)+length(thread_id)+length(meta)),0) FROM gt_runs")
+        by_kind = {k: {"count": n, "bytes": b} for k, n, b in conn.execute(
+            "SELECT kind, count(*), sum(length(data)) FROM gt_events GROUP BY kind ORDER BY 3 DESC")}
+        blob_sizes = {h: (len(d), enc) for h, enc, d in conn.execute("SELECT hash, enc, data FROM gt_blobs")}
+        # Attribute each blob to the first event field (or chain) that references it.
+        seen: set[str] = set()
+        by_ref: Counter[str] = Counter()
+        ref_count: Counter[str] = Counter()
+        for kind, data in conn.execute("SELECT kind, data FROM gt_events ORDER BY run_id, seq"):
+            for field, value in json.loads(data).items():
+                if isinstance(value, str) and value in blob_sizes and value not in seen:
+                    seen.add(value)
+                    by_ref[f"{kind}.{field}"] += blob_sizes[value][0]
+                    ref_count[f"{kind}.{field}"] += 1
+        for (item,) in conn.execute("SELECT item FROM gt_chains"):
+            if item in blob_sizes and item not in seen:
+                seen.add(item)
+                by_ref["llm request message (chain item)"] += blob_sizes[item][0]
+                ref_count["llm request message (chain item)"] += 1
+        rest = [h for h in blob_sizes if h not in seen]
+        if rest:
+            by_ref["unreferenced"] = sum(blob_sizes[h][0] for h in rest)
+            ref_count["unreferenced"] = len(rest)
+        compressed = sum(1 for _, enc in blob_sizes.values() if enc == "z")
+        try:
+            pages = {name: size for name, size in conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")}
+        except sqlite3.Error:
+            pages = {}
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    finally:
+        conn.close()
+    vacuum = sqlite3.connect(str(path))
+    try:
+        vacuum.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        vacuum.execute("VACUUM")
+    finally:
+        vacuum.close()
+    return {
+        "tape_bytes": blobs[1] + chains[1] + events[1],
+        "gt_blobs": {"rows": blobs[0], "data_bytes": blobs[1], "row_bytes": blobs[2], "zlib_compressed_rows": compressed},
+        "gt_chains": {"rows": chains[0], "row_bytes": chains[1]},
+        "gt_events": {"rows": events[0], "data_bytes": events[1], "row_bytes": events[2]},
+        "gt_runs": {"rows": runs[0], "approx_bytes": runs[1]},
+        "events_by_kind": by_kind,
+        "blob_bytes_by_referrer": {k: {"count": ref_count[k], "bytes": v} for k, v in by_ref.most_common()},
+        "dbstat_page_bytes": pages,
+        "tables_in_file": tables,
+        "file_bytes_after_vacuum": path.stat().st_size,
+    }
+
+
+def bench_conversation(tmp: Path, turns: int) -> dict[str, Any]:
+    path = tmp / "tape-conversation.db"
+    tape = graphtape.connect(f"sqlite:///{path}")
+    # Checkpoints go to memory so the tape file holds only graphtape's tables.
+    recorded = tape.record(chat_graph(make_model(seed=1)).compile(), name="chat", checkpointer=InMemorySaver())
+    unrecorded = chat_graph(make_model(seed=1)).compile(checkpointer=InMemorySaver())
+    rec_cfg = {"configurable": {"thread_id": "conversation"}}
+    live_cfg = {"configurable": {"thread_id": "conversation"}}
+    rng = random.Random(7)
+    rec_times: list[float] = []
+    live_times: list[float] = []
+    out: Any = None
+    for turn in range(turns):
+        text = f"Turn {turn}: {sentence(rng)}"
+        # Interleave the recorded conversation with the same one unrecorded.
+        order = ((recorded, rec_cfg, rec_times), (unrecorded, live_cfg, live_times))
+        for target, cfg, times in (order if turn % 2 == 0 else order[::-1]):
+            t0 = time.perf_counter()
+            res = target.invoke({"messages": [HumanMessage(text)]}, cfg)
+            times.append(time.perf_counter() - t0)
+            if target is recorded:
+                out = res
+    messages = out["messages"]
+    if len(messages) != 2 * turns:
+        raise AssertionError(f"conversation has {len(messages)} messages, expected {2 * turns}")
+    n_distinct, distinct = distinct_message_bytes(messages)
+    n_runs = len(tape.runs(thread_id="conversation", limit=None))
+    tape.close()
+    sizes = tape_bytes(path)
+    rows = [
+        {
+            "benchmark": f"3. tape bytes, {turns} turns",
+            "unit": "bytes",
+            "baseline_name": f"distinct msg bytes ({n_distinct} msgs)",
+            "baseline": distinct,
+            "subject_name": "blobs + chains + events",
+            "subject": sizes["tape_bytes"],
+            "ratio": sizes["tape_bytes"] / distinct,
+            "target": 3.0,
+        },
+        {
+            "benchmark": "3. (ctx) file after VACUUM",
+            "unit": "bytes",
+            "baseline_name": "distinct msg bytes",
+            "baseline": distinct,
+            "subject_name": "tape file, gt_* only",
+            "subject": sizes["file_bytes_after_vacuum"],
+            "ratio": sizes["file_bytes_after_vacuum"] / distinct,
+            "target": None,
+        },
+        {
+            "benchmark": "3. (ctx) time per turn",
+            "unit": "ms/turn",
+            "baseline_name": "unrecorded",
+            "baseline": statistics.median(live_times) * 1000,
+            "subject_name": "recorded",
+            "subject": statistics.median(rec_times) * 1000,
+            "ratio": statistics.median(rec_times) / statistics.median(live_times),
+            "target": None,
+        },
+    ]
+    return {
+        "rows": rows,
+        "turns": turns,
+        "runs_recorded": n_runs,
+        "distinct_messages": n_distinct,
+        "distinct_message_bytes": distinct,
+        "sizes": sizes,
+        "turn_ms": {
+            "recorded": {"total": sum(rec_times) * 1000, "first10": summary(rec_times[:10], 1000.0),
+                         "last10": summary(rec_times[-10:], 1000.0)},
+            "unrecorded": {"total": sum(live_times) * 1000, "first10": summary(live_times[:10], 1000.0),
+                           "last10": summary(live_times[-10:], 1000.0)},
+        },
+    }
+
+
+# --------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------
+
+
+def environment() -> dict[str, Any]:
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("graphtape", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langchain-core"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    commit = None
+    with contextlib.suppress(Exception):
+        commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                                capture_output=True, text=True, timeout=5).stdout.strip() or None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "sqlite": sqlite3.sqlite_version,
+        "versions": versions,
+        "git": commit,
+    }
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return f"{value:,.0f} B"
+    return f"{value:.3f} {unit.split('/')[0]}" if value < 10 else f"{value:.1f} {unit.split('/')[0]}"
+
+
+def verdict(row: dict[str, Any]) -> str:
+    if row.get("target") is None:
+        return "context"
+    return "PASS" if row["ratio"] <= row["target"] else "FAIL"
+
+
+def render(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(140, Console().width))
+    env = results["environment"]
+    mode = "QUICK (smoke: few repetitions, figures indicative only)" if results["quick"] else "full"
+    console.print(f"[bold]graphtape benchmarks[/bold] - mode {mode}; Python {env['python']}, {env['cpus']} CPUs, "
+                  f"langgraph {env['versions'].get('langgraph')}, graphtape {env['versions'].get('graphtape')} "
+                  f"({env['git']})")
+    table = Table(title="Results (medians; ratio = subject / baseline)", show_lines=False)
+    for col, just in (("benchmark", "left"), ("baseline", "right"), ("subject", "right"), ("ratio", "right"),
+                      ("target", "right"), ("pass/fail", "center")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for row in results["rows"]:
+        v = verdict(row)
+        style = {"PASS": "green", "FAIL": "bold red"}.get(v, "dim")
+        table.add_row(
+            row["benchmark"],
+            f"{fmt(row['baseline'], row['unit'])}\n[dim]{row['baseline_name']}[/dim]",
+            f"{fmt(row['subject'], row['unit'])}\n[dim]{row['subject_name']}[/dim]",
+            f"{row['ratio']:.2f}x" + (f"\n[dim]paired {row['paired_ratio']:.2f}x[/dim]" if row.get("paired_ratio") else ""),
+            f"<= {row['target']:.2f}x" if row.get("target") is not None else "-",
+            f"[{style}]{v}[/{style}]",
+        )
+    console.print(table)
+    console.print(
+        "[dim]ratio = subject median / baseline median, both measured interleaved in this run; 'paired' = median "
+        "of the per-repetition ratios (subject and baseline ran back to back). "
+        "1: ms per super-step, 50-node linear graph, ~1 KB state; 'SqliteSaver as shipped' = WAL + "
+        "synchronous=FULL; 'default checkpointer' = graphtape's SqliteSaver on the tape file with "
+        "synchronous=NORMAL; 'same-settings saver' = a plain SqliteSaver with synchronous=NORMAL (no graphtape). "
+        "2: ms per run of 10 nodes x (1 LLM call + 1 tool call), zero-latency model. "
+        "3: distinct msg bytes = sum of UTF-8 len(json({role, content})) over distinct messages; "
+        "tape bytes = sum(length(gt_blobs.data)) + gt_chains id/parent/item lengths + sum(length(gt_events.data)).[/dim]"
+    )
+
+    details = Table(title="Timing details (median, p25-p75)")
+    details.add_column("benchmark")
+    details.add_column("variant")
+    details.add_column("median", justify="right")
+    details.add_column("p25-p75", justify="right")
+    details.add_column("n", justify="right")
+    for key, unit in (("recording", "ms/super-step"), ("replay", "ms/run")):
+        bench = results["benchmarks"].get(key)
+        if not bench:
+            continue
+        for name, s in bench["stats"].items():
+            u = "ms/fsync" if name == "fsync probe" else unit
+            details.add_row(key, name, f"{s['median']:.3f} {u}", f"{s['p25']:.3f}-{s['p75']:.3f}", str(s["n"]))
+    console.print(details)
+
+    conv = results["benchmarks"].get("conversation")
+    if conv:
+        sizes = conv["sizes"]
+        where = Table(title=f"3. Where the tape bytes go ({conv['turns']} turns, {conv['runs_recorded']} runs; "
+                            f"distinct message bytes {conv['distinct_message_bytes']:,})")
+        where.add_column("part")
+        where.add_column("rows", justify="right")
+        where.add_column("bytes", justify="right")
+        where.add_column("x distinct", justify="right")
+        d = conv["distinct_message_bytes"]
+        for ref, v in sizes["blob_bytes_by_referrer"].items():
+            where.add_row(f"gt_blobs referenced by {ref}", str(v["count"]), f"{v['bytes']:,}", f"{v['bytes'] / d:.2f}")
+        where.add_row("gt_chains rows", str(sizes["gt_chains"]["rows"]), f"{sizes['gt_chains']['row_bytes']:,}",
+                      f"{sizes['gt_chains']['row_bytes'] / d:.2f}")
+        for kind, v in sizes["events_by_kind"].items():
+            where.add_row(f"gt_events.data kind={kind}", str(v["count"]), f"{v['bytes']:,}", f"{v['bytes'] / d:.2f}")
+        where.add_row("[bold]total[/bold]", "", f"[bold]{sizes['tape_bytes']:,}[/bold]",
+                      f"[bold]{sizes['tape_bytes'] / d:.2f}[/bold]")
+        console.print(where)
+        tm = conv["turn_ms"]
+        console.print(
+            f"3. time per turn, recorded: first 10 turns {tm['recorded']['first10']['median']:.2f} ms, last 10 "
+            f"{tm['recorded']['last10']['median']:.2f} ms (total {tm['recorded']['total'] / 1000:.2f} s); "
+            f"unrecorded: {tm['unrecorded']['first10']['median']:.2f} / {tm['unrecorded']['last10']['median']:.2f} ms "
+            f"(total {tm['unrecorded']['total'] / 1000:.2f} s)"
+        )
+    console.print(f"fsync probe (4 KiB write + fsync, same run): "
+                  f"{results['benchmarks'].get('recording', {}).get('fsync_ms', float('nan')):.3f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke mode: few repetitions, 50-turn conversation")
+    parser.add_argument("--json", metavar="PATH", help="also write all figures to this JSON file")
+    parser.add_argument("--reps", type=int, help="repetitions per variant (default 30, quick 4)")
+    parser.add_argument("--turns", type=int, help="conversation turns (default 200, quick 50)")
+    parser.add_argument("--only", default="1,2,3", help="comma-separated benchmarks to run (default 1,2,3)")
+    parser.add_argument("--check", action="store_true", help="exit with status 1 if a target is missed")
+    args = parser.parse_args(argv)
+    reps = args.reps or (4 if args.quick else 30)
+    turns = args.turns or (50 if args.quick else 200)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+
+    t0 = time.perf_counter()
+    benchmarks: dict[str, Any] = {}
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="graphtape-bench-") as d:
+        warnings.simplefilter("ignore")  # LangGraph beta/deprecation notices are not results
+        tmp = Path(d)
+        if "1" in only:
+            benchmarks["recording"] = bench_recording(tmp, reps)
+        if "2" in only:
+            benchmarks["replay"] = bench_replay(tmp, reps)
+        if "3" in only:
+            benchmarks["conversation"] = bench_conversation(tmp, turns)
+    rows = [row for b in benchmarks.values() for row in b["rows"]]
+    for row in rows:
+        row["verdict"] = verdict(row)
+    results = {
+        "quick": args.quick,
+        "reps": reps,
+        "turns": turns,
+        "elapsed_s": time.perf_counter() - t0,
+        "environment": environment(),
+        "rows": rows,
+        "benchmarks": benchmarks,
+    }
+    render(results)
+    print(f"elapsed: {results['elapsed_s']:.1f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n")
+    missed = [r for r in rows if r["verdict"] == "FAIL"]
+    return 1 if (args.check and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
