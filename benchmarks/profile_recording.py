@@ -234,7 +234,7 @@ def _trim(text: str, per: int, unit: str) -> str:
     for line in text.splitlines():
         if line.strip().startswith("ncalls"):
             started = True
-            lines.append(f"{'cum µs/' + unit:>14}  {line.strip()}")
+            lines.append(f"{'cum µs/' + unit:>14}  {'ncalls':>12}        function")
             continue
         if started and line.strip():
             parts = line.split()

@@ -76,7 +76,12 @@ class RecordedGraph:
         if isinstance(inner, TapSaver):
             inner = inner.inner
         self.checkpointer = inner
-        self.graph = graph.copy(update={"checkpointer": TapSaver(inner)})
+        # graphtape's own saver links checkpoints to runs itself, in the same
+        # transaction; any other saver is wrapped to do it beside the write.
+        from graphtape.runtime.saver import GraphtapeSaver
+
+        saver = inner if isinstance(inner, GraphtapeSaver) else TapSaver(inner)
+        self.graph = graph.copy(update={"checkpointer": saver})
         self.name = name or getattr(graph, "name", None) or "graph"
         self.last_run_id: str | None = None
         self.run_ids: list[str] = []

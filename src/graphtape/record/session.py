@@ -313,13 +313,25 @@ class Session:
             self._batch.events.append(EventRow(self.run_id, seq, kind, time.time(), data))
             return seq
 
-    def flush(self) -> None:
+    def flush(self, extra: WriteBatch | None = None) -> None:
+        """Write the buffered events, together with ``extra`` (a checkpoint) if given, in one transaction."""
         with self._lock:
             batch, self._batch = self._batch, WriteBatch()
-        if batch:
-            self.store.write(batch)
-            self._written_blobs.update(batch.blobs)
-            self._written_blobs.update(batch.chains)
+            if extra is not None:
+                batch.extend(extra)
+            if batch:
+                try:
+                    self.store.write(batch)
+                except BaseException:
+                    # Keep the events for the next flush; the checkpoint's writer sees the error.
+                    if extra is not None:
+                        batch.checkpoints.clear()
+                        batch.writes.clear()
+                    batch.extend(self._batch)
+                    self._batch = batch
+                    raise
+                self._written_blobs.update(batch.blobs)
+                self._written_blobs.update(batch.chains)
 
     # -- calls ------------------------------------------------------------------------
 

@@ -78,6 +78,46 @@ class EventRow:
 
 
 @dataclasses.dataclass
+class CheckpointRow:
+    """One LangGraph checkpoint as graphtape's saver stores it.
+
+    ``metadata`` is plain JSON so listings and filters never deserialise a
+    checkpoint; ``body`` is the checkpoint without its channel values
+    (serde-typed bytes); ``values`` maps each channel to the content address
+    of its value, so a value that did not change is stored once however many
+    checkpoints refer to it.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    run_id: str | None
+    step: int | None
+    source: str | None
+    created_at: str
+    metadata: dict[str, Any]
+    body: bytes
+    values: dict[str, str]
+
+
+@dataclasses.dataclass
+class WriteRow:
+    """A pending write of a task against a checkpoint; ``value`` is a blob address."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: str
+    #: special writes (errors, interrupts, resumes) replace; others are kept first-wins
+    replace: bool = False
+
+
+@dataclasses.dataclass
 class WriteBatch:
     """Everything one flush writes, applied atomically by :meth:`TapeStore.write`."""
 
@@ -86,9 +126,12 @@ class WriteBatch:
     events: list[EventRow] = dataclasses.field(default_factory=list)
     blobs: dict[str, bytes] = dataclasses.field(default_factory=dict)
     chains: dict[str, tuple[str | None, str]] = dataclasses.field(default_factory=dict)
+    checkpoints: list[CheckpointRow] = dataclasses.field(default_factory=list)
+    writes: list[WriteRow] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.new_runs or self.run_updates or self.events or self.blobs or self.chains)
+        return bool(self.new_runs or self.run_updates or self.events or self.blobs or self.chains
+                    or self.checkpoints or self.writes)
 
     def extend(self, other: "WriteBatch") -> None:
         self.new_runs.extend(other.new_runs)
@@ -96,6 +139,8 @@ class WriteBatch:
         self.events.extend(other.events)
         self.blobs.update(other.blobs)
         self.chains.update(other.chains)
+        self.checkpoints.extend(other.checkpoints)
+        self.writes.extend(other.writes)
 
 
 #: Columns of a run that :meth:`TapeStore.write` may update.
@@ -164,9 +209,50 @@ class TapeStore(abc.ABC):
     def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
         """``{id: (parent, item)}`` for the chain nodes that exist among ``ids``."""
 
+    # -- checkpoints (graphtape's own LangGraph saver is built on these) ------
+
     @abc.abstractmethod
+    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
+        """The checkpoint with that id, or the newest of the thread/namespace when ``checkpoint_id`` is None."""
+
+    @abc.abstractmethod
+    def list_checkpoints(
+        self,
+        *,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+    ) -> list[CheckpointRow]:
+        """Checkpoints newest first (by id, which LangGraph makes time-ordered).
+
+        ``before`` keeps ids strictly smaller; ``metadata_filter`` keeps rows
+        whose metadata has every given key with an equal value. Rows come
+        with metadata and value addresses; nothing is deserialised.
+        """
+
+    @abc.abstractmethod
+    def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
+        """Pending writes of a checkpoint, ordered by task id then index."""
+
+    @abc.abstractmethod
+    def delete_checkpoints(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        """Remove these ``(thread_id, checkpoint_ns, checkpoint_id)`` checkpoints and their writes."""
+
+    @abc.abstractmethod
+    def delete_thread(self, thread_id: str) -> None:
+        """Remove every checkpoint and write of a thread (the tape's runs stay)."""
+
     def checkpointer(self) -> BaseCheckpointSaver:
-        """A LangGraph checkpoint saver kept beside the tape (used when the user has none)."""
+        """graphtape's LangGraph saver on this store (used when the user has none)."""
+        saver = getattr(self, "_graphtape_saver", None)
+        if saver is None:
+            from graphtape.runtime.saver import GraphtapeSaver
+
+            saver = GraphtapeSaver(self)
+            self._graphtape_saver = saver
+        return saver
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Safe to call twice."""

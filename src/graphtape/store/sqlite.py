@@ -14,36 +14,34 @@ Why these settings:
   is the index of the last one applied. A file from a newer graphtape is
   refused rather than corrupted.
 
-LangGraph's checkpoints live in the same file (``checkpoints``/``writes``
-tables owned by LangGraph's ``SqliteSaver``), so a tape and the checkpoints
-it links to travel together.
+LangGraph's checkpoints written by graphtape's saver live in the same file
+(``gt_checkpoints``/``gt_writes``), written in the same transaction as the
+tape events of their super-step.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
 from graphtape.store.base import (
     RUN_UPDATABLE,
+    CheckpointRow,
     EventRow,
     RunRecord,
     TapeStore,
     WriteBatch,
+    WriteRow,
     dump_meta,
 )
-
-import json
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -88,9 +86,39 @@ MIGRATIONS: list[str] = [
         item TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 2: graphtape's own LangGraph checkpoint saver
+    """
+    CREATE TABLE gt_checkpoints (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        parent_id TEXT,
+        run_id TEXT,
+        step INTEGER,
+        source TEXT,
+        created_at TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        body BLOB NOT NULL,
+        channel_values TEXT NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX gt_checkpoints_run ON gt_checkpoints(run_id);
+    CREATE TABLE gt_writes (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        task_path TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    ) WITHOUT ROWID;
+    """,
 ]
 
-#: Blobs larger than this are stored zlib-compressed.
+#: Blobs larger than this are stored zlib-compressed (level 1: cheap enough
+#: for a checkpoint value that changes every step).
 COMPRESS_OVER = 1024
 
 _RUN_COLUMNS = (
@@ -121,32 +149,6 @@ def _row_to_run(row: Sequence[Any]) -> RunRecord:
     )
 
 
-class ThreadedSqliteSaver(SqliteSaver):
-    """LangGraph's ``SqliteSaver`` that also serves async graphs.
-
-    ``SqliteSaver`` refuses ``ainvoke``; ``AsyncSqliteSaver`` is bound to one
-    event loop. The default checkpointer must work for both, so the async
-    methods run the (locked, thread-safe) sync ones in a worker thread.
-    """
-
-    async def aget_tuple(self, config):  # type: ignore[override]
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(self, config, *, filter=None, before=None, limit=None) -> AsyncIterator:  # type: ignore[override]
-        items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
-        for item in items:
-            yield item
-
-    async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
-        return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id):  # type: ignore[override]
-        return await asyncio.to_thread(self.delete_thread, thread_id)
-
-
 class SqliteTapeStore(TapeStore):
     """A tape in one SQLite file (``sqlite:///path/to/file.db``)."""
 
@@ -159,8 +161,6 @@ class SqliteTapeStore(TapeStore):
         except OSError as exc:
             raise StoreError(f"cannot create the folder for {self.path}: {exc.strerror}") from exc
         self._lock = threading.RLock()
-        self._saver: ThreadedSqliteSaver | None = None
-        self._saver_conn: sqlite3.Connection | None = None
         try:
             self._conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout, check_same_thread=False, isolation_level=None
@@ -230,7 +230,7 @@ class SqliteTapeStore(TapeStore):
                     rows = []
                     for h, data in batch.blobs.items():
                         if len(data) > COMPRESS_OVER:
-                            rows.append((h, "z", zlib.compress(data, 6)))
+                            rows.append((h, "z", zlib.compress(data, 1)))
                         else:
                             rows.append((h, "raw", data))
                     cur.executemany("INSERT OR IGNORE INTO gt_blobs(hash, enc, data) VALUES (?,?,?)", rows)
@@ -255,6 +255,24 @@ class SqliteTapeStore(TapeStore):
                         [(e.run_id, e.seq, e.kind, e.ts, json.dumps(e.data, separators=(",", ":"), sort_keys=True))
                          for e in batch.events],
                     )
+                if batch.checkpoints:
+                    cur.executemany(
+                        "INSERT OR REPLACE INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, "
+                        "run_id, step, source, created_at, metadata, body, channel_values) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        [(c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id, c.step, c.source,
+                          c.created_at, dump_meta(c.metadata), c.body, dump_meta(c.values)) for c in batch.checkpoints],
+                    )
+                if batch.writes:
+                    for replace in (True, False):
+                        rows = [(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.task_path,
+                                 w.channel, w.value) for w in batch.writes if w.replace is replace]
+                        if rows:
+                            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+                            cur.executemany(
+                                f"{verb} INTO gt_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, "
+                                "task_path, channel, value) VALUES (?,?,?,?,?,?,?,?)",
+                                rows,
+                            )
                 for run_id, fields in batch.run_updates:
                     bad = set(fields) - RUN_UPDATABLE
                     if bad:
@@ -362,22 +380,100 @@ class SqliteTapeStore(TapeStore):
 
     # -- checkpoints ---------------------------------------------------------------
 
-    def checkpointer(self) -> BaseCheckpointSaver:
+    _CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
+                   "metadata, body, channel_values")
+
+    @staticmethod
+    def _row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
+        return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
+                             json.loads(r[10]))
+
+    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
+        if checkpoint_id:
+            rows = self._query(
+                f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
+                (thread_id, checkpoint_ns, checkpoint_id),
+            )
+        else:
+            rows = self._query(
+                f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? "
+                "ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_id, checkpoint_ns),
+            )
+        return self._row_to_checkpoint(rows[0]) if rows else None
+
+    def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
+                         metadata_filter=None) -> list[CheckpointRow]:
+        where, params = [], []
+        if thread_id is not None:
+            where.append("thread_id=?")
+            params.append(thread_id)
+        if checkpoint_ns is not None:
+            where.append("checkpoint_ns=?")
+            params.append(checkpoint_ns)
+        if before is not None:
+            where.append("checkpoint_id<?")
+            params.append(before)
+        for key, value in (metadata_filter or {}).items():
+            where.append("json_extract(metadata, ?) IS ?")
+            params.append(f"$.{json.dumps(key)}")
+            params.append(json.dumps(value) if isinstance(value, (dict, list)) else value)
+        sql = f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        # The namespace is in the order key so SQLite walks the primary key
+        # instead of sorting in a temporary B-tree.
+        sql += " ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC" if thread_id is None or checkpoint_ns is None \
+            else " ORDER BY checkpoint_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = [self._row_to_checkpoint(r) for r in self._query(sql, params)]
+        if thread_id is None or checkpoint_ns is None:
+            rows.sort(key=lambda c: c.checkpoint_id, reverse=True)
+        return rows
+
+    def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
+        rows = self._query(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value FROM gt_writes "
+            "WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? ORDER BY task_id, idx",
+            (thread_id, checkpoint_ns, checkpoint_id),
+        )
+        return [WriteRow(*r) for r in rows]
+
+    def delete_checkpoints(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        if not keys:
+            return
         with self._lock:
-            if self._saver is None:
-                self._saver_conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, check_same_thread=False)
-                self._saver_conn.execute("PRAGMA synchronous=NORMAL")
-                self._saver = ThreadedSqliteSaver(self._saver_conn)
-                self._saver.setup()
-            return self._saver
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany(
+                    "DELETE FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys)
+                self._conn.executemany(
+                    "DELETE FROM gt_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys)
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise self._translate(exc) from exc
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
+                self._conn.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise self._translate(exc) from exc
 
     def close(self) -> None:
         with self._lock:
-            for conn in (self._saver_conn, getattr(self, "_conn", None)):
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except sqlite3.Error:
-                        pass
-            self._saver_conn = None
-            self._saver = None
+            conn = getattr(self, "_conn", None)
+            if conn is not None:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass

@@ -1,0 +1,1 @@
+"""Running graphs durably: graphtape's checkpoint saver, and later locks, recovery, retention."""

@@ -1,0 +1,287 @@
+"""graphtape's own LangGraph checkpoint saver, on any :class:`TapeStore`.
+
+Why not LangGraph's savers (measured in ``../shared/LESSONS.md``):
+
+* they write a super-step as two transactions and know nothing of the tape,
+  so a crash can leave a checkpoint without the calls that produced it (or
+  the reverse). Here ``put`` and ``put_writes`` carry the recording run's
+  buffered tape events **in the same transaction**;
+* they store the whole state in every checkpoint, so a 200 KB value that
+  never changes costs 200 KB per step and append-only lists grow
+  quadratically. Here a channel value is stored once per content address:
+  channels whose version did not change since the parent checkpoint reuse
+  the parent's address without being serialised again;
+* their history listings deserialise every checkpoint. Here metadata is
+  plain JSON beside the body, so a listing reads only what it shows.
+
+Async methods run the sync ones in a worker thread: every backend has a
+thread-safe sync client, and one code path is one set of bugs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+
+from graphtape import serde
+from graphtape.record.session import _BY_RUN, RUN_META_KEY
+from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
+
+
+def _typed_blob(type_: str, data: bytes) -> bytes:
+    return type_.encode("utf-8") + b"\x00" + data
+
+
+def _untyped(blob: bytes) -> tuple[str, bytes]:
+    type_, _, data = blob.partition(b"\x00")
+    return type_.decode("utf-8"), data
+
+
+def _json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    try:
+        json.dumps(metadata)
+        return metadata
+    except (TypeError, ValueError):
+        return serde.to_jsonable(metadata)
+
+
+class GraphtapeSaver(BaseCheckpointSaver):
+    """A ``BaseCheckpointSaver`` storing checkpoints beside the tape, in the same transactions."""
+
+    def __init__(self, store: TapeStore, *, serde_: Any = None):
+        super().__init__(serde=serde_)
+        self.store = store
+        self._lock = threading.Lock()
+        # (thread, ns) -> (checkpoint id, channel versions, channel -> address)
+        self._last: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, str]]] = {}
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _write(self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None) -> None:
+        rid = (config.get("metadata") or {}).get(RUN_META_KEY)
+        session = _BY_RUN.get(rid) if rid else None
+        if session is None:
+            self.store.write(batch)
+            return
+        if checkpoint_event is not None:
+            session.on_checkpoint(*checkpoint_event)
+        session.flush(extra=batch)
+
+    def _blob(self, value: Any, batch: WriteBatch) -> str:
+        type_, data = self.serde.dumps_typed(value)
+        blob = _typed_blob(type_, data)
+        h = serde.digest(blob)
+        batch.blobs[h] = blob
+        return h
+
+    def _load(self, addresses: dict[str, str]) -> dict[str, Any]:
+        blobs = self.store.get_blobs(addresses.values())
+        out = {}
+        for channel, h in addresses.items():
+            blob = blobs.get(h)
+            if blob is None:
+                raise KeyError(f"checkpoint value {h} of channel {channel!r} is missing from {self.store.url}")
+            out[channel] = self.serde.loads_typed(_untyped(blob))
+        return out
+
+    def _tuple(self, row: CheckpointRow, *, config: RunnableConfig | None = None,
+               with_writes: bool = True) -> CheckpointTuple:
+        checkpoint = self.serde.loads_typed(_untyped(row.body))
+        checkpoint["channel_values"] = self._load(row.values)
+        pending: list[tuple[str, str, Any]] = []
+        if with_writes:
+            rows = self.store.get_writes(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+            blobs = self.store.get_blobs(w.value for w in rows)
+            pending = [(w.task_id, w.channel, self.serde.loads_typed(_untyped(blobs[w.value]))) for w in rows]
+        own = {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns,
+                                "checkpoint_id": row.checkpoint_id}}
+        parent = (
+            {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns,
+                              "checkpoint_id": row.parent_id}}
+            if row.parent_id else None
+        )
+        return CheckpointTuple(config=config or own, checkpoint=checkpoint, metadata=row.metadata,
+                               parent_config=parent, pending_writes=pending)
+
+    # -- the BaseCheckpointSaver API ---------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        checkpoint_id = get_checkpoint_id(config)
+        row = self.store.get_checkpoint(conf["thread_id"], conf.get("checkpoint_ns", ""), checkpoint_id)
+        if row is None:
+            return None
+        return self._tuple(row, config=config if checkpoint_id else None)
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        conf = (config or {}).get("configurable") or {}
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        rows = self.store.list_checkpoints(
+            thread_id=conf.get("thread_id"),
+            checkpoint_ns=conf.get("checkpoint_ns"),
+            before=get_checkpoint_id(before) if before else None,
+            limit=None if checkpoint_id else limit,
+            metadata_filter=filter,
+        )
+        if checkpoint_id:
+            rows = [r for r in rows if r.checkpoint_id == checkpoint_id][: limit if limit is not None else None]
+        for row in rows:
+            yield self._tuple(row)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        checkpoint_ns = conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id")
+        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        values = checkpoint.get("channel_values") or {}
+        versions = dict(checkpoint.get("channel_versions") or {})
+        batch = WriteBatch()
+        with self._lock:
+            last = self._last.get((thread_id, checkpoint_ns))
+        reusable: dict[str, str] = {}
+        if last is not None and last[0] == parent_id:
+            _, last_versions, last_values = last
+            reusable = {
+                k: h for k, h in last_values.items()
+                if k not in new_versions and k in versions and last_versions.get(k) == versions[k]
+            }
+        addresses: dict[str, str] = {}
+        for channel, value in values.items():
+            addresses[channel] = reusable.get(channel) or self._blob(value, batch)
+        full_metadata = _json_metadata(get_checkpoint_metadata(config, metadata))
+        type_, data = self.serde.dumps_typed(body)
+        row = CheckpointRow(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint["id"],
+            parent_id=parent_id,
+            run_id=str(full_metadata.get("run_id") or full_metadata.get(RUN_META_KEY) or "") or None,
+            step=full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None,
+            source=full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None,
+            created_at=str(checkpoint.get("ts", "")),
+            metadata=full_metadata,
+            body=_typed_blob(type_, data),
+            values=addresses,
+        )
+        batch.checkpoints.append(row)
+        self._write(config, batch, (config, checkpoint, full_metadata))
+        with self._lock:
+            self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                                 "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        conf = config["configurable"]
+        replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        batch = WriteBatch()
+        for idx, (channel, value) in enumerate(writes):
+            batch.writes.append(WriteRow(
+                thread_id=conf["thread_id"],
+                checkpoint_ns=conf.get("checkpoint_ns", ""),
+                checkpoint_id=conf["checkpoint_id"],
+                task_id=task_id,
+                task_path=task_path,
+                idx=WRITES_IDX_MAP.get(channel, idx),
+                channel=channel,
+                value=self._blob(value, batch),
+                replace=replace,
+            ))
+        self._write(config, batch)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.store.delete_thread(thread_id)
+        with self._lock:
+            for key in [k for k in self._last if k[0] == thread_id]:
+                del self._last[key]
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        rows = self.store.list_checkpoints(thread_id=source_thread_id)
+        batch = WriteBatch()
+        for row in rows:
+            for w in self.store.get_writes(row.thread_id, row.checkpoint_ns, row.checkpoint_id):
+                w.thread_id = target_thread_id
+                batch.writes.append(w)
+            row.thread_id = target_thread_id
+            if "thread_id" in row.metadata:
+                row.metadata = {**row.metadata, "thread_id": target_thread_id}
+            batch.checkpoints.append(row)
+        self.store.write(batch)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        wanted = {str(r) for r in run_ids}
+        doomed = [r for r in self.store.list_checkpoints() if r.run_id in wanted]
+        self.store.delete_checkpoints([(r.thread_id, r.checkpoint_ns, r.checkpoint_id) for r in doomed])
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            rows = self.store.list_checkpoints(thread_id=thread_id)
+            keep: set[tuple[str, str]] = set()
+            doomed = []
+            for r in rows:  # newest first
+                if strategy == "keep_latest" and r.checkpoint_ns not in {ns for ns, _ in keep}:
+                    keep.add((r.checkpoint_ns, r.checkpoint_id))
+                    continue
+                doomed.append((r.thread_id, r.checkpoint_ns, r.checkpoint_id))
+            self.store.delete_checkpoints(doomed)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # -- async: the sync methods on a worker thread -----------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in items:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        return await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        return await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        return await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        return await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
