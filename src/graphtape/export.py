@@ -35,7 +35,7 @@ VERSION = 1
 #: that hold a chain head. Only these are followed: other strings in an event
 #: (an interrupt's value, a config key) are data, not addresses.
 BLOB_KEYS: dict[str, frozenset[str]] = {
-    "run_started": frozenset({"input", "input_view"}),
+    "run_started": frozenset({"input", "config", "versions"}),
     "resume": frozenset({"value"}),
     "task_finished": frozenset({"writes"}),
     "llm_call": frozenset({"request", "response"}),
@@ -74,23 +74,35 @@ def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: st
     for ev in events:
         lines.append(_line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind,
                             "ts": ev.ts, "data": ev.data}))
+    # Close over references: blobs refer to message blobs and chains, chains to blobs.
     chain_nodes: dict[str, tuple[str | None, str]] = {}
-    pending = set(chain_heads)
-    while pending:
-        found = store.get_chain_nodes(pending)
-        missing = pending - set(found)
-        if missing:
-            raise StoreError(f"chain node {sorted(missing)[0]} is missing from {store.url}: the tape is damaged")
-        chain_nodes.update(found)
-        pending = {p for p, _ in found.values() if p is not None and p not in chain_nodes}
+    blobs: dict[str, bytes] = {}
+    pending_blobs, pending_chains = set(blob_ids), set(chain_heads)
+    while pending_blobs or pending_chains:
+        if pending_chains:
+            found = store.get_chain_nodes(pending_chains)
+            missing = pending_chains - set(found)
+            if missing:
+                raise StoreError(f"chain node {sorted(missing)[0]} is missing from {store.url}: the tape is damaged")
+            chain_nodes.update(found)
+            pending_chains = {p for p, _ in found.values() if p is not None and p not in chain_nodes}
+            pending_blobs |= {item for _, item in found.values() if item not in blobs}
+        if pending_blobs:
+            got = store.get_blobs(pending_blobs)
+            missing_blobs = pending_blobs - set(got)
+            if missing_blobs:
+                raise StoreError(f"blob {sorted(missing_blobs)[0]} is missing from {store.url}: the tape is damaged")
+            blobs.update(got)
+            new_blobs: set[str] = set()
+            new_chains: set[str] = set()
+            for data in got.values():
+                if b'"t":"msg"' in data or b'"$m"' in data or b'"$chain"' in data:
+                    serde.blob_refs(json.loads(data), new_blobs, new_chains)
+            pending_blobs = new_blobs - set(blobs)
+            pending_chains |= new_chains - set(chain_nodes)
     for cid in sorted(chain_nodes):
         parent, item = chain_nodes[cid]
-        blob_ids.add(item)
         lines.append(_line({"type": "chain", "id": cid, "parent": parent, "item": item}))
-    blobs = store.get_blobs(blob_ids)
-    missing_blobs = blob_ids - set(blobs)
-    if missing_blobs:
-        raise StoreError(f"blob {sorted(missing_blobs)[0]} is missing from {store.url}: the tape is damaged")
     for h in sorted(blobs):
         lines.append(_line({"type": "blob", "hash": h, "text": blobs[h].decode("utf-8")}))
     text = "\n".join(lines) + "\n"
@@ -157,6 +169,13 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
             raise TapeFormatError(f"{p}: chain node {cid} names a blob the file does not hold")
     if not batch.new_runs:
         raise TapeFormatError(f"{p} holds no runs")
+    for blob in batch.blobs.values():
+        refs: set[str] = set()
+        chains: set[str] = set()
+        if b'"t":"msg"' in blob or b'"$m"' in blob or b'"$chain"' in blob:
+            serde.blob_refs(json.loads(blob), refs, chains)
+        if refs - set(batch.blobs) or chains - set(batch.chains):
+            raise TapeFormatError(f"{p} refers to payloads it does not hold (damaged or truncated file)")
     return header, batch
 
 

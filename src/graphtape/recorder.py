@@ -123,6 +123,16 @@ class RecordedGraph:
         self.run_ids.append(session.run_id)
         return session, config
 
+    def _needs_state(self, session: Session, kwargs: dict[str, Any]) -> bool:
+        """Whether the run may have paused: only then is the state read after it."""
+        return bool(
+            session.saw_interrupt
+            or kwargs.get("interrupt_before") or kwargs.get("interrupt_after")
+            or getattr(self.graph, "interrupt_before_nodes", None)
+            or getattr(self.graph, "interrupt_after_nodes", None)
+            or session.matcher is not None
+        )
+
     def _status(self, config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         try:
             snap = self.graph.get_state(config)
@@ -156,7 +166,7 @@ class RecordedGraph:
         except BaseException as exc:
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = self._status(config)
+        status, interrupts = self._status(config) if self._needs_state(session, kwargs) else ("finished", [])
         self._close(session, status, output=out, interrupts=interrupts)
         return out
 
@@ -168,7 +178,10 @@ class RecordedGraph:
         except BaseException as exc:
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = await self._astatus(config)
+        if self._needs_state(session, kwargs):
+            status, interrupts = await self._astatus(config)
+        else:
+            status, interrupts = "finished", []
         self._close(session, status, output=out, interrupts=interrupts)
         return out
 

@@ -31,6 +31,7 @@ import json
 import re
 import uuid
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.load import dumpd, load
@@ -152,10 +153,25 @@ def _import_qualname(name: str) -> Any:
     return obj
 
 
-def encode_value(obj: Any) -> dict[str, Any]:
-    """Encode ``obj`` so that :func:`decode_value` gives an equal object back."""
+Put = Callable[[Any], str]
+Get = Callable[[str], Any]
+
+
+def encode_value(obj: Any, put: Put | None = None) -> dict[str, Any]:
+    """Encode ``obj`` so that :func:`decode_value` gives an equal object back.
+
+    With ``put`` (store a JSON value, return its content address), messages
+    are stored once, without their id, and referenced as
+    ``{"t": "msg", "h": address, "id": id}``: the same address a request's
+    message chain uses, so a message is one blob however often it appears.
+    """
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"t": "json", "v": obj}
+    if put is not None and isinstance(obj, BaseMessage):
+        env: dict[str, Any] = {"t": "msg", "h": put(message_for_request(obj))}
+        if obj.id is not None:
+            env["id"] = obj.id
+        return env
     if isinstance(obj, Serializable) and obj.is_lc_serializable():
         return {"t": "lc", "v": dumpd(obj)}
     if isinstance(obj, enum.Enum):
@@ -173,24 +189,24 @@ def encode_value(obj: Any) -> dict[str, Any]:
     if isinstance(obj, bytes):
         return {"t": "bytes", "v": base64.b64encode(obj).decode()}
     if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return {"t": "tuple", "v": [encode_value(v) for v in obj]}
+        return {"t": "tuple", "v": [encode_value(v, put) for v in obj]}
     if isinstance(obj, list):
         if all(_is_plain_json(v) for v in obj):
             return {"t": "json", "v": obj}
-        return {"t": "list", "v": [encode_value(v) for v in obj]}
+        return {"t": "list", "v": [encode_value(v, put) for v in obj]}
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj) and all(_is_plain_json(v) for v in obj.values()):
             return {"t": "json", "v": obj}
         if all(isinstance(k, str) for k in obj):
-            return {"t": "dict", "v": {k: encode_value(v) for k, v in obj.items()}}
-        return {"t": "pairs", "v": [[encode_value(k), encode_value(v)] for k, v in obj.items()]}
+            return {"t": "dict", "v": {k: encode_value(v, put) for k, v in obj.items()}}
+        return {"t": "pairs", "v": [[encode_value(k, put), encode_value(v, put)] for k, v in obj.items()]}
     if hasattr(obj, "model_dump") and hasattr(type(obj), "model_validate"):
         return {"t": "pydantic", "c": _qualname(type(obj)), "v": obj.model_dump(mode="json")}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {
             "t": "dataclass",
             "c": _qualname(type(obj)),
-            "v": {f.name: encode_value(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init},
+            "v": {f.name: encode_value(getattr(obj, f.name), put) for f in dataclasses.fields(obj) if f.init},
         }
     return {"t": "repr", "c": _qualname(type(obj)), "v": repr(obj)}
 
@@ -207,16 +223,21 @@ def _is_plain_json(v: Any) -> bool:
     return False
 
 
-def decode_value(env: dict[str, Any]) -> Any:
-    """Inverse of :func:`encode_value`."""
+def decode_value(env: dict[str, Any], get: Get | None = None) -> Any:
+    """Inverse of :func:`encode_value`; ``get`` fetches a JSON value by address."""
     t = env.get("t")
     v = env.get("v")
     if t == "json":
         return v
+    if t == "msg":
+        if get is None:
+            raise ReplayError("this value references stored messages; decode it through the tape")
+        msg = message_from_json(get(env["h"]))
+        return msg.model_copy(update={"id": env["id"]}) if env.get("id") is not None else msg
     if t == "lc":
         return load_lc(v)
     if t == "enum":
-        return _import_qualname(env["c"])(decode_value(v))
+        return _import_qualname(env["c"])(decode_value(v, get))
     if t == "datetime":
         return _dt.datetime.fromisoformat(v)
     if t == "date":
@@ -230,18 +251,18 @@ def decode_value(env: dict[str, Any]) -> Any:
     if t == "bytes":
         return base64.b64decode(v)
     if t == "tuple":
-        return tuple(decode_value(x) for x in v)
+        return tuple(decode_value(x, get) for x in v)
     if t == "list":
-        return [decode_value(x) for x in v]
+        return [decode_value(x, get) for x in v]
     if t == "dict":
-        return {k: decode_value(x) for k, x in v.items()}
+        return {k: decode_value(x, get) for k, x in v.items()}
     if t == "pairs":
-        return {decode_value(k): decode_value(x) for k, x in v}
+        return {decode_value(k, get): decode_value(x, get) for k, x in v}
     if t == "pydantic":
         return _import_qualname(env["c"]).model_validate(v)
     if t == "dataclass":
         cls = _import_qualname(env["c"])
-        return cls(**{k: decode_value(x) for k, x in v.items()})
+        return cls(**{k: decode_value(x, get) for k, x in v.items()})
     if t == "repr":
         raise ReplayError(
             f"cannot replay a recorded value of type {env.get('c')}: it was stored only as its repr; "
@@ -257,15 +278,49 @@ def load_lc(v: Any) -> Any:
         return load(v, allowed_objects="core")
 
 
+def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
+    """A message as compact JSON: its type and the fields that differ from their defaults.
+
+    langchain's ``dumpd`` form repeats the constructor path and every empty
+    field; in a long conversation that boilerplate outweighs the text. This
+    form is restored by :func:`message_from_json` through langchain-core's
+    ``messages_from_dict`` (a fixed map of message types: nothing is imported
+    by name from the tape).
+    """
+    from langchain_core.messages import message_to_dict
+    from pydantic_core import PydanticUndefined
+
+    d = message_to_dict(msg)
+    out: dict[str, Any] = {"type": d["type"]}
+    fields = type(msg).model_fields
+    for key, value in d["data"].items():
+        if key == "type" or (key == "id" and not with_id):
+            continue
+        f = fields.get(key)
+        if f is not None:
+            default = f.default_factory() if f.default_factory is not None else f.default  # type: ignore[call-arg]
+            if default is not PydanticUndefined and value == default:
+                continue
+        out[key] = value
+    return to_jsonable(out)
+
+
+def message_from_json(data: dict[str, Any]) -> BaseMessage:
+    """Inverse of :func:`message_json`."""
+    from langchain_core.messages import messages_from_dict
+
+    body = {k: v for k, v in data.items() if k != "type"}
+    return messages_from_dict([{"type": data["type"], "data": body}])[0]
+
+
 def message_for_request(msg: BaseMessage) -> dict[str, Any]:
-    """A message as it takes part in a request fingerprint: no id.
+    """A message as it takes part in a request fingerprint: compact, no id.
 
     ``add_messages`` stamps fresh uuids on id-less messages and live model
     messages get ``lc_run--<uuid>`` ids, so ids differ on every execution of
     identical code; langchain-core's own cache strips them for the same reason.
     """
-    data = dumpd(msg.model_copy(update={"id": None}) if getattr(msg, "id", None) is not None else msg)
-    return data
+    return message_json(msg)
 
 
 def usage_tokens(usage: dict[str, Any] | None) -> tuple[int, int, int]:
@@ -281,3 +336,27 @@ def usage_tokens(usage: dict[str, Any] | None) -> tuple[int, int, int]:
 def json_round_trip(env: Any) -> Any:
     """``env`` as it comes back from the store (through canonical JSON)."""
     return json.loads(canonical_json(env))
+
+
+def blob_refs(obj: Any, blobs: set[str], chains: set[str]) -> None:
+    """Collect the content addresses a stored JSON value refers to.
+
+    Encoded values reference messages (``{"t": "msg", "h": ...}``); display
+    views reference messages (``{"$m": ...}``) and message lists
+    (``{"$chain": ...}``). Exports follow these to carry everything a run
+    needs.
+    """
+    if isinstance(obj, dict):
+        if obj.get("t") == "msg" and isinstance(obj.get("h"), str):
+            blobs.add(obj["h"])
+        if isinstance(obj.get("$m"), str):
+            blobs.add(obj["$m"])
+        if isinstance(obj.get("$chain"), str):
+            chains.add(obj["$chain"])
+        for v in obj.values():
+            if isinstance(v, (dict, list)):
+                blob_refs(v, blobs, chains)
+    elif isinstance(obj, list):
+        for v in obj:
+            if isinstance(v, (dict, list)):
+                blob_refs(v, blobs, chains)

@@ -84,8 +84,42 @@ class Tape:
         return [RecordedCall.from_event(e) for e in self.events(run_id, list(CALL_KINDS))]
 
     def payload(self, ref: str) -> Any:
-        """A stored JSON payload by its content address."""
-        return self.store.get_json(ref)
+        """A stored JSON payload by its content address, with message references expanded.
+
+        On the tape, messages are stored once and referenced (``{"t": "msg"}``
+        in restorable values, ``{"$m": ...}`` and ``{"$chain": ...}`` in
+        views); the payload comes back self-contained, messages inlined as
+        langchain's serialised form.
+        """
+        return self.expand(self.store.get_json(ref))
+
+    def expand(self, obj: Any) -> Any:
+        """``obj`` with message references replaced by the messages."""
+        from langchain_core.load import dumpd
+
+        from graphtape.serde import message_from_json
+
+        def message(h: str, msg_id: Any = None) -> Any:
+            data = self.store.get_json(h)
+            try:
+                msg = message_from_json(data)
+            except Exception:  # not a message we can revive: show it as stored
+                return data
+            if msg_id is not None:
+                msg = msg.model_copy(update={"id": msg_id})
+            return dumpd(msg)
+
+        if isinstance(obj, dict):
+            if obj.get("t") == "msg" and isinstance(obj.get("h"), str):
+                return {"t": "lc", "v": message(obj["h"], obj.get("id"))}
+            if isinstance(obj.get("$m"), str):
+                return message(obj["$m"], obj.get("id"))
+            if isinstance(obj.get("$chain"), str):
+                return [message(h) for h in self.store.get_chain(obj["$chain"])]
+            return {k: self.expand(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.expand(v) for v in obj]
+        return obj
 
     def request(self, call: Any) -> dict[str, Any]:
         """The full request of a recorded call, messages included."""

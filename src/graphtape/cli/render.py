@@ -410,15 +410,21 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
                 value = display_value(payload(resume.data["value"]))
                 info.add_row("input", f"Command(resume={summarize(value, width)})")
             else:
-                view = payload(data["input_view"]) if data.get("input_view") else None
+                view = display_value(payload(data["input"])) if data.get("input") else None
                 info.add_row("input", summarize(view, width))
         except Exception as exc:
             info.add_row("input", f"(unreadable: {clip(str(exc), 60)})")
         versions = data.get("versions") or {}
+        if isinstance(versions, str):  # stored by address: it repeats from run to run
+            try:
+                versions = payload(versions)
+            except Exception:
+                versions = {}
         if versions:
             info.add_row("versions", ", ".join(f"{k} {v}" for k, v in versions.items()))
-        if data.get("code_fingerprint"):
-            info.add_row("code", str(data["code_fingerprint"]))
+        fingerprint = data.get("code_fingerprint") or (run.meta or {}).get("code_fingerprint")
+        if fingerprint:
+            info.add_row("code", str(fingerprint))
     if run.error:
         info.add_row("error", Text(run.error, style="red"))
     tree.add(info)
@@ -548,8 +554,8 @@ def run_json(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
     for ev in events:
         out["events"].append({"seq": ev.seq, "kind": ev.kind, "ts": ev.ts, "data": ev.data})
         try:
-            if ev.kind == "run_started" and ev.data.get("input_view"):
-                out["input"] = payload(ev.data["input_view"])
+            if ev.kind == "run_started" and ev.data.get("input"):
+                out["input"] = serde.to_jsonable(display_value(payload(ev.data["input"])))
             elif ev.kind == "run_finished" and ev.data.get("output"):
                 out["output"] = payload(ev.data["output"])
         except Exception:

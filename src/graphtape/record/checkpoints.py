@@ -15,8 +15,18 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.types import INTERRUPT
 
 from graphtape.record.session import _BY_RUN, RUN_META_KEY
+
+
+def _note_interrupts(config: dict[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
+    """Tell the run that a task paused on ``interrupt()`` (its status then needs a state read)."""
+    if any(channel == INTERRUPT for channel, _ in writes):
+        rid = (config.get("metadata") or {}).get(RUN_META_KEY)
+        session = _BY_RUN.get(rid) if rid else None
+        if session is not None:
+            session.saw_interrupt = True
 
 
 class TapSaver(BaseCheckpointSaver):
@@ -40,7 +50,7 @@ class TapSaver(BaseCheckpointSaver):
         session = _BY_RUN.get(rid)
         if session is not None:
             session.on_checkpoint(config, checkpoint, metadata)
-            session.flush()
+            session.maybe_flush()
 
     # -- sync ---------------------------------------------------------------
     def get_tuple(self, config):
@@ -55,7 +65,9 @@ class TapSaver(BaseCheckpointSaver):
         return out
 
     def put_writes(self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        return self.inner.put_writes(config, writes, task_id, task_path)
+        out = self.inner.put_writes(config, writes, task_id, task_path)
+        _note_interrupts(config, writes)
+        return out
 
     def delete_thread(self, thread_id: str) -> None:
         return self.inner.delete_thread(thread_id)
@@ -89,7 +101,9 @@ class TapSaver(BaseCheckpointSaver):
         return out
 
     async def aput_writes(self, config, writes, task_id, task_path=""):
-        return await self.inner.aput_writes(config, writes, task_id, task_path)
+        out = await self.inner.aput_writes(config, writes, task_id, task_path)
+        _note_interrupts(config, writes)
+        return out
 
     async def adelete_thread(self, thread_id):
         return await self.inner.adelete_thread(thread_id)

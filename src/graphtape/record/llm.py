@@ -59,7 +59,7 @@ def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage
               kwargs: dict[str, Any], metadata: dict[str, Any] | None) -> Call:
     params = model._get_invocation_params(stop=stop, **kwargs)
     params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
-    msg_json = [serde.to_jsonable(serde.message_for_request(m)) for m in messages]
+    msg_json = [serde.message_for_request(m) for m in messages]
     hashes = [session.put_json(m) for m in msg_json]
     head = session.put_messages(hashes)
     name = model_name(model, params)
@@ -67,7 +67,7 @@ def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage
     fingerprint = serde.digest(serde.canonical_json({"messages": hashes, "request": request}))
     return session.begin(
         "llm", metadata, request, fingerprint, messages_ref=head,
-        summary={"model": name, "n_messages": len(messages)}, messages_view=msg_json,
+        summary={"model": name}, messages_view=msg_json,
     )
 
 

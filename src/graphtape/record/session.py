@@ -43,6 +43,24 @@ _UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 
 RUN_META_KEY = "graphtape_run_id"
 
+#: Beside a foreign checkpoint saver, the tape is written at most this often
+#: (and at the end of every run): one extra transaction per super-step was
+#: the largest recording cost measured. graphtape's own saver writes the tape
+#: in the checkpoint's transaction instead.
+FLUSH_INTERVAL = 0.05
+
+
+class Lazy:
+    """An event field computed at flush time (off the hot path when LangGraph saves in the background)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+    def resolve(self) -> Any:
+        return self.fn()
+
 
 def current_session(metadata: dict[str, Any] | None = None) -> Session | None:
     """The session of the run this code executes in, if any."""
@@ -198,6 +216,9 @@ class Session:
         self.task_branches: dict[str, str] = {}
         self._token: contextvars.Token | None = None
         self._written_blobs = tape._written_blobs
+        self._last_flush = time.monotonic()
+        #: set when a task wrote an interrupt: the run's status needs a state read
+        self.saw_interrupt = False
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -233,25 +254,21 @@ class Session:
             meta=self.meta,
         )
         self.started_at = run.started_at
-        input_ref = self.put_json(serde.encode_value(run_input))
+        input_ref = self.put_json(self.encode(run_input))
         with self._lock:
             self._batch.new_runs.append(run)
+        # Run, thread, mode and replay link are on the run row; the config and
+        # versions repeat from run to run, so they are stored by address.
         self.event(
             "run_started",
             {
                 "input": input_ref,
-                "input_view": self.put_json(serde.to_jsonable(run_input)),
-                "config": serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys),
-                "graph": self.graph_name,
-                "thread_id": self.thread_id,
-                "mode": self.mode,
-                "replay_of": self.replay_of,
-                "versions": versions.package_versions(),
-                "code_fingerprint": self.meta.get("code_fingerprint"),
+                "config": self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
+                "versions": self.put_json(versions.package_versions()),
             },
         )
         if _is_resume(run_input):
-            self.event("resume", {"value": self.put_json(serde.encode_value(run_input.resume))})
+            self.event("resume", {"value": self.put_json(self.encode(run_input.resume))})
         self.flush()
 
     def finish(self, status: str, *, output: Any = None, error: BaseException | None = None,
@@ -264,7 +281,7 @@ class Session:
         else:
             data: dict[str, Any] = {"status": status}
             if output is not None:
-                data["output"] = self.put_json(serde.to_jsonable(output))
+                data["output"] = self.put_json(self.view(output))
             self.event("run_finished", data)
         update = {
             "status": status,
@@ -292,6 +309,42 @@ class Session:
                 self._batch.blobs[h] = data
         return h
 
+    def encode(self, obj: Any) -> dict[str, Any]:
+        """An exactly restorable envelope; messages stored once, by reference."""
+        return serde.encode_value(obj, self.put_json)
+
+    def decode(self, env: dict[str, Any]) -> Any:
+        return serde.decode_value(env, self.store.get_json)
+
+    def message_ref(self, msg: Any) -> dict[str, Any]:
+        ref: dict[str, Any] = {"$m": self.put_json(serde.message_for_request(msg))}
+        if msg.id is not None:
+            ref["id"] = msg.id
+        return ref
+
+    def view(self, obj: Any) -> Any:
+        """A compact JSON view for display and comparison.
+
+        Messages become references to their (id-less) blob and lists of
+        messages become chains, which share their prefixes with the chat
+        requests already on the tape: the final state of turn 200 of a
+        conversation adds one chain node, not 400 messages.
+        """
+        from langchain_core.messages import BaseMessage
+
+        if isinstance(obj, BaseMessage):
+            return self.message_ref(obj)
+        if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, BaseMessage) for m in obj):
+            hashes = [self.put_json(serde.message_for_request(m)) for m in obj]
+            return {"$chain": self.put_messages(hashes)}
+        if isinstance(obj, dict):
+            return {str(k): self.view(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.view(v) for v in obj]
+        if hasattr(obj, "model_dump") and not isinstance(obj, type) and hasattr(type(obj), "model_fields"):
+            return {k: self.view(getattr(obj, k)) for k in type(obj).model_fields}
+        return serde.to_jsonable(obj)
+
     def put_messages(self, hashes: list[str]) -> str | None:
         """Store a message list as a chain; returns its head (content addressed)."""
         parent: str | None = None
@@ -313,9 +366,19 @@ class Session:
             self._batch.events.append(EventRow(self.run_id, seq, kind, time.time(), data))
             return seq
 
+    def maybe_flush(self) -> None:
+        """Flush if the last flush is older than ``FLUSH_INTERVAL`` (used beside foreign savers)."""
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+            self.flush()
+
     def flush(self, extra: WriteBatch | None = None) -> None:
         """Write the buffered events, together with ``extra`` (a checkpoint) if given, in one transaction."""
         with self._lock:
+            self._last_flush = time.monotonic()
+            for ev in self._batch.events:
+                for key, value in ev.data.items():
+                    if isinstance(value, Lazy):
+                        ev.data[key] = value.resolve()
             batch, self._batch = self._batch, WriteBatch()
             if extra is not None:
                 batch.extend(extra)
@@ -400,7 +463,7 @@ class Session:
         else:
             value_env, error = rec.response_env(self.store), rec.error
         self._record_call(call, response_env=value_env, error=error, latency=0.0,
-                          usage=rec.usage if call.override is None else None,
+                          usage=None, tokens=rec.tokens if call.override is None else 0,
                           source="override" if call.override is not None else "tape")
         with self._lock:
             self.stats.served += 1
@@ -409,7 +472,7 @@ class Session:
             self.stats.time_saved += rec.latency
         if error is not None:
             return None, _rebuild_error(error)
-        return serde.decode_value(value_env), None
+        return self.decode(value_env), None
 
     def end_live(self, call: Call, *, result: Any = None, error: BaseException | None = None,
                  usage: dict[str, Any] | None = None, model_name: str | None = None) -> None:
@@ -418,7 +481,7 @@ class Session:
             # complete; it runs again when the node resumes.
             return
         latency = time.perf_counter() - call.started
-        env = serde.encode_value(result) if error is None else None
+        env = self.encode(result) if error is None else None
         tokens = serde.usage_tokens(usage)
         cost = self.tape.pricing.cost(model_name, tokens[0], tokens[1]) if usage else 0.0
         self._record_call(call, response_env=env, error=_error_info(error) if error else None,
@@ -430,14 +493,17 @@ class Session:
                 self.stats.live_cost += cost
 
     def _record_call(self, call: Call, *, response_env: Any, error: dict[str, Any] | None, latency: float,
-                     usage: dict[str, Any] | None, source: str, cost: float | None = None) -> None:
+                     usage: dict[str, Any] | None, source: str, cost: float | None = None,
+                     tokens: int | None = None) -> None:
         site = call.site
-        tokens = serde.usage_tokens(usage)
+        counted = serde.usage_tokens(usage)
+        if tokens is not None:
+            counted = (0, 0, tokens)
+        tokens_total = counted[2]
         if cost is None:
             cost = call.served.cost if call.served is not None and source == "tape" else 0.0
         data = {
             "call_id": call.call_id,
-            "node": site.node,
             "node_path": site.node_path,
             "branch": site.branch,
             "step": site.step,
@@ -448,18 +514,18 @@ class Session:
             "messages": call.messages_ref,
             "response": self.put_json(response_env) if response_env is not None else None,
             "error": error,
-            "usage": usage,
-            "tokens": tokens[2],
-            "cost": cost,
-            "latency": latency,
+            "tokens": tokens_total or None,
+            "cost": round(cost, 10) or None,
+            "latency": round(latency, 6),
             "source": source,
             "served_from": call.served.call_id if call.served is not None else None,
-            "recorded_latency": call.served.latency if call.served is not None else None,
+            "recorded_latency": round(call.served.latency, 6) if call.served is not None else None,
             **call.summary,
         }
+        data = {k: v for k, v in data.items() if v is not None}
         with self._lock:
             self.counts[site.kind] += 1
-            self.tokens += tokens[2]
+            self.tokens += tokens_total
         self.event(f"{site.kind}_call", data)
 
     # -- checkpoints and tasks ---------------------------------------------------------
@@ -473,7 +539,6 @@ class Session:
                 "checkpoint_id": checkpoint["id"],
                 "parent_id": conf.get("checkpoint_id"),
                 "ns": conf.get("checkpoint_ns", ""),
-                "thread_id": conf.get("thread_id"),
                 "step": metadata.get("step"),
                 "source": metadata.get("source"),
             },
@@ -481,9 +546,15 @@ class Session:
 
 
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in config.items() if k not in ("callbacks",)}
-    conf = {k: v for k, v in (config.get("configurable") or {}).items() if not k.startswith("__")}
-    out["configurable"] = conf
+    """The run's config as worth keeping: no callbacks, internals or per-run ids.
+
+    Without the per-run ids the config of every run of a thread is the same
+    blob, stored once.
+    """
+    out = {k: v for k, v in config.items() if k not in ("callbacks", "run_id")}
+    out["configurable"] = {k: v for k, v in (config.get("configurable") or {}).items() if not k.startswith("__")}
+    if "metadata" in config:
+        out["metadata"] = {k: v for k, v in config["metadata"].items() if k != RUN_META_KEY}
     return out
 
 

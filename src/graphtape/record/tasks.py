@@ -15,8 +15,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from graphtape import serde
-from graphtape.record.session import Session, _error_info, _is_control_flow, branch_of
+from graphtape.record.session import Lazy, Session, _error_info, _is_control_flow, branch_of
 
 STEP_TAG = "graph:step:"
 
@@ -40,15 +39,13 @@ class TaskRecorder(BaseCallbackHandler):
         ns = md.get("langgraph_checkpoint_ns") or ""
         segments = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
         info = {
-            "node": md.get("langgraph_node") or kwargs.get("name"),
-            "node_path": "/".join(segments) or md.get("langgraph_node"),
+            "node_path": "/".join(segments) or md.get("langgraph_node") or kwargs.get("name"),
             "step": md.get("langgraph_step"),
             "task": ns,
-            "triggers": list(md.get("langgraph_triggers") or ()),
         }
         if ns:
             self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = branch_of(md)
-        self._open[run_id] = (time.perf_counter(), info)
+        self._open[run_id] = (time.perf_counter(), {"task": ns})
         self.session.event("task_started", info)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -56,12 +53,14 @@ class TaskRecorder(BaseCallbackHandler):
         if opened is None:
             return
         started, info = opened
-        self.session.event(
+        session = self.session
+        session.event(
             "task_finished",
             {
                 **info,
-                "duration": time.perf_counter() - started,
-                "writes": self.session.put_json(serde.to_jsonable(outputs)),
+                "duration": round(time.perf_counter() - started, 6),
+                # serialised at flush time, usually on LangGraph's checkpoint thread
+                "writes": Lazy(lambda: session.put_json(session.view(outputs))),
             },
         )
 
@@ -73,5 +72,6 @@ class TaskRecorder(BaseCallbackHandler):
         kind = "task_interrupted" if _is_control_flow(error) else "task_failed"
         self.session.event(
             kind,
-            {**info, "duration": time.perf_counter() - started, "error": None if kind == "task_interrupted" else _error_info(error)},
+            {**info, "duration": round(time.perf_counter() - started, 6),
+             **({} if kind == "task_interrupted" else {"error": _error_info(error)})},
         )

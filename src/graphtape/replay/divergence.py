@@ -33,6 +33,14 @@ def render_message(m: Any) -> list[str]:
         if kw.get("name") and role == "tool":
             lines[0] = lines[0].replace("[tool]", f"[tool {kw['name']}]", 1)
         return lines
+    if isinstance(m, dict) and isinstance(m.get("type"), str) and "content" in m:  # graphtape's compact form
+        role = m["type"]
+        content = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], sort_keys=True)
+        label = f"{role} {m['name']}" if role == "tool" and m.get("name") else role
+        lines = [f"[{label}] {line}" for line in (content.splitlines() or [""])]
+        for tc in m.get("tool_calls") or []:
+            lines.append(f"[{role}] -> tool {tc.get('name')}({json.dumps(tc.get('args'), sort_keys=True)})")
+        return lines
     return [json.dumps(m, sort_keys=True)]
 
 

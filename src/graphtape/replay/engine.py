@@ -101,8 +101,11 @@ def _recorded_input(tape: Tape, run: RunRecord) -> tuple[Any, dict[str, Any], di
     if not started:
         raise ReplayError(f"run {run.run_id} has no run_started event: the tape is incomplete")
     data = started[0].data
-    value = serde.decode_value(tape.store.get_json(data["input"]))
-    return value, data.get("config") or {}, data
+    value = serde.decode_value(tape.store.get_json(data["input"]), tape.store.get_json)
+    config = data.get("config") or {}
+    if isinstance(config, str):
+        config = tape.store.get_json(config)
+    return value, config, data
 
 
 def _recorded_output(tape: Tape, run: RunRecord) -> Any:

@@ -40,7 +40,6 @@ class RecordedCall:
     messages_ref: str | None
     response_ref: str | None
     error: dict[str, Any] | None
-    usage: dict[str, Any] | None
     tokens: int
     cost: float
     latency: float
@@ -64,7 +63,6 @@ class RecordedCall:
             messages_ref=d.get("messages"),
             response_ref=d.get("response"),
             error=d.get("error"),
-            usage=d.get("usage"),
             tokens=int(d.get("tokens") or 0),
             cost=float(d.get("cost") or 0.0),
             latency=float(d.get("latency") or 0.0),

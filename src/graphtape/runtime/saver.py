@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.types import INTERRUPT
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
@@ -40,6 +41,7 @@ from langgraph.checkpoint.base import (
 )
 
 from graphtape import serde
+from graphtape.record.checkpoints import _note_interrupts
 from graphtape.record.session import _BY_RUN, RUN_META_KEY
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
@@ -206,6 +208,8 @@ class GraphtapeSaver(BaseCheckpointSaver):
                 value=self._blob(value, batch),
                 replace=replace,
             ))
+        if replace and any(channel == INTERRUPT for channel, _ in writes):
+            _note_interrupts(config, writes)
         self._write(config, batch)
 
     def delete_thread(self, thread_id: str) -> None:

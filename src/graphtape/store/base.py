@@ -21,6 +21,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -158,6 +159,41 @@ RUN_UPDATABLE = frozenset(
         "meta",
     }
 )
+
+
+#: Preset dictionary for compressing event bodies (format 1). Never edit it:
+#: stored events depend on it byte for byte. A new dictionary is a new format byte.
+_EVENT_ZDICT_1 = (
+    b'"branch":"__pregel_push,"call_id":"","checkpoint_id":"","cost":0.0,"fingerprint":"","latency":0.0,'
+    b'"messages":"","model":"","node_path":"","ordinal":0,"request":"","response":"","source":"tape",'
+    b'"served_from":"","recorded_latency":0.0,"tokens":,"parent_id":"1f1","ns":"","source":"loop","step":,'
+    b'"duration":0.00,"writes":"","status":"finished","output":"","input":"","config":"","versions":"",'
+    b'"task":"tools:agent:","name":"source":"live",'
+)
+
+
+def pack_event(data: dict[str, Any]) -> bytes:
+    """An event body as stored: compact JSON, deflated with a preset dictionary when that pays.
+
+    Events are small and full of the same keys; per-event deflate with a
+    shared dictionary halves them (about 8 us each) while every event stays
+    its own row, readable on its own.
+    """
+    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    if len(raw) < 96:
+        return raw
+    c = zlib.compressobj(6, zlib.DEFLATED, -10, 2, zdict=_EVENT_ZDICT_1)
+    packed = b"\x01" + c.compress(raw) + c.flush()
+    return packed if len(packed) < len(raw) else raw
+
+
+def unpack_event(blob: bytes | str) -> dict[str, Any]:
+    if isinstance(blob, str):
+        return json.loads(blob)
+    if blob[:1] == b"\x01":
+        d = zlib.decompressobj(-10, zdict=_EVENT_ZDICT_1)
+        return json.loads(d.decompress(blob[1:]) + d.flush())
+    return json.loads(blob)
 
 
 def dump_meta(meta: dict[str, Any]) -> str:

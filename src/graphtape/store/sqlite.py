@@ -41,6 +41,8 @@ from graphtape.store.base import (
     WriteBatch,
     WriteRow,
     dump_meta,
+    pack_event,
+    unpack_event,
 )
 
 MIGRATIONS: list[str] = [
@@ -252,8 +254,7 @@ class SqliteTapeStore(TapeStore):
                 if batch.events:
                     cur.executemany(
                         "INSERT INTO gt_events(run_id, seq, kind, ts, data) VALUES (?,?,?,?,?)",
-                        [(e.run_id, e.seq, e.kind, e.ts, json.dumps(e.data, separators=(",", ":"), sort_keys=True))
-                         for e in batch.events],
+                        [(e.run_id, e.seq, e.kind, e.ts, pack_event(e.data)) for e in batch.events],
                     )
                 if batch.checkpoints:
                     cur.executemany(
@@ -335,7 +336,7 @@ class SqliteTapeStore(TapeStore):
             sql += f" AND kind IN ({','.join('?' * len(kinds))})"
             params.extend(kinds)
         sql += " ORDER BY seq"
-        return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in self._query(sql, params)]
+        return [EventRow(r[0], r[1], r[2], r[3], unpack_event(r[4])) for r in self._query(sql, params)]
 
     def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(hashes))
