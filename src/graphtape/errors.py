@@ -5,7 +5,9 @@ The tree::
     GraphtapeError
     ├── StoreError                 the tape store could not do what was asked
     │   ├── DatabaseLocked         another process holds the write lock too long
-    │   └── SchemaTooNew           the file was written by a newer graphtape
+    │   ├── SchemaTooNew           the file was written by a newer graphtape
+    │   └── LeaseLost              this process no longer holds its thread's lease
+    ├── ThreadBusy                 another process is running the same thread
     ├── RunNotFound                no run (or call) with that id in this store
     ├── TapeFormatError            an export file is unreadable, foreign or too new
     ├── GraphLoadError             a ``module:attr`` / ``path.py:attr`` did not load
@@ -36,6 +38,19 @@ class DatabaseLocked(StoreError):
 
 class SchemaTooNew(StoreError):
     """The store was created by a newer graphtape than this one."""
+
+
+class LeaseLost(StoreError):
+    """A fenced write found that another owner took the lease over (ours expired)."""
+
+
+class ThreadBusy(GraphtapeError):
+    """Another process (or host) is running this thread right now.
+
+    graphtape allows one writer per thread: two writers on one thread make
+    LangGraph run the same task twice and silently drop writes. Wait for the
+    other run, pass ``wait=`` seconds, or use another thread id.
+    """
 
 
 class RunNotFound(GraphtapeError):
@@ -83,9 +98,11 @@ __all__ = [
     "EffectBlocked",
     "GraphLoadError",
     "GraphtapeError",
+    "LeaseLost",
     "ReplayError",
     "RunNotFound",
     "SchemaTooNew",
     "StoreError",
     "TapeFormatError",
+    "ThreadBusy",
 ]

@@ -31,33 +31,7 @@ if TYPE_CHECKING:
 FORMAT = "graphtape-tape"
 VERSION = 1
 
-#: Top-level event fields that hold a blob address, per event kind, and those
-#: that hold a chain head. Only these are followed: other strings in an event
-#: (an interrupt's value, a config key) are data, not addresses.
-BLOB_KEYS: dict[str, frozenset[str]] = {
-    "run_started": frozenset({"input", "config", "versions"}),
-    "resume": frozenset({"value"}),
-    "task_finished": frozenset({"writes"}),
-    "llm_call": frozenset({"request", "response"}),
-    "tool_call": frozenset({"request", "response"}),
-    "effect_call": frozenset({"request", "response"}),
-    "run_finished": frozenset({"output"}),
-}
-CHAIN_KEYS: dict[str, frozenset[str]] = {"llm_call": frozenset({"messages"})}
-
-
-def _line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _refs(kind: str, data: dict[str, Any], blobs: set[str], chains: set[str]) -> None:
-    for key in BLOB_KEYS.get(kind, ()):
-        if isinstance(data.get(key), str):
-            blobs.add(data[key])
-    for key in CHAIN_KEYS.get(kind, ()):
-        if isinstance(data.get(key), str):
-            chains.add(data[key])
-
+from graphtape.store.base import event_refs as _refs
 
 def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: str) -> int:
     store = tape.store

@@ -27,6 +27,31 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+#: Top-level event fields that hold a blob address, per event kind, and those
+#: that hold a chain head. Only these are followed: other strings in an event
+#: (an interrupt's value, a config key) are data, not addresses.
+EVENT_BLOB_KEYS: dict[str, frozenset[str]] = {
+    "run_started": frozenset({"input", "config", "versions"}),
+    "resume": frozenset({"value"}),
+    "task_finished": frozenset({"writes"}),
+    "llm_call": frozenset({"request", "response"}),
+    "tool_call": frozenset({"request", "response"}),
+    "effect_call": frozenset({"request", "response"}),
+    "run_finished": frozenset({"output"}),
+}
+EVENT_CHAIN_KEYS: dict[str, frozenset[str]] = {"llm_call": frozenset({"messages"})}
+
+
+def event_refs(kind: str, data: dict[str, Any], blobs: set[str], chains: set[str]) -> None:
+    """Add the blob and chain addresses an event refers to directly."""
+    for key in EVENT_BLOB_KEYS.get(kind, ()):
+        if isinstance(data.get(key), str):
+            blobs.add(data[key])
+    for key in EVENT_CHAIN_KEYS.get(kind, ()):
+        if isinstance(data.get(key), str):
+            chains.add(data[key])
+
+
 #: Run statuses. ``running`` is also what a crashed run looks like.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "diverged")
 
@@ -207,11 +232,15 @@ class TapeStore(abc.ABC):
     url: str
 
     @abc.abstractmethod
-    def write(self, batch: WriteBatch) -> None:
+    def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
         """Apply a batch in one transaction: all of it or none of it.
 
         Blobs and chain nodes are inserted only if absent (content addressed);
-        events are appended; a duplicate ``(run_id, seq)`` is an error.
+        events are appended; a duplicate ``(run_id, seq)`` is an error
+        (:class:`~graphtape.errors.StoreError`). With ``fence=(lease, token)``
+        the write happens only if ``token`` is still the current token of
+        that lease, checked inside the same transaction; otherwise
+        :class:`~graphtape.errors.LeaseLost` is raised and nothing is written.
         """
 
     @abc.abstractmethod
@@ -279,6 +308,41 @@ class TapeStore(abc.ABC):
     @abc.abstractmethod
     def delete_thread(self, thread_id: str) -> None:
         """Remove every checkpoint and write of a thread (the tape's runs stay)."""
+
+    # -- runs: retention ---------------------------------------------------------
+
+    @abc.abstractmethod
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove runs (their rows and events) in one transaction; blobs stay until :meth:`collect_garbage`."""
+
+    @abc.abstractmethod
+    def collect_garbage(self) -> tuple[int, int]:
+        """Delete blobs and chain nodes nothing refers to any more; returns ``(blobs, chain nodes)`` removed.
+
+        Referrers are: event bodies (top-level address fields), other blobs
+        (message references), chain nodes (their items and parents),
+        checkpoints (channel values and bodies) and pending writes.
+        """
+
+    # -- leases: one writer per thread ------------------------------------------------
+
+    @abc.abstractmethod
+    def acquire_lease(self, name: str, owner: str, ttl: float) -> int | None:
+        """Take (or renew, for the same owner) the lease ``name`` for ``ttl`` seconds.
+
+        Returns the fencing token: a number that grows every time the lease
+        changes hands (a renewal keeps it). Returns ``None`` when another
+        owner holds an unexpired lease. An expired lease is free to take: a
+        dead process never blocks a thread for longer than its ``ttl``.
+        """
+
+    @abc.abstractmethod
+    def release_lease(self, name: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it (a no-op otherwise)."""
+
+    @abc.abstractmethod
+    def lease_holder(self, name: str) -> tuple[str, float, int] | None:
+        """``(owner, expires_at, token)`` of the lease if it is held and unexpired, else ``None``."""
 
     def checkpointer(self) -> BaseCheckpointSaver:
         """graphtape's LangGraph saver on this store (used when the user has none)."""

@@ -25,13 +25,15 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 
-from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
+from graphtape.serde import blob_refs as serde_refs
+from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.store.base import (
     RUN_UPDATABLE,
     CheckpointRow,
@@ -41,6 +43,7 @@ from graphtape.store.base import (
     WriteBatch,
     WriteRow,
     dump_meta,
+    event_refs,
     pack_event,
     unpack_event,
 )
@@ -115,6 +118,15 @@ MIGRATIONS: list[str] = [
         channel TEXT NOT NULL,
         value TEXT NOT NULL,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    ) WITHOUT ROWID;
+    """,
+    # 3: leases (one writer per thread) with fencing tokens
+    """
+    CREATE TABLE gt_leases (
+        name TEXT PRIMARY KEY,
+        owner TEXT,
+        expires_at REAL NOT NULL,
+        token INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
 ]
@@ -218,7 +230,7 @@ class SqliteTapeStore(TapeStore):
 
     # -- writes --------------------------------------------------------------
 
-    def write(self, batch: WriteBatch) -> None:
+    def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
         if not batch:
             return
         with self._lock:
@@ -228,6 +240,13 @@ class SqliteTapeStore(TapeStore):
                 raise self._translate(exc) from exc
             try:
                 cur = self._conn.cursor()
+                if fence is not None:
+                    row = cur.execute("SELECT token FROM gt_leases WHERE name=?", (fence[0],)).fetchone()
+                    if row is None or row[0] != fence[1]:
+                        raise LeaseLost(
+                            f"lease {fence[0]} now belongs to another process (our token {fence[1]}, "
+                            f"current {row[0] if row else 'none'}); this run must stop: the thread moved on"
+                        )
                 if batch.blobs:
                     rows = []
                     for h, data in batch.blobs.items():
@@ -457,6 +476,120 @@ class SqliteTapeStore(TapeStore):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise self._translate(exc) from exc
+
+    def _transaction(self, fn):
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    out = fn(self._conn.cursor())
+                    self._conn.execute("COMMIT")
+                    return out
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
+
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
+        ids = [(r,) for r in run_ids]
+        if not ids:
+            return
+
+        def go(cur):
+            cur.executemany("DELETE FROM gt_events WHERE run_id=?", ids)
+            cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
+
+        self._transaction(go)
+
+    def collect_garbage(self) -> tuple[int, int]:
+        def go(cur):
+            blobs: set[str] = set()
+            chains: set[str] = set()
+            for kind, data in cur.execute("SELECT kind, data FROM gt_events"):
+                event_refs(kind, unpack_event(data), blobs, chains)
+            for body, values in cur.execute("SELECT body, channel_values FROM gt_checkpoints"):
+                blobs.update(json.loads(values).values())
+            blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
+            # chains: keep every ancestor of a referenced head, and their items
+            pending = set(chains)
+            nodes = {k: (p, i) for k, p, i in cur.execute("SELECT id, parent, item FROM gt_chains")}
+            live_chains: set[str] = set()
+            while pending:
+                cid = pending.pop()
+                if cid in live_chains or cid not in nodes:
+                    continue
+                live_chains.add(cid)
+                parent, item = nodes[cid]
+                blobs.add(item)
+                if parent:
+                    pending.add(parent)
+            # blobs referring to blobs (messages inside values)
+            frontier = set(blobs)
+            while frontier:
+                found_b: set[str] = set()
+                found_c: set[str] = set()
+                chunk = list(frontier)
+                frontier = set()
+                for i in range(0, len(chunk), 500):
+                    part = chunk[i:i + 500]
+                    for h, enc, data in cur.execute(
+                            f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(part))})", part):
+                        raw = zlib.decompress(data) if enc == "z" else bytes(data)
+                        if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
+                            serde_refs(json.loads(raw), found_b, found_c)
+                for cid in found_c - live_chains:
+                    stack = [cid]
+                    while stack:
+                        c = stack.pop()
+                        if c in live_chains or c not in nodes:
+                            continue
+                        live_chains.add(c)
+                        parent, item = nodes[c]
+                        found_b.add(item)
+                        if parent:
+                            stack.append(parent)
+                frontier = found_b - blobs
+                blobs |= found_b
+            dead_chains = [(k,) for k in nodes if k not in live_chains]
+            dead_blobs = [(h,) for (h,) in cur.execute("SELECT hash FROM gt_blobs") if h not in blobs]
+            cur.executemany("DELETE FROM gt_chains WHERE id=?", dead_chains)
+            cur.executemany("DELETE FROM gt_blobs WHERE hash=?", dead_blobs)
+            return len(dead_blobs), len(dead_chains)
+
+        return self._transaction(go)
+
+    def acquire_lease(self, name: str, owner: str, ttl: float) -> int | None:
+        def go(cur):
+            now = time.time()
+            row = cur.execute("SELECT owner, expires_at, token FROM gt_leases WHERE name=?", (name,)).fetchone()
+            if row is None:
+                cur.execute("INSERT INTO gt_leases(name, owner, expires_at, token) VALUES (?,?,?,1)",
+                            (name, owner, now + ttl))
+                return 1
+            held_by, expires_at, token = row
+            if held_by == owner and expires_at > now:
+                cur.execute("UPDATE gt_leases SET expires_at=? WHERE name=?", (now + ttl, name))
+                return token
+            if held_by is not None and expires_at > now:
+                return None
+            cur.execute("UPDATE gt_leases SET owner=?, expires_at=?, token=? WHERE name=?",
+                        (owner, now + ttl, token + 1, name))
+            return token + 1
+
+        return self._transaction(go)
+
+    def release_lease(self, name: str, owner: str) -> None:
+        # The row (and its token) stays, so the next holder's token is larger.
+        self._transaction(lambda cur: cur.execute(
+            "UPDATE gt_leases SET owner=NULL, expires_at=0 WHERE name=? AND owner=?", (name, owner)))
+
+    def lease_holder(self, name: str) -> tuple[str, float, int] | None:
+        rows = self._query("SELECT owner, expires_at, token FROM gt_leases WHERE name=?", (name,))
+        if not rows or rows[0][0] is None or rows[0][1] <= time.time():
+            return None
+        return rows[0][0], rows[0][1], rows[0][2]
 
     def delete_thread(self, thread_id: str) -> None:
         with self._lock:
