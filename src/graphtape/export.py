@@ -33,6 +33,11 @@ VERSION = 1
 
 from graphtape.store.base import event_refs as _refs
 
+
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: str) -> int:
     store = tape.store
     runs = sorted(runs, key=lambda r: (r.started_at, r.run_id))
