@@ -1,23 +1,106 @@
-"""Shared fixtures: one ``tape`` fixture parametrised over every store backend.
+"""Shared fixtures: every store-backed test runs once per backend.
 
-Tests never name a backend; they take ``tape`` (or ``store_url``) and run
-once per backend listed in ``BACKENDS``.
+Tests never name a backend: they take ``tape``, ``store_url`` or
+``new_store_url`` (a factory for more stores of the same backend). The
+backends are SQLite (always), PostgreSQL and Redis. Point the suite at your
+servers with ``GRAPHTAPE_TEST_POSTGRES_URL`` and ``GRAPHTAPE_TEST_REDIS_URL``
+(defaults: the local servers of the project's machines). A server that
+cannot be reached fails the run under CI (``CI`` set) and is skipped, with
+the reason shown, elsewhere.
 """
 
 from __future__ import annotations
+
+import os
+import uuid
 
 import pytest
 
 import graphtape
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgresql", "redis"]
+POSTGRES_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+_reachable: dict[str, str | None] = {}
+
+
+def _unreachable_reason(backend: str) -> str | None:
+    """None when the backend's server answers, else why not (cached per session)."""
+    if backend in _reachable:
+        return _reachable[backend]
+    reason = None
+    try:
+        if backend == "postgresql":
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+        elif backend == "redis":
+            import redis
+
+            redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+    except ImportError as exc:
+        reason = f"the {backend} client is not installed ({exc.name}); pip install 'graphtape[{backend.replace('postgresql', 'postgres')}]'"
+    except Exception as exc:  # noqa: BLE001 - any failure to connect
+        url = POSTGRES_URL if backend == "postgresql" else REDIS_URL
+        env = "GRAPHTAPE_TEST_POSTGRES_URL" if backend == "postgresql" else "GRAPHTAPE_TEST_REDIS_URL"
+        reason = f"{backend} not reachable at {url} ({type(exc).__name__}); set {env} to your server"
+    _reachable[backend] = reason
+    return reason
+
+
+def _drop(backend: str, name: str) -> None:
+    if backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    elif backend == "redis":
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{name}*", count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i:i + 500])
+        client.close()
 
 
 @pytest.fixture(params=BACKENDS)
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/tape.db"
-    raise AssertionError(request.param)  # pragma: no cover
+def backend(request):
+    reason = _unreachable_reason(request.param) if request.param != "sqlite" else None
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must test every backend: {reason}")
+        pytest.skip(reason)
+    return request.param
+
+
+@pytest.fixture
+def new_store_url(backend, tmp_path):
+    """A factory of URLs of fresh, empty stores of the current backend, removed after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"gt_test_{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        if backend == "sqlite":
+            return f"sqlite:///{tmp_path}/{name}.db"
+        if backend == "postgresql":
+            sep = "&" if "?" in POSTGRES_URL else "?"
+            return f"{POSTGRES_URL}{sep}schema={name}"
+        sep = "&" if "?" in REDIS_URL else "?"
+        return f"{REDIS_URL}{sep}prefix={name}:"
+
+    yield make
+    if backend != "sqlite":
+        for name in made:
+            _drop(backend, name)
+
+
+@pytest.fixture
+def store_url(new_store_url):
+    return new_store_url()
 
 
 @pytest.fixture

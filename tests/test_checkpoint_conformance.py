@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 import graphtape
 
 
-async def test_langgraph_conformance_suite(store_url):
+async def test_langgraph_conformance_suite(new_store_url):
     opened = []
 
     async def factory():
         # a fresh store (and saver) per capability suite, as the suite expects
-        url = store_url.replace("tape.db", f"conformance-{uuid.uuid4().hex[:8]}.db")
-        tape = graphtape.connect(url)
+        tape = graphtape.connect(new_store_url())
         opened.append(tape)
         yield tape.store.checkpointer()
 

@@ -14,6 +14,7 @@ The tree::
     └── ReplayError                replay could not continue
         ├── Divergence             the code asked something the tape does not hold
         └── EffectBlocked          an effect would run live and that was not allowed
+            └── EffectInDoubt      an effect started before a crash and never reported back
 
 Messages say what happened and what to do next: the CLI prints them as one
 line, so they must stand on their own.
@@ -92,10 +93,20 @@ class EffectBlocked(ReplayError):
     """
 
 
+class EffectInDoubt(EffectBlocked):
+    """An effect with an idempotency key started before a crash and its outcome is unknown.
+
+    Running it again could do the real-world action twice, so graphtape does
+    not. Give the effect a ``reconcile=`` function that checks the outside
+    world (did the refund with this key happen?) and graphtape will use it.
+    """
+
+
 __all__ = [
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",
+    "EffectInDoubt",
     "GraphLoadError",
     "GraphtapeError",
     "LeaseLost",

@@ -29,6 +29,7 @@ from graphtape.record import install
 from graphtape.record.checkpoints import TapSaver
 from graphtape.record.session import RUN_META_KEY, Session
 from graphtape.record.tasks import TaskRecorder
+from graphtape.runtime.lease import ThreadLease
 
 if TYPE_CHECKING:
     from graphtape.replay.matcher import Matcher
@@ -66,7 +67,8 @@ class RecordedGraph:
     """A compiled graph whose ``invoke``/``ainvoke``/``stream``/``astream`` are recorded."""
 
     def __init__(self, tape: Tape, graph: Any, *, name: str | None = None,
-                 checkpointer: BaseCheckpointSaver | None = None):
+                 checkpointer: BaseCheckpointSaver | None = None, wait: float = 0.0,
+                 lease_ttl: float = 30.0):
         install()
         self.tape = tape
         self.original = graph
@@ -80,8 +82,12 @@ class RecordedGraph:
         # transaction; any other saver is wrapped to do it beside the write.
         from graphtape.runtime.saver import GraphtapeSaver
 
-        saver = inner if isinstance(inner, GraphtapeSaver) else TapSaver(inner)
+        self.durable = isinstance(inner, GraphtapeSaver)
+        saver = inner if self.durable else TapSaver(inner)
         self.graph = graph.copy(update={"checkpointer": saver})
+        #: seconds to wait for a thread another process is running (0: fail fast with ThreadBusy)
+        self.wait = wait
+        self.lease_ttl = lease_ttl
         self.name = name or getattr(graph, "name", None) or "graph"
         self.last_run_id: str | None = None
         self.run_ids: list[str] = []
@@ -102,8 +108,14 @@ class RecordedGraph:
         config["configurable"] = configurable
         thread_id = str(configurable["thread_id"])
         run_id = str(config.get("run_id") or uuid.uuid4())
-        previous = self.tape.store.list_runs(thread_id=thread_id, limit=1)
         replay = self._replay or {}
+        lease = ThreadLease(self.tape.store, thread_id, ttl=self.lease_ttl, wait=self.wait)
+        lease.acquire()
+        try:
+            previous = self.tape.store.list_runs(thread_id=thread_id, limit=1)
+        except BaseException:
+            lease.release()
+            raise
         session = Session(
             self.tape,
             thread_id=thread_id,
@@ -116,9 +128,18 @@ class RecordedGraph:
             run_id=run_id,
             meta={"api": api, "code_fingerprint": self._fingerprint, **replay.get("meta", {})},
         )
+        session.lease = lease
+        session.durable = self.durable
+        if replay.get("recovering"):
+            session.recovering = True
+            session.recovery_runs = list(replay.get("recovery_runs", ()))
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
         _with_callback(config, TaskRecorder(session))
-        session.start(run_input, config)
+        try:
+            session.start(run_input, config)
+        except BaseException:
+            lease.release()
+            raise
         self.last_run_id = session.run_id
         self.run_ids.append(session.run_id)
         return session, config
@@ -155,6 +176,8 @@ class RecordedGraph:
             session.finish(status, output=output, error=error, interrupts=interrupts)
         finally:
             session.deactivate()
+            if session.lease is not None:
+                session.lease.release()
 
     # -- the graph API -------------------------------------------------------------
 

@@ -42,15 +42,19 @@ class Tape:
 
     # -- recording --------------------------------------------------------------
 
-    def record(self, graph: Any, *, name: str | None = None, checkpointer: Any = None):
+    def record(self, graph: Any, *, name: str | None = None, checkpointer: Any = None,
+               wait: float = 0.0, lease_ttl: float = 30.0):
         """Wrap a compiled LangGraph graph so that every call of it is recorded.
 
-        The graph's own checkpointer is kept; without one, graphtape's
-        default (LangGraph's SQLite saver beside the tape) is used.
+        The graph's own checkpointer is kept; without one, graphtape's own
+        saver on this store is used (checkpoints and tape written together).
+        Only one process runs a thread at a time: a second one waits up to
+        ``wait`` seconds, then raises :class:`~graphtape.ThreadBusy`; a dead
+        process's claim expires after ``lease_ttl`` seconds.
         """
         from graphtape.recorder import RecordedGraph
 
-        return RecordedGraph(self, graph, name=name, checkpointer=checkpointer)
+        return RecordedGraph(self, graph, name=name, checkpointer=checkpointer, wait=wait, lease_ttl=lease_ttl)
 
     # -- reading ----------------------------------------------------------------
 
@@ -154,6 +158,25 @@ class Tape:
         if raise_on_divergence:
             result.raise_for_divergence()
         return result
+
+    # -- durability ------------------------------------------------------------------
+
+    def orphaned_runs(self):
+        """Runs left ``running`` by a process that died (their thread's lease has expired)."""
+        from graphtape.runtime.recovery import orphaned_runs
+
+        return orphaned_runs(self)
+
+    def recover(self, graph: Any, *, run_id: str | None = None, progress: Any = None):
+        """Finish the runs dead processes left behind, serving every call they had completed.
+
+        ``graph`` is the compiled graph, or a function from the crashed
+        :class:`RunRecord` to its graph. Returns one
+        :class:`~graphtape.runtime.recovery.Recovery` per run.
+        """
+        from graphtape.runtime.recovery import recover
+
+        return recover(self, graph, run_id=run_id, progress=progress)
 
     # -- moving tapes --------------------------------------------------------------
 

@@ -219,6 +219,15 @@ class Session:
         self._last_flush = time.monotonic()
         #: set when a task wrote an interrupt: the run's status needs a state read
         self.saw_interrupt = False
+        #: the thread's lease (one writer per thread); its token fences every write
+        self.lease: Any = None
+        #: with graphtape's own saver, each completed call is written at once so
+        #: that recovery after a crash never sends it again
+        self.durable = False
+        #: set by recovery: the crashed runs whose effect intents must be honoured
+        self.recovering = False
+        self.recovery_runs: list[str] = []
+        self.reconciled: dict[str, Any] = {}
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -384,7 +393,7 @@ class Session:
                 batch.extend(extra)
             if batch:
                 try:
-                    self.store.write(batch)
+                    self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
                 except BaseException:
                     # Keep the events for the next flush; the checkpoint's writer sees the error.
                     if extra is not None:
@@ -430,6 +439,8 @@ class Session:
         if self.matcher is None:
             return call
         rec = self.matcher.take(site, fingerprint)
+        if rec is None and kind == "effect" and self.recovering and summary and summary.get("idempotency_key"):
+            rec = self._in_doubt(call, summary)
         if rec is not None:
             override = self.matcher.override_for(rec.call_id)
             call.served = rec
@@ -445,6 +456,41 @@ class Session:
                 f"({why}); pass allow_live_effects=True (CLI: --allow-live-effects) to let it run"
             )
         return call
+
+    def intent(self, call: Call) -> None:
+        """Write, durably and before it runs, that an effect with an idempotency key is starting."""
+        self.event("effect_started", {"call_id": call.call_id, "name": call.summary.get("name"),
+                                      "idempotency_key": call.summary.get("idempotency_key"),
+                                      "fingerprint": call.fingerprint})
+        self.flush()
+
+    def _in_doubt(self, call: Call, summary: dict[str, Any]) -> Any:
+        """An effect that started before a crash and never reported back: never run it twice."""
+        from graphtape.record.effect import NOT_DONE, reconcilers
+
+        key = summary["idempotency_key"]
+        name = summary.get("name")
+        started = any(
+            ev.data.get("idempotency_key") == key and ev.data.get("name") == name
+            for rid in self.recovery_runs
+            for ev in self.store.events(rid, ["effect_started"])
+        )
+        if not started:
+            return None
+        reconcile = reconcilers.get(name)
+        if reconcile is None:
+            from graphtape.errors import EffectInDoubt
+
+            raise EffectInDoubt(
+                f"effect {name} with idempotency key {key!r} started before a crash and never finished; "
+                "graphtape will not run it twice: check the outside world, then give the effect a "
+                "reconcile= function (or re-run the thread by hand)"
+            )
+        result = reconcile(key)
+        if result is NOT_DONE:
+            return None
+        self.reconciled[call.call_id] = result
+        return None
 
     def _diverge(self, call: Call, request: dict[str, Any]) -> None:
         from graphtape.replay.divergence import build_divergence
@@ -475,7 +521,8 @@ class Session:
         return self.decode(value_env), None
 
     def end_live(self, call: Call, *, result: Any = None, error: BaseException | None = None,
-                 usage: dict[str, Any] | None = None, model_name: str | None = None) -> None:
+                 usage: dict[str, Any] | None = None, model_name: str | None = None,
+                 source: str = "live") -> None:
         if error is not None and _is_control_flow(error):
             # interrupt() / Command bubbling through the call: the call did not
             # complete; it runs again when the node resumes.
@@ -485,7 +532,9 @@ class Session:
         tokens = serde.usage_tokens(usage)
         cost = self.tape.pricing.cost(model_name, tokens[0], tokens[1]) if usage else 0.0
         self._record_call(call, response_env=env, error=_error_info(error) if error else None,
-                          latency=latency, usage=usage, source="live", cost=cost)
+                          latency=latency, usage=usage, source=source, cost=cost)
+        if self.durable or call.summary.get("idempotency_key") is not None:
+            self.flush()
         if self.matcher is not None:
             with self._lock:
                 self.stats.live += 1

@@ -53,7 +53,7 @@ def event_refs(kind: str, data: dict[str, Any], blobs: set[str], chains: set[str
 
 
 #: Run statuses. ``running`` is also what a crashed run looks like.
-RUN_STATUSES = ("running", "finished", "interrupted", "failed", "diverged")
+RUN_STATUSES = ("running", "finished", "interrupted", "failed", "diverged", "crashed")
 
 
 @dataclasses.dataclass

@@ -1,0 +1,150 @@
+"""Crash recovery: finish the runs a dead process left behind, without repeating anything.
+
+A run whose process died (SIGKILL, OOM, lost host) stays ``running`` on the
+tape and its thread's lease expires. :func:`recover` finds such runs and
+resumes each from its thread's last checkpoint as a new run (mode
+``recover``, ``meta.recovers`` naming the crashed one):
+
+* the node that was cut off runs again, but every LLM, tool and effect call
+  it had **completed** (written to the tape, which graphtape's own saver does
+  as each call returns) is served from the tape: the model is not asked
+  again, the e-mail is not sent again;
+* an effect with an idempotency key that had **started** but not reported
+  back is in doubt: it is never run again blindly: its ``reconcile``
+  function decides, or recovery stops with ``EffectInDoubt``;
+* everything after the crash point runs live and is recorded.
+
+A recovery that itself crashes is recovered in turn, serving the calls of
+every run in the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from graphtape import serde
+from graphtape.replay.matcher import Matcher
+from graphtape.runtime.lease import lease_name
+from graphtape.store.base import RunRecord, WriteBatch
+
+if TYPE_CHECKING:
+    from graphtape.tape import Tape
+
+
+@dataclasses.dataclass
+class Recovery:
+    """What recovering one crashed run did."""
+
+    crashed_run_id: str
+    run_id: str | None
+    thread_id: str
+    status: str
+    served: int = 0
+    live: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def orphaned_runs(tape: Tape) -> list[RunRecord]:
+    """Runs still marked ``running`` whose thread nobody holds: their process is gone."""
+    out = []
+    for run in tape.store.list_runs(status="running", limit=None, newest_first=False):
+        if tape.store.lease_holder(lease_name(run.thread_id)) is None:
+            out.append(run)
+    return out
+
+
+def _recovery_chain(tape: Tape, run: RunRecord) -> list[str]:
+    """The crashed run and the runs it was itself recovering, newest first."""
+    chain = [run.run_id]
+    cur = run
+    while (cur.meta or {}).get("recovers"):
+        prev = tape.store.get_run(cur.meta["recovers"])
+        if prev is None or prev.run_id in chain:
+            break
+        chain.append(prev.run_id)
+        cur = prev
+    return chain
+
+
+def recover(tape: Tape, graph: Any | Callable[[RunRecord], Any], *, run_id: str | None = None,
+            progress: Callable[[RunRecord], None] | None = None) -> list[Recovery]:
+    """Recover every orphaned run (or just ``run_id``) with ``graph``.
+
+    ``graph`` is the compiled graph, or a function from the crashed run to
+    its graph (the CLI loads the graph named on the run).
+    """
+    runs = orphaned_runs(tape)
+    if run_id is not None:
+        target = tape.run(run_id)
+        runs = [r for r in runs if r.run_id == target.run_id]
+    results = []
+    for run in runs:
+        if progress is not None:
+            progress(run)
+        g = graph(run) if callable(graph) and not hasattr(graph, "invoke") else graph
+        results.append(_recover_one(tape, run, g))
+    return results
+
+
+def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
+    store = tape.store
+    chain = _recovery_chain(tape, run)
+    started = store.events(run.run_id, ["run_started"])
+    config_ref = started[0].data.get("config") if started else None
+    recorded_config = store.get_json(config_ref) if isinstance(config_ref, str) else {}
+    config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id}}
+    for key, value in (recorded_config.get("configurable") or {}).items():
+        if key not in ("thread_id", "checkpoint_id", "checkpoint_ns") and value != serde.REDACTED:
+            config["configurable"][key] = value
+    if "recursion_limit" in recorded_config:
+        config["recursion_limit"] = recorded_config["recursion_limit"]
+
+    # Continue from the last checkpoint; if the run wrote none (it died while
+    # starting), give it its input again.
+    wrote_checkpoint = bool(store.events(run.run_id, ["checkpoint"]))
+    run_input: Any = None
+    if not wrote_checkpoint and started:
+        run_input = serde.decode_value(store.get_json(started[0].data["input"]), store.get_json)
+
+    # The crashed run is closed first, so that a recovery that crashes in turn
+    # is the one picked up next time (and serves this run's calls too).
+    store.write(WriteBatch(run_updates=[(run.run_id, {"status": "crashed"})]))
+    matcher = Matcher.from_store(store, list(reversed(chain)))
+    recorder = tape.record(graph, name=run.graph)
+    recorder._replay = {
+        "mode": "recover",
+        "matcher": matcher,
+        "allow_live_effects": True,
+        "recovering": True,
+        "recovery_runs": chain,
+        "replay_of": None,
+        "meta": {"recovers": run.run_id},
+    }
+    use_async = (run.meta or {}).get("api", "invoke") in ("ainvoke", "astream", "astream_events")
+    try:
+        if use_async:
+            asyncio.run(recorder.ainvoke(run_input, config))
+        else:
+            recorder.invoke(run_input, config)
+        error = None
+    except Exception as exc:  # reported per run: one bad run must not stop the others
+        error = f"{type(exc).__name__}: {exc}"
+    new = store.get_run(recorder.last_run_id) if recorder.last_run_id else None
+    if new is not None:
+        meta = {**(run.meta or {}), "recovered_by": new.run_id}
+        store.write(WriteBatch(run_updates=[(run.run_id, {"meta": meta})]))
+    return Recovery(
+        crashed_run_id=run.run_id,
+        run_id=new.run_id if new else None,
+        thread_id=run.thread_id,
+        status=new.status if new else "failed",
+        served=new.served_calls if new else 0,
+        live=new.live_calls if new else 0,
+        error=error,
+    )

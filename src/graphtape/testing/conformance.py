@@ -1,0 +1,278 @@
+"""The conformance suite for :class:`graphtape.TapeStore` backends, shipped so third parties can run it.
+
+Every backend of graphtape runs this same suite. To check your own backend,
+subclass :class:`StoreConformance` in a test module and provide a
+``conformance_store`` fixture that yields a fresh, empty store::
+
+    import pytest
+    from graphtape.testing.conformance import StoreConformance
+
+    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def conformance_store(self):
+            store = MyStore(...)
+            yield store
+            store.close()
+
+The tests only use the public store interface (``graphtape/store/base.py``)
+and graphtape's own LangGraph saver built on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from graphtape import serde
+from graphtape.errors import LeaseLost, StoreError
+from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow
+
+
+def _run(run_id: str | None = None, **kw) -> RunRecord:
+    return RunRecord(run_id=run_id or str(uuid.uuid4()), thread_id=kw.pop("thread_id", "t"),
+                     graph=kw.pop("graph", "g"), started_at=kw.pop("started_at", time.time()), **kw)
+
+
+def _blob(text: str) -> tuple[str, bytes]:
+    data = text.encode()
+    return serde.digest(data), data
+
+
+def _checkpoint(thread: str, cid: str, parent: str | None = None, ns: str = "", **meta) -> CheckpointRow:
+    return CheckpointRow(thread_id=thread, checkpoint_ns=ns, checkpoint_id=cid, parent_id=parent, run_id=meta.get("run_id"),
+                         step=meta.get("step"), source=meta.get("source"), created_at="2026-01-01T00:00:00+00:00",
+                         metadata=meta, body=b"body-" + cid.encode(), values={})
+
+
+class StoreConformance:
+    """Tests every TapeStore must pass. Provide a ``conformance_store`` fixture."""
+
+    # -- runs and events ---------------------------------------------------------
+
+    def test_run_round_trip_and_update(self, conformance_store):
+        run = _run(meta={"api": "invoke", "n": 1})
+        conformance_store.write(WriteBatch(new_runs=[run]))
+        assert conformance_store.get_run(run.run_id) == run
+        conformance_store.write(WriteBatch(run_updates=[(run.run_id, {"status": "finished", "ended_at": 5.0, "tokens": 7})]))
+        got = conformance_store.get_run(run.run_id)
+        assert (got.status, got.ended_at, got.tokens) == ("finished", 5.0, 7)
+        assert conformance_store.get_run("nope") is None
+
+    def test_list_runs_filters_and_orders(self, conformance_store):
+        runs = [_run(thread_id="a" if i % 2 else "b", started_at=100.0 + i,
+                     status="finished" if i < 3 else "failed") for i in range(5)]
+        conformance_store.write(WriteBatch(new_runs=runs))
+        newest = conformance_store.list_runs()
+        assert [r.run_id for r in newest] == [r.run_id for r in reversed(runs)]
+        assert [r.run_id for r in conformance_store.list_runs(newest_first=False, limit=2)] == [runs[0].run_id, runs[1].run_id]
+        assert {r.run_id for r in conformance_store.list_runs(thread_id="a")} == {runs[1].run_id, runs[3].run_id}
+        assert {r.run_id for r in conformance_store.list_runs(status="failed")} == {runs[3].run_id, runs[4].run_id}
+        assert len(conformance_store.list_runs(limit=None)) == 5
+
+    def test_find_runs_by_prefix(self, conformance_store):
+        conformance_store.write(WriteBatch(new_runs=[_run("abc_1"), _run("abc%2"), _run("xyz")]))
+        assert conformance_store.find_runs("abc_", limit=5) == ["abc_1"]
+        assert conformance_store.find_runs("abc%", limit=5) == ["abc%2"]
+        assert conformance_store.find_runs("q", limit=5) == []
+
+    def test_events_are_ordered_and_filtered(self, conformance_store):
+        run = _run()
+        events = [EventRow(run.run_id, i, "a" if i % 2 else "b", 1.0 + i, {"i": i, "text": "x" * (i * 60)})
+                  for i in range(6)]
+        conformance_store.write(WriteBatch(new_runs=[run], events=list(reversed(events))))
+        assert [e.seq for e in conformance_store.events(run.run_id)] == list(range(6))
+        assert [e.data for e in conformance_store.events(run.run_id)] == [e.data for e in events]
+        assert [e.seq for e in conformance_store.events(run.run_id, ["a"])] == [1, 3, 5]
+        assert conformance_store.events("other") == []
+
+    def test_a_failing_batch_writes_nothing(self, conformance_store):
+        run = _run()
+        conformance_store.write(WriteBatch(new_runs=[run], events=[EventRow(run.run_id, 0, "k", 1.0, {})]))
+        h, data = _blob("fresh blob")
+        bad = WriteBatch(events=[EventRow(run.run_id, 0, "dup", 2.0, {})], blobs={h: data},
+                         checkpoints=[_checkpoint("t", "c1")])
+        with pytest.raises(StoreError):
+            conformance_store.write(bad)
+        assert conformance_store.get_blobs([h]) == {}
+        assert conformance_store.get_checkpoint("t", "", "c1") is None
+        assert [e.kind for e in conformance_store.events(run.run_id)] == ["k"]
+
+    def test_duplicate_run_is_refused(self, conformance_store):
+        run = _run()
+        conformance_store.write(WriteBatch(new_runs=[run]))
+        with pytest.raises(StoreError):
+            conformance_store.write(WriteBatch(new_runs=[run]))
+
+    # -- blobs and chains --------------------------------------------------------------
+
+    def test_blobs_are_content_addressed_and_idempotent(self, conformance_store):
+        small = _blob("small")
+        large = _blob("L" * 50_000)
+        conformance_store.write(WriteBatch(blobs=dict([small, large])))
+        conformance_store.write(WriteBatch(blobs=dict([small])))
+        assert conformance_store.get_blobs([small[0], large[0], "missing"]) == dict([small, large])
+        with pytest.raises(StoreError):
+            conformance_store.get_blob("missing")
+
+    def test_chains_share_prefixes(self, conformance_store):
+        items = [_blob(f"m{i}") for i in range(5)]
+        chains: dict[str, tuple[str | None, str]] = {}
+        heads = []
+        parent = None
+        for h, _ in items:
+            cid = serde.digest(f"{parent or ''}/{h}")
+            chains[cid] = (parent, h)
+            heads.append(cid)
+            parent = cid
+        conformance_store.write(WriteBatch(blobs=dict(items), chains=chains))
+        assert conformance_store.get_chain(heads[-1]) == [h for h, _ in items]
+        assert conformance_store.get_chain(heads[1]) == [items[0][0], items[1][0]]
+        assert conformance_store.get_chain(None) == []
+        assert set(conformance_store.get_chain_nodes(heads)) == set(heads)
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def test_checkpoints_latest_by_id_and_listing(self, conformance_store):
+        rows = [_checkpoint("t1", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop", user="u" if i % 2 else "v")
+                for i in range(5)]
+        rows.append(_checkpoint("t1", "s0", ns="sub:1", step=0))
+        rows.append(_checkpoint("t2", "c9", step=0))
+        conformance_store.write(WriteBatch(checkpoints=rows))
+        assert conformance_store.get_checkpoint("t1", "").checkpoint_id == "c4"
+        assert conformance_store.get_checkpoint("t1", "", "c2").parent_id == "c1"
+        assert conformance_store.get_checkpoint("t1", "sub:1").checkpoint_id == "s0"
+        assert conformance_store.get_checkpoint("t3", "") is None
+        listed = conformance_store.list_checkpoints(thread_id="t1", checkpoint_ns="")
+        assert [r.checkpoint_id for r in listed] == ["c4", "c3", "c2", "c1", "c0"]
+        assert listed[0].metadata == {"step": 4, "source": "loop", "user": "v"}
+        assert listed[0].body == b"body-c4"
+        assert [r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1", checkpoint_ns="", before="c3", limit=2)] == ["c2", "c1"]
+        assert [r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1", metadata_filter={"user": "u"})] == ["c3", "c1"]
+        assert {r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")} == {"c0", "c1", "c2", "c3", "c4", "s0"}
+        assert len(conformance_store.list_checkpoints()) == 7
+
+    def test_pending_writes_replace_or_keep_first(self, conformance_store):
+        h1, d1 = _blob("v1")
+        h2, d2 = _blob("v2")
+        w = lambda idx, value, replace: WriteRow("t", "", "c1", "task", "path", idx, "ch", value, replace)  # noqa: E731
+        conformance_store.write(WriteBatch(blobs={h1: d1, h2: d2}, writes=[w(0, h1, False), w(-1, h1, True)]))
+        conformance_store.write(WriteBatch(writes=[w(0, h2, False), w(-1, h2, True)]))
+        got = {(x.idx, x.value) for x in conformance_store.get_writes("t", "", "c1")}
+        assert got == {(0, h1), (-1, h2)}
+
+    def test_delete_thread_and_checkpoints(self, conformance_store):
+        conformance_store.write(WriteBatch(checkpoints=[_checkpoint("t1", "c1"), _checkpoint("t1", "c2"), _checkpoint("t2", "c1")],
+                                           writes=[WriteRow("t1", "", "c1", "task", "", 0, "ch", "h")]))
+        conformance_store.delete_checkpoints([("t1", "", "c2")])
+        assert [r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")] == ["c1"]
+        conformance_store.delete_thread("t1")
+        assert conformance_store.list_checkpoints(thread_id="t1") == []
+        assert conformance_store.get_writes("t1", "", "c1") == []
+        assert conformance_store.get_checkpoint("t2", "", "c1") is not None
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def test_delete_runs_and_collect_garbage(self, conformance_store):
+        keep, drop = _run(), _run()
+        kept_blob, dropped_blob, shared = _blob("kept"), _blob("dropped"), _blob("shared")
+        conformance_store.write(WriteBatch(
+            new_runs=[keep, drop],
+            blobs=dict([kept_blob, dropped_blob, shared]),
+            events=[
+                EventRow(keep.run_id, 0, "run_finished", 1.0, {"output": kept_blob[0]}),
+                EventRow(keep.run_id, 1, "task_finished", 1.0, {"writes": shared[0]}),
+                EventRow(drop.run_id, 0, "run_finished", 1.0, {"output": dropped_blob[0]}),
+                EventRow(drop.run_id, 1, "task_finished", 1.0, {"writes": shared[0]}),
+            ],
+        ))
+        conformance_store.delete_runs([drop.run_id])
+        assert conformance_store.get_run(drop.run_id) is None and conformance_store.events(drop.run_id) == []
+        removed_blobs, _ = conformance_store.collect_garbage()
+        assert removed_blobs == 1
+        assert set(conformance_store.get_blobs([kept_blob[0], dropped_blob[0], shared[0]])) == {kept_blob[0], shared[0]}
+
+    def test_garbage_collection_keeps_what_checkpoints_and_messages_use(self, conformance_store):
+        msg = _blob('{"type":"human","content":"hi"}')
+        envelope = serde.canonical_bytes({"t": "msg", "h": msg[0]})
+        env_h = serde.digest(envelope)
+        value = _blob("checkpoint value")
+        run = _run()
+        row = _checkpoint("t", "c1")
+        row.values = {"ch": value[0]}
+        conformance_store.write(WriteBatch(
+            new_runs=[run], blobs=dict([msg, value, (env_h, envelope)]), checkpoints=[row],
+            events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": env_h})],
+        ))
+        assert conformance_store.collect_garbage() == (0, 0)
+        assert len(conformance_store.get_blobs([msg[0], value[0], env_h])) == 3
+
+    # -- leases -----------------------------------------------------------------------------------
+
+    def test_lease_is_exclusive_and_fenced(self, conformance_store):
+        first = conformance_store.acquire_lease("thread:t", "p1", ttl=30)
+        assert first is not None
+        assert conformance_store.acquire_lease("thread:t", "p2", ttl=30) is None
+        assert conformance_store.acquire_lease("thread:t", "p1", ttl=30) == first  # renewal keeps the token
+        owner, expires, token = conformance_store.lease_holder("thread:t")
+        assert (owner, token) == ("p1", first) and expires > time.time()
+        run = _run()
+        conformance_store.write(WriteBatch(new_runs=[run]), fence=("thread:t", first))
+        conformance_store.release_lease("thread:t", "p1")
+        assert conformance_store.lease_holder("thread:t") is None
+        second = conformance_store.acquire_lease("thread:t", "p2", ttl=30)
+        assert second is not None and second > first
+        with pytest.raises(LeaseLost):
+            conformance_store.write(WriteBatch(new_runs=[_run()]), fence=("thread:t", first))
+        assert len(conformance_store.list_runs()) == 1
+
+    def test_expired_lease_can_be_taken_over(self, conformance_store):
+        first = conformance_store.acquire_lease("thread:x", "dead", ttl=0.2)
+        time.sleep(0.35)
+        assert conformance_store.lease_holder("thread:x") is None
+        second = conformance_store.acquire_lease("thread:x", "alive", ttl=30)
+        assert second is not None and second > first
+        conformance_store.release_lease("thread:x", "dead")  # the late owner cannot release it
+        assert conformance_store.lease_holder("thread:x")[0] == "alive"
+
+    def test_only_one_of_many_racing_owners_wins(self, conformance_store):
+        wins: list[str] = []
+        barrier = threading.Barrier(6)
+
+        def race(i: int) -> None:
+            barrier.wait()
+            if conformance_store.acquire_lease("thread:race", f"p{i}", ttl=30) is not None:
+                wins.append(f"p{i}")
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1
+
+    # -- graphtape's LangGraph saver on the store ------------------------------------------------------
+
+    def test_saver_stores_unchanged_values_once(self, conformance_store):
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        saver = conformance_store.checkpointer()
+        big = "x" * 100_000
+        config = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+        versions = {"big": saver.get_next_version(None, None), "n": saver.get_next_version(None, None)}
+        for step in range(5):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"big": big, "n": step}
+            new = {"n": saver.get_next_version(versions["n"], None)}
+            if step == 0:
+                new["big"] = versions["big"]
+            versions.update(new)
+            cp["channel_versions"] = dict(versions)
+            config = saver.put(config, cp, {"source": "loop", "step": step}, new)
+        rows = conformance_store.list_checkpoints(thread_id="big")
+        assert len(rows) == 5
+        assert len({r.values["big"] for r in rows}) == 1
+        latest = saver.get_tuple({"configurable": {"thread_id": "big", "checkpoint_ns": ""}})
+        assert latest.checkpoint["channel_values"] == {"big": big, "n": 4}
