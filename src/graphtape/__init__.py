@@ -12,13 +12,16 @@ from graphtape.errors import (
     DatabaseLocked,
     Divergence,
     EffectBlocked,
+    EffectInDoubt,
     GraphLoadError,
     GraphtapeError,
+    LeaseLost,
     ReplayError,
     RunNotFound,
     SchemaTooNew,
     StoreError,
     TapeFormatError,
+    ThreadBusy,
 )
 from graphtape.record.effect import effect
 from graphtape.recorder import RecordedGraph
@@ -33,9 +36,11 @@ __all__ = [
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",
+    "EffectInDoubt",
     "EventRow",
     "GraphLoadError",
     "GraphtapeError",
+    "LeaseLost",
     "RecordedCall",
     "RecordedGraph",
     "ReplayError",
@@ -47,6 +52,7 @@ __all__ = [
     "Tape",
     "TapeFormatError",
     "TapeStore",
+    "ThreadBusy",
     "connect",
     "effect",
 ]
