@@ -12,6 +12,7 @@ EXPECTED = {
     "EventRow",
     "GraphLoadError",
     "GraphtapeError",
+    "InvalidEdit",
     "LeaseLost",
     "RecordedCall",
     "RecordedGraph",

@@ -11,6 +11,7 @@ The tree::
     ├── RunNotFound                no run (or call) with that id in this store
     ├── TapeFormatError            an export file is unreadable, foreign or too new
     ├── GraphLoadError             a ``module:attr`` / ``path.py:attr`` did not load
+    ├── InvalidEdit                a state edit names an unknown key or a wrong type
     └── ReplayError                replay could not continue
         ├── Divergence             the code asked something the tape does not hold
         └── EffectBlocked          an effect would run live and that was not allowed
@@ -66,6 +67,10 @@ class GraphLoadError(GraphtapeError):
     """A graph given as ``module:attr`` or ``path.py:attr`` could not be loaded."""
 
 
+class InvalidEdit(GraphtapeError):
+    """A state edit for a fork does not fit the graph's state schema."""
+
+
 class ReplayError(GraphtapeError):
     """A replay could not continue."""
 
@@ -109,6 +114,7 @@ __all__ = [
     "EffectInDoubt",
     "GraphLoadError",
     "GraphtapeError",
+    "InvalidEdit",
     "LeaseLost",
     "ReplayError",
     "RunNotFound",

@@ -159,6 +159,68 @@ class Tape:
             result.raise_for_divergence()
         return result
 
+    # -- logic injection -------------------------------------------------------------
+
+    def fork(self, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
+             as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
+             run_id: str | None = None):
+        """Continue from a checkpoint in a new thread, optionally with an edited state.
+
+        ``values`` are checked against the graph's state schema and applied as
+        node ``as_node`` would have written them; ``mode`` is ``strict``,
+        ``flight`` or ``live``. The original run is not changed.
+        """
+        from graphtape.debug.inject import fork
+
+        return fork(self, checkpoint_id, graph, values=values, as_node=as_node, mode=mode,
+                    allow_live_effects=allow_live_effects, run_id=run_id)
+
+    def override(self, run_id: str, call_id: str, output: Any, graph: Any, *, mode: str = "flight",
+                 allow_live_effects: bool = False, from_start: bool = False):
+        """Re-run with one recorded LLM, tool or effect output replaced by ``output``.
+
+        Runs from the checkpoint before the call (or from the start): earlier
+        calls are served, the override is injected, later calls follow ``mode``.
+        """
+        from graphtape.debug.inject import override
+
+        return override(self, run_id, call_id, output, graph, mode=mode,
+                        allow_live_effects=allow_live_effects, from_start=from_start)
+
+    def invalidate_from(self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False):
+        """Re-run with every call from the first execution of ``node`` on made live, earlier ones served."""
+        from graphtape.debug.inject import invalidate_from
+
+        return invalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
+
+    def resume(self, thread_id: str, graph: Any, value: Any = None, *, by_id: dict[str, Any] | None = None,
+               name: str | None = None):
+        """Answer the pending ``interrupt()`` of a thread (several at once with ``by_id``); a recorded run.
+
+        Returns the recorded graph wrapper; its ``last_run_id`` is the new run.
+        """
+        from langgraph.types import Command
+
+        from graphtape.errors import ReplayError
+
+        last = self.runs(thread_id=thread_id, limit=1)
+        recorded = self.record(graph, name=name or (last[0].graph if last else None))
+        config = {"configurable": {"thread_id": thread_id}}
+        pending = recorded.get_state(config).interrupts
+        if not pending:
+            raise ReplayError(f"thread {thread_id} has no pending interrupt to answer")
+        if by_id is not None:
+            unknown = set(by_id) - {i.id for i in pending}
+            if unknown:
+                raise ReplayError(f"no pending interrupt {sorted(unknown)[0]!r} on thread {thread_id}; "
+                                  f"pending: {', '.join(i.id for i in pending)}")
+            recorded.invoke(Command(resume=by_id), config)
+        else:
+            if len(pending) > 1:
+                raise ReplayError(f"thread {thread_id} has {len(pending)} pending interrupts; answer them by id")
+            recorded.invoke(Command(resume=value), config)
+        return recorded
+
     # -- durability ------------------------------------------------------------------
 
     def orphaned_runs(self):

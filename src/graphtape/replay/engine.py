@@ -31,7 +31,7 @@ from graphtape.store.base import RunRecord
 if TYPE_CHECKING:
     from graphtape.tape import Tape
 
-MODES = ("strict", "flight")
+MODES = ("strict", "flight", "live")
 
 
 @dataclasses.dataclass
@@ -146,23 +146,33 @@ def replay(
     live_from: set[str] | None = None,
     thread_id: str | None = None,
     from_checkpoint: str | None = None,
+    edit: dict[str, Any] | None = None,
+    as_node: str | None = None,
+    meta: dict[str, Any] | None = None,
     progress: Any = None,
+    debugger: Any = None,
 ) -> ReplayResult:
     """Replay ``run_id`` on ``graph``; see the module docstring.
 
     With ``from_checkpoint``, the replay starts from that checkpoint of the
     run's thread instead of from the first input: the checkpoint is copied
-    into the new thread and execution continues from it.
+    into the new thread and execution continues from it; ``edit`` then
+    changes the state there first (as node ``as_node``), which makes the
+    replay a fork. ``mode="live"`` calls models and tools live and serves
+    only unchanged effects.
     """
     if mode not in MODES:
         raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
+    if edit is not None and from_checkpoint is None:
+        raise ReplayError("a state edit needs a checkpoint to start from (from_checkpoint=...)")
     target = tape.run(run_id)
     chain = run_chain(tape, target)
     start_index = 0
     if from_checkpoint is not None:
         start_index = _checkpoint_segment(tape, chain, from_checkpoint)
     matcher = Matcher.from_store(
-        tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from
+        tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from,
+        kinds=("effect",) if mode == "live" else None,
     )
     new_thread = thread_id or f"replay-{uuid.uuid4()}"
     recorder = tape.record(graph, name=target.graph)
@@ -170,7 +180,8 @@ def replay(
         "mode": mode,
         "matcher": matcher,
         "allow_live_effects": allow_live_effects,
-        "meta": {"replay_mode": mode},
+        "meta": {"replay_mode": mode, **(meta or {})},
+        "debugger": debugger,
     }
     totals = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
               "live_tokens": 0, "live_cost": 0.0}
@@ -188,6 +199,10 @@ def replay(
         if from_checkpoint is not None and index == start_index:
             _copy_checkpoint(recorder.checkpointer, original.thread_id, from_checkpoint, new_thread)
             value = None
+            if edit is not None:
+                from graphtape.debug.edit import apply_edit
+
+                apply_edit(recorder, {"configurable": {"thread_id": new_thread}}, edit, as_node)
         config: dict[str, Any] = {"configurable": {"thread_id": new_thread}}
         for key, v in (rec_config.get("configurable") or {}).items():
             if key not in ("thread_id", "checkpoint_id", "checkpoint_ns") and v != serde.REDACTED:

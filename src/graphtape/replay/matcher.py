@@ -82,7 +82,9 @@ class Matcher:
     """The recorded calls of one or more runs, consumed as the replay asks."""
 
     def __init__(self, calls: list[RecordedCall], overrides: dict[str, Any] | None = None,
-                 live_from: set[str] | None = None):
+                 live_from: set[str] | None = None, kinds: tuple[str, ...] | None = None):
+        if kinds is not None:
+            calls = [c for c in calls if c.kind in kinds]
         self.calls = calls
         self._by_key: dict[tuple[str, str, str], list[RecordedCall]] = defaultdict(list)
         self._by_site: dict[tuple[str, str], list[RecordedCall]] = defaultdict(list)
@@ -101,6 +103,11 @@ class Matcher:
         for rid in run_ids:
             calls.extend(RecordedCall.from_event(ev) for ev in store.events(rid, CALL_KINDS))
         return cls(calls, **kw)
+
+    def release(self, call_ids: list[str]) -> None:
+        """Make calls servable again (their task was interrupted and will run again)."""
+        with self._lock:
+            self.consumed.difference_update(call_ids)
 
     def take(self, site: CallSite, fingerprint: str) -> RecordedCall | None:
         with self._lock:

@@ -1,0 +1,1 @@
+"""Time travel and logic injection: history, diffs, forks, overrides, breakpoints."""
