@@ -130,6 +130,7 @@ class RecordedGraph:
         )
         session.lease = lease
         session.durable = self.durable
+        session.debugger = replay.get("debugger")
         if replay.get("recovering"):
             session.recovering = True
             session.recovery_runs = list(replay.get("recovery_runs", ()))

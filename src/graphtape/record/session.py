@@ -217,6 +217,8 @@ class Session:
         self._token: contextvars.Token | None = None
         self._written_blobs = tape._written_blobs
         self._last_flush = time.monotonic()
+        #: seconds each store write of this run took (summarised into ``meta.write_ms``)
+        self._write_seconds: list[float] = []
         #: set when a task wrote an interrupt: the run's status needs a state read
         self.saw_interrupt = False
         #: the thread's lease (one writer per thread); its token fences every write
@@ -224,6 +226,8 @@ class Session:
         #: with graphtape's own saver, each completed call is written at once so
         #: that recovery after a crash never sends it again
         self.durable = False
+        #: a graphtape.debug.Debugger stepping through this run, if any
+        self.debugger: Any = None
         #: set by recovery: the crashed runs whose effect intents must be honoured
         self.recovering = False
         self.recovery_runs: list[str] = []
@@ -302,7 +306,7 @@ class Session:
             "live_calls": self.stats.live,
             "tokens": self.tokens,
             "error": _one_line(error) if error is not None else None,
-            "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids)},
+            "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids), **_write_ms(self._write_seconds)},
         }
         with self._lock:
             self._batch.run_updates.append((self.run_id, update))
@@ -393,7 +397,9 @@ class Session:
                 batch.extend(extra)
             if batch:
                 try:
+                    t0 = time.perf_counter()
                     self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
+                    self._write_seconds.append(time.perf_counter() - t0)
                 except BaseException:
                     # Keep the events for the next flush; the checkpoint's writer sees the error.
                     if extra is not None:
@@ -441,6 +447,21 @@ class Session:
         rec = self.matcher.take(site, fingerprint)
         if rec is None and kind == "effect" and self.recovering and summary and summary.get("idempotency_key"):
             rec = self._in_doubt(call, summary)
+        if self.debugger is not None:
+            decision, output = self.debugger.on_call(self, call, rec, request)
+            if decision == "use":
+                from graphtape.debug.inject import override_envelope
+                from graphtape.replay.matcher import RecordedCall
+
+                call.served = rec or RecordedCall(
+                    call_id="(injected)", run_id=self.run_id, seq=-1, kind=kind, node=site.node,
+                    node_path=site.node_path, branch=site.branch, step=site.step, ordinal=site.ordinal,
+                    fingerprint=fingerprint, request_ref=call.request_ref, messages_ref=messages_ref,
+                    response_ref=None, error=None, tokens=0, cost=0.0, latency=0.0, name=None)
+                call.override = override_envelope(call.served, output)
+                return call
+            if decision == "live":
+                return call
         if rec is not None:
             override = self.matcher.override_for(rec.call_id)
             call.served = rec
@@ -582,6 +603,9 @@ class Session:
     def on_checkpoint(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: dict[str, Any]) -> None:
         conf = config.get("configurable", {})
         self.checkpoint_ids.append(checkpoint["id"])
+        if self.debugger is not None:
+            self.debugger.on_checkpoint(checkpoint.get("channel_values") or {}, metadata.get("step"),
+                                        conf.get("checkpoint_ns", ""))
         self.event(
             "checkpoint",
             {
@@ -592,6 +616,16 @@ class Session:
                 "source": metadata.get("source"),
             },
         )
+
+
+def _write_ms(seconds: list[float]) -> dict[str, Any]:
+    """``{"write_ms": {n, sum, p50, p95, max}}`` of a run's store writes (nearest-rank), or nothing."""
+    if not seconds:
+        return {}
+    ms = sorted(x * 1000.0 for x in seconds)
+    n = len(ms)
+    return {"write_ms": {"n": n, "sum": round(sum(ms), 3), "p50": round(ms[(n + 1) // 2 - 1], 3),
+                         "p95": round(ms[max(0, -(-95 * n // 100) - 1)], 3), "max": round(ms[-1], 3)}}
 
 
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:

@@ -23,12 +23,18 @@ STEP_TAG = "graph:step:"
 class TaskRecorder(BaseCallbackHandler):
     """Turns LangGraph task callbacks into ``task_started``/``task_finished`` events."""
 
-    raise_error = False
     run_inline = True
+
+    @property
+    def raise_error(self) -> bool:  # type: ignore[override]
+        # A recording must never break the user's graph, so handler errors are
+        # swallowed; under the debugger, stopping is done by raising here.
+        return self.session.debugger is not None
 
     def __init__(self, session: Session):
         self.session = session
         self._open: dict[UUID, tuple[float, dict[str, Any]]] = {}
+        self._info: dict[UUID, dict[str, Any]] = {}
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
                        tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
@@ -47,6 +53,9 @@ class TaskRecorder(BaseCallbackHandler):
             self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = branch_of(md)
         self._open[run_id] = (time.perf_counter(), {"task": ns})
         self.session.event("task_started", info)
+        if self.session.debugger is not None:
+            self._info[run_id] = info
+            self.session.debugger.on_task_start(info)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.pop(run_id, None)
@@ -54,6 +63,8 @@ class TaskRecorder(BaseCallbackHandler):
             return
         started, info = opened
         session = self.session
+        if session.debugger is not None:
+            session.debugger.on_task_end(self._info.pop(run_id, info), outputs)
         session.event(
             "task_finished",
             {

@@ -213,11 +213,14 @@ def replay(
         use_async = (original.meta or {}).get("api", "invoke") in ("ainvoke", "astream", "astream_events")
         if progress is not None:
             progress(index, len(chain), original)
+        extra = {"durability": "sync"} if debugger is not None else {}
+        if debugger is not None:
+            debugger.thread_id = new_thread
         try:
             if use_async:
-                output = _run_async(recorder.ainvoke(value, config))
+                output = _run_async(recorder.ainvoke(value, config, **extra))
             else:
-                output = recorder.invoke(value, config)
+                output = recorder.invoke(value, config, **extra)
         except Divergence as div:
             divergence, error, status = div.report, str(div), "diverged"
         except Exception as exc:  # the replayed code failed: a result, not a crash
