@@ -86,7 +86,14 @@ def charge(order: str, amount: int) -> str:
     return result
 
 
-@graphtape.effect(name="notify", idempotency_key=lambda order, text: f"notify-{order}")
+def reconcile_notify(key: str) -> Any:
+    for e in _ledger_entries("effect"):
+        if e["name"] == "notify" and e["key"] == key:
+            return e["result"]
+    return NOT_DONE
+
+
+@graphtape.effect(name="notify", idempotency_key=lambda order, text: f"notify-{order}", reconcile=reconcile_notify)
 def notify(order: str, text: str) -> str:
     ledger("effect", name="notify", key=f"notify-{order}", result="sent")
     return "sent"
@@ -136,7 +143,7 @@ def main() -> None:
     url, thread = sys.argv[1], sys.argv[3]
     if CRASH.startswith("random:"):
         rng = random.Random(int(CRASH.split(":")[1]))
-        delay = rng.uniform(0.0, 0.12)
+        delay = rng.uniform(0.01, 0.15)
         threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
     tape = graphtape.connect(url)
     if len(sys.argv) > 5 and sys.argv[5] == "recover":
