@@ -563,7 +563,7 @@ def test_bad_json_and_option_errors(cli, agent):
         cli("run", f"{agent}:graph", "--resume", "1", "--thread", "zz")
     )
     assert "unknown status 'bogus'" in assert_one_line_error(cli("runs", "--status", "bogus"))
-    assert "unsupported store URL scheme" in assert_one_line_error(cli("runs", url="postgres://x/y"))
+    assert "unsupported store URL scheme" in assert_one_line_error(cli("runs", url="mysql://x/y"))
     assert cli.json("runs") == []
 
 

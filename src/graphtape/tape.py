@@ -24,8 +24,6 @@ class Tape:
         self.store = store
         self.redact_keys = frozenset(redact)
         self.pricing = PriceTable(prices)
-        # Content addresses this process already wrote: skip re-sending them.
-        self._written_blobs: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -136,6 +134,59 @@ class Tape:
             req["messages"] = [json.loads(blobs[h]) for h in hashes]
         return req
 
+    # -- time travel -----------------------------------------------------------------
+
+    def history(self, run_or_thread: str, *, namespaces: bool = False):
+        """The checkpoints of a run (id or unique prefix) or a thread, oldest first, and its branches.
+
+        Returns a :class:`~graphtape.debug.history.History`: ``entries``
+        (checkpoint id, parent, namespace, step, source, time, run, the nodes
+        that wrote it, the calls of its step, what ran next) and ``branches``
+        (a tree of runs: continuations, forks, replays, with their labels).
+        ``namespaces=True`` adds subgraph checkpoints. Nothing is
+        deserialised: a listing reads only what it shows.
+        """
+        from graphtape.debug.history import build_history
+
+        return build_history(self, run_or_thread, namespaces=namespaces)
+
+    def state(self, checkpoint_id: str, *, thread_id: str | None = None, graph: Any = None) -> dict[str, Any]:
+        """The state (channel values) at a checkpoint, LangGraph's internal channels left out.
+
+        ``checkpoint_id`` is an id or a unique prefix (8+ characters); its
+        thread is found on the tape unless given. A checkpoint kept by
+        another saver than graphtape's needs ``graph`` (compiled with that
+        checkpointer); otherwise :class:`~graphtape.errors.RunNotFound` says so.
+        """
+        from graphtape.debug.history import checkpoint_state
+
+        return checkpoint_state(self, checkpoint_id, thread_id=thread_id, graph=graph)
+
+    def diff(self, a: str, b: str, *, graph: Any = None):
+        """A structural diff of the states at checkpoints ``a`` and ``b`` (any threads or runs).
+
+        Returns a :class:`~graphtape.debug.diff.StateDiff`: ``changes``,
+        ``render()`` (readable text) and ``json_patch()`` (RFC 6902).
+        Messages are compared by role and content; ids are ignored.
+        """
+        from graphtape.debug.diff import diff_states
+        from graphtape.debug.history import _values_at, locate_checkpoint
+
+        ref_a = locate_checkpoint(self, a)
+        ref_b = locate_checkpoint(self, b)
+        return diff_states(_values_at(self, ref_a, graph), _values_at(self, ref_b, graph),
+                           a_label=ref_a.checkpoint_id, b_label=ref_b.checkpoint_id)
+
+    def label(self, run_id: str, label: str | None, note: str | None = None) -> None:
+        """Attach a label (and a note) to a run, shown on its branch by :meth:`history`.
+
+        Appends a ``label`` event (the tape is append-only): the latest label
+        of a run wins; ``label=None`` clears it.
+        """
+        from graphtape.debug.history import label_run
+
+        label_run(self, run_id, label, note)
+
     # -- replaying ----------------------------------------------------------------
 
     def replay(self, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False,
@@ -239,6 +290,34 @@ class Tape:
         from graphtape.runtime.recovery import recover
 
         return recover(self, graph, run_id=run_id, progress=progress)
+
+    # -- retention and monitoring ------------------------------------------------------
+
+    def prune(self, *, older_than: float | None = None, keep_last: int | None = None,
+              statuses: Iterable[str] | None = None, truncate_threads: bool = False, dry_run: bool = False,
+              progress: Any = None):
+        """Delete runs by age (``older_than`` seconds), count (``keep_last`` per thread) or status.
+
+        Runs that kept runs depend on stay (the original of a replay, the
+        earlier runs of a thread, the run a recovery recovers); running runs
+        are never deleted. ``dry_run`` deletes nothing. Returns a
+        :class:`~graphtape.runtime.retention.PruneResult` whose ``plan`` says
+        what goes and what stays and why; see :mod:`graphtape.runtime.retention`.
+        """
+        from graphtape.runtime.retention import plan_prune, prune
+
+        plan = plan_prune(self, older_than=older_than, keep_last=keep_last, statuses=statuses,
+                          truncate_threads=truncate_threads)
+        return prune(self, plan, dry_run=dry_run, progress=progress)
+
+    def stats(self, *, stuck_after: float = 300.0, size_warning: int = 1_000_000, limit_runs: int | None = 1000):
+        """Monitoring figures: runs by status, tape and checkpoint sizes, write and node latency, stuck threads.
+
+        Returns :class:`~graphtape.runtime.stats.Stats` (``to_dict()``, ``to_prometheus()``).
+        """
+        from graphtape.runtime.stats import collect_stats
+
+        return collect_stats(self, stuck_after=stuck_after, size_warning=size_warning, limit_runs=limit_runs)
 
     # -- moving tapes --------------------------------------------------------------
 

@@ -197,6 +197,13 @@ class Debugger:
             self._commands.put(("stop", None))
             self._next()
 
+    def __enter__(self) -> Debugger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # A debugger left paused would hold its replay's thread (and lease) forever.
+        self.stop()
+
     def state(self) -> dict[str, Any]:
         """The state at the last checkpoint of the replay (internal channels left out)."""
         return dict(self._last_values)

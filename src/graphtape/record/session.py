@@ -215,7 +215,10 @@ class Session:
         #: task id -> branch (normalised task path), filled by the task recorder
         self.task_branches: dict[str, str] = {}
         self._token: contextvars.Token | None = None
-        self._written_blobs = tape._written_blobs
+        # Addresses this run already wrote: not sent again. Per run, not per
+        # process: garbage collection (``prune``) may delete a blob between two
+        # runs, and a later run must then write it again, not point at nothing.
+        self._written_blobs: set[str] = set()
         self._last_flush = time.monotonic()
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self._write_seconds: list[float] = []

@@ -1,7 +1,11 @@
 """Tape stores, opened by URL.
 
 ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a bare
-file path select the embedded SQLite store. With no URL, ``GRAPHTAPE_URL``
+file path select the embedded SQLite store;
+``postgresql://user@host:5432/dbname?schema=graphtape`` (or ``postgres://``)
+the PostgreSQL store (install ``graphtape[postgres]``);
+``redis://host:6379/0?prefix=graphtape:`` the Redis store on plain Redis 7
+(install ``graphtape[redis]``). With no URL, ``GRAPHTAPE_URL``
 is used, and without that ``.graphtape/tape.db`` in the working directory.
 """
 
@@ -40,8 +44,18 @@ def open_store(url: str | None = None) -> TapeStore:
         if not path:
             raise StoreError(f"{url!r} names no file; use sqlite:///path/to/tape.db")
         return SqliteTapeStore(path)
+    if scheme in ("postgresql", "postgres"):
+        from graphtape.store.postgres import PostgresTapeStore
+
+        return PostgresTapeStore(url)
+    if scheme in ("redis", "rediss"):
+        from graphtape.store.redis import RedisTapeStore
+
+        return RedisTapeStore(url)
     raise StoreError(
-        f"unsupported store URL scheme {scheme!r} in {url!r}; use sqlite:///path/to/tape.db"
+        f"unsupported store URL scheme {scheme!r} in {url!r}; "
+        "use sqlite:///path/to/tape.db, postgresql://user@host:5432/dbname?schema=graphtape "
+        "or redis://host:6379/0?prefix=graphtape:"
     )
 
 

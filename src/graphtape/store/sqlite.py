@@ -434,23 +434,28 @@ class SqliteTapeStore(TapeStore):
         if before is not None:
             where.append("checkpoint_id<?")
             params.append(before)
+        structured = {}
         for key, value in (metadata_filter or {}).items():
+            if isinstance(value, (dict, list)):
+                structured[key] = value  # compared in Python: JSON text order is not equality
+                continue
             where.append("json_extract(metadata, ?) IS ?")
             params.append(f"$.{json.dumps(key)}")
-            params.append(json.dumps(value) if isinstance(value, (dict, list)) else value)
+            params.append(value)
         sql = f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        # The namespace is in the order key so SQLite walks the primary key
-        # instead of sorting in a temporary B-tree.
-        sql += " ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC" if thread_id is None or checkpoint_ns is None \
-            else " ORDER BY checkpoint_id DESC"
-        if limit is not None:
+        # With thread and namespace fixed, the primary key gives the order (no
+        # temporary B-tree); otherwise order by id across threads.
+        sql += " ORDER BY checkpoint_id DESC"
+        if limit is not None and not structured:
             sql += " LIMIT ?"
             params.append(limit)
         rows = [self._row_to_checkpoint(r) for r in self._query(sql, params)]
-        if thread_id is None or checkpoint_ns is None:
-            rows.sort(key=lambda c: c.checkpoint_id, reverse=True)
+        if structured:
+            rows = [r for r in rows if all(r.metadata.get(k) == v for k, v in structured.items())]
+            if limit is not None:
+                rows = rows[:limit]
         return rows
 
     def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:

@@ -1,0 +1,1249 @@
+"""A tape store on a plain Redis 7 server (``redis://`` or ``rediss://``).
+
+Why it is built this way:
+
+* **No modules.** LangGraph's own Redis saver needs RedisJSON and
+  RediSearch and fails on a stock server; this store uses only core data
+  types (strings, hashes, sorted sets, sets) and Lua, so any Redis 7
+  server works, managed or not.
+* **One batch, one script.** :meth:`RedisTapeStore.write` turns a
+  :class:`~graphtape.store.base.WriteBatch` into a list of operations that
+  one Lua script runs in two passes: first every check (fencing token,
+  duplicate run ids, duplicate event ``seq``), then every write. Redis runs
+  a script without interleaving other clients, so the checks and the writes
+  are one atomic step and a refused batch has written nothing.
+* **Retries are safe.** redis-py resends a command when the connection
+  drops; a script that ran but whose reply was lost would then be refused
+  as a duplicate. Each batch carries a random id that the script records for
+  a minute, so a resent batch is recognised and reported as applied.
+* **Server time for leases.** Lease expiry is computed from Redis ``TIME``
+  inside the script, so hosts with skewed clocks still agree on who holds a
+  thread.
+* **Garbage collection blocks writers, like SQLite's.** Content addressed
+  blobs are written "if absent" and a recorder leaves out blobs it already
+  wrote, so a batch may refer to a blob without carrying it. A collection
+  that ran concurrently with such a batch could delete that blob. The
+  collector therefore holds a lock key that write scripts respect (they
+  wait up to ``busy_timeout`` and then raise
+  :class:`~graphtape.errors.DatabaseLocked`, as SQLite's busy writers do);
+  deletions, reads and leases are not blocked.
+
+Key layout under the prefix ``P`` (default ``graphtape:``; choose another
+with ``?prefix=`` in the URL to keep several stores in one database):
+
+====================  =========  ==================================================
+``P schema``          string     the schema version (index of the last migration)
+``P run:<id>``        hash       one run: each field JSON encoded
+``P runs:by-start``   zset       run ids scored by ``started_at`` (listing)
+``P runs:thread:<t>`` zset       the same, for one thread
+``P runs:ids``        zset       ``lower(id)\\0id`` at score 0 (prefix lookup)
+``P ev:<run id>``     hash       ``seq`` -> ``ts\\0"kind"\\0packed event``
+``P blob:<hash>``     string     ``r`` + raw bytes, or ``z`` + zlib bytes
+``P chains``          hash       chain id -> ``<len>:parent item``, ``-:item`` at the root
+``P cp:ids:<g>``      zset       checkpoint ids of group ``g`` at score 0 (lex order)
+``P cp:data:<g>``     hash       checkpoint id -> ``header JSON\\0body``
+``P cp:groups``       set        every group ``g`` = JSON ``[thread, ns]``
+``P cp:thread:<t>``   set        the groups of one thread
+``P wr:<w>``          hash       JSON ``[task_id, idx]`` -> JSON ``[task_path, channel, value]``
+                                 for ``w`` = JSON ``[thread, ns, checkpoint id]``
+``P wrt:<t>``         set        the ``w`` of one thread
+``P lease:<name>``    hash       owner, expires (server time), token
+``P gc:lock``         string     held while a garbage collection runs
+``P applied:<id>``    string     a batch that was applied (for a minute)
+====================  =========  ==================================================
+
+Redis Cluster is not supported: scripts touch keys in many hash slots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import json
+import secrets
+import threading
+import time
+import warnings
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+try:  # inside graphtape.store, ``import redis`` is still the top-level redis-py package
+    import redis as redis_client
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+except ImportError:  # pragma: no cover - exercised only without the extra
+    redis_client = None  # type: ignore[assignment]
+
+from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
+from graphtape.serde import blob_refs as serde_refs
+from graphtape.store.base import (
+    RUN_UPDATABLE,
+    CheckpointRow,
+    EventRow,
+    RunRecord,
+    TapeStore,
+    WriteBatch,
+    WriteRow,
+    dump_meta,
+    event_refs,
+    pack_event,
+    unpack_event,
+)
+
+DEFAULT_PREFIX = "graphtape:"
+
+#: Blobs larger than this are stored zlib-compressed (level 1), as in SQLite:
+#: Redis keeps everything in memory, so the saving matters even more here.
+COMPRESS_OVER = 1024
+
+#: How long a batch id is remembered, so that a resent batch is not refused
+#: as a duplicate. Resends happen within seconds; a minute is plenty.
+APPLIED_TTL = 60
+
+#: How long the garbage collector's lock lives without being refreshed: a
+#: crashed collector blocks writers for at most this long.
+GC_LOCK_TTL_MS = 30_000
+
+#: Items per read round trip (MGET/HMGET/pages of a sorted set).
+_CHUNK = 500
+
+
+def _migrate_v1(store: RedisTapeStore) -> None:
+    """The initial key layout: nothing to convert, keys are created on first use."""
+
+
+#: Ordered schema changes; the ``schema`` key holds how many were applied. A
+#: later layout change appends a function that converts the keys in place.
+MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1]
+
+# Columns of a run that may not be NULL in SQLite; updating one to None is
+# refused there, so it is refused here too.
+_RUN_NOT_NULL = frozenset({"status", "llm_calls", "tool_calls", "effect_calls", "served_calls", "live_calls",
+                           "tokens", "meta"})
+_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord))
+_RUN_INTS = frozenset({"llm_calls", "tool_calls", "effect_calls", "served_calls", "live_calls", "tokens"})
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+# -- Lua -------------------------------------------------------------------------------
+#
+# The ``#!lua`` line declares the scripts as writers: Redis refuses them up
+# front when it is out of memory, instead of failing half way through.
+
+#: Applies a list of operations atomically. KEYS[1] is the collector's lock,
+#: KEYS[2] the batch's applied-marker; ARGV[1] the marker's ttl (0: none),
+#: ARGV[2] "1" to wait for a running collection; then operations as
+#: ``code, key index, argument count, arguments...``. Checks all run before
+#: any write, so a refused batch writes nothing.
+_APPLY_LUA = r"""#!lua
+local marker_ttl = tonumber(ARGV[1])
+if marker_ttl > 0 and redis.call('EXISTS', KEYS[2]) == 1 then return {'ok'} end
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return {'gc'} end
+
+local writes = {setnx=1, hset=1, hsetnx=1, hsetxx=1, zadd=1, sadd=1, zrem=1, hdel=1, srem=1, del=1, dropempty=1}
+
+-- redis.call with many arguments in slices: unpack() is bounded by the C stack
+local function sliced(cmd, key, first, last, width)
+  local i = first
+  while i <= last do
+    local j = math.min(i + width - 1, last)
+    redis.call(cmd, key, unpack(ARGV, i, j))
+    i = j + 1
+  end
+end
+
+local i = 3
+while i <= #ARGV do
+  local code, n = ARGV[i], tonumber(ARGV[i + 2])
+  local key, a, z = KEYS[tonumber(ARGV[i + 1])], i + 3, i + 2 + n
+  if code == 'fence' then
+    local cur = redis.call('HGET', key, 'token')
+    if cur ~= ARGV[a] then return {'lease', cur or ''} end
+  elseif code == 'absent' then
+    if redis.call('EXISTS', key) == 1 then return {'exists', ARGV[i + 1]} end
+  elseif code == 'nofield' then
+    for j = a, z do
+      if redis.call('HEXISTS', key, ARGV[j]) == 1 then return {'dup', ARGV[i + 1], ARGV[j]} end
+    end
+  elseif not writes[code] then
+    return redis.error_reply('graphtape: unknown operation ' .. code)
+  end
+  i = z + 1
+end
+
+i = 3
+while i <= #ARGV do
+  local code, n = ARGV[i], tonumber(ARGV[i + 2])
+  local key, a, z = KEYS[tonumber(ARGV[i + 1])], i + 3, i + 2 + n
+  if code == 'setnx' then
+    redis.call('SET', key, ARGV[a], 'NX')
+  elseif code == 'hset' or code == 'zadd' then
+    sliced(string.upper(code), key, a, z, 256)
+  elseif code == 'hsetnx' then
+    for j = a, z, 2 do redis.call('HSETNX', key, ARGV[j], ARGV[j + 1]) end
+  elseif code == 'hsetxx' then
+    if redis.call('EXISTS', key) == 1 then sliced('HSET', key, a, z, 256) end
+  elseif code == 'sadd' or code == 'srem' or code == 'zrem' or code == 'hdel' then
+    sliced(string.upper(code), key, a, z, 256)
+  elseif code == 'del' then
+    redis.call('DEL', key)
+  elseif code == 'dropempty' then
+    if redis.call('EXISTS', key) == 0 then
+      for j = a, z, 2 do redis.call('SREM', KEYS[tonumber(ARGV[j])], ARGV[j + 1]) end
+    end
+  end
+  i = z + 1
+end
+if marker_ttl > 0 then redis.call('SET', KEYS[2], '1', 'EX', marker_ttl) end
+return {'ok'}
+"""
+
+#: Removes runs with their events. KEYS[1] runs by start, KEYS[2] run ids,
+#: then (run key, events key) per run; ARGV is (run id, id-index member) per
+#: run. The run's thread index is named in its hash (``_tidx``).
+_DELETE_RUNS_LUA = r"""#!lua
+for i = 1, #ARGV, 2 do
+  local run_key, events_key = KEYS[i + 2], KEYS[i + 3]
+  local thread_index = redis.call('HGET', run_key, '_tidx')
+  if thread_index then redis.call('ZREM', thread_index, ARGV[i]) end
+  redis.call('ZREM', KEYS[1], ARGV[i])
+  redis.call('ZREM', KEYS[2], ARGV[i + 1])
+  redis.call('DEL', run_key, events_key)
+end
+return 1
+"""
+
+#: Removes a thread's checkpoints and writes. KEYS: the thread's group set,
+#: its write set, the global group set; ARGV: the key prefixes of checkpoint
+#: ids, checkpoint data and writes (the members of the sets complete them).
+_DELETE_THREAD_LUA = r"""#!lua
+for _, g in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  redis.call('DEL', ARGV[1] .. g, ARGV[2] .. g)
+  redis.call('SREM', KEYS[3], g)
+end
+for _, w in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  redis.call('DEL', ARGV[3] .. w)
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
+
+#: The newest checkpoint of a group: id and record in one atomic read.
+_LATEST_CHECKPOINT_LUA = r"""#!lua flags=no-writes
+local ids = redis.call('ZREVRANGEBYLEX', KEYS[1], '+', '-', 'LIMIT', 0, 1)
+if #ids == 0 then return false end
+return {ids[1], redis.call('HGET', KEYS[2], ids[1])}
+"""
+
+#: Walks a chain from its head on the server: one round trip instead of
+#: one per message. Returns {1, items head first} or {0, missing node id}.
+_CHAIN_LUA = r"""#!lua flags=no-writes
+-- a node is "-:item" at the root, else "<length of parent>:parent item"
+local items, cur, guard = {}, ARGV[1], 0
+while cur do
+  local node = redis.call('HGET', KEYS[1], cur)
+  if not node then return {0, cur} end
+  local colon = string.find(node, ':', 1, true)
+  local head = string.sub(node, 1, colon - 1)
+  if head == '-' then
+    items[#items + 1] = string.sub(node, colon + 1)
+    cur = nil
+  else
+    local n = tonumber(head)
+    items[#items + 1] = string.sub(node, colon + n + 1)
+    cur = string.sub(node, colon + 1, colon + n)
+  end
+  guard = guard + 1
+  if guard > 10000000 then return redis.error_reply('graphtape: chain ' .. ARGV[1] .. ' loops') end
+end
+return {1, items}
+"""
+
+#: Takes or renews a lease by the server clock; see TapeStore.acquire_lease.
+_ACQUIRE_LEASE_LUA = r"""#!lua
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local expires = now + tonumber(ARGV[2])
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'expires', 'token')
+local owner, held_until, token = cur[1], tonumber(cur[2] or '0'), tonumber(cur[3] or '')
+if not token then
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'expires', expires, 'token', 1)
+  return 1
+end
+if owner == ARGV[1] and held_until > now then
+  redis.call('HSET', KEYS[1], 'expires', expires)
+  return token
+end
+if owner and held_until > now then return false end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'expires', expires, 'token', token + 1)
+return token + 1
+"""
+
+#: Gives a lease up; the token stays so the next holder's is larger.
+_RELEASE_LEASE_LUA = r"""#!lua
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'owner')
+  redis.call('HSET', KEYS[1], 'expires', 0)
+end
+return 1
+"""
+
+#: The collector's lock: take (or refresh, for the same token) / give up.
+_GC_LOCK_LUA = r"""#!lua
+local cur = redis.call('GET', KEYS[1])
+if ARGV[2] == 'release' then
+  if cur == ARGV[1] then redis.call('DEL', KEYS[1]) end
+  return 1
+end
+if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[3]) return 1 end
+if cur or ARGV[2] == 'refresh' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+"""
+
+#: Deletes garbage, only while the collector still holds its lock (so no
+#: writer can have referred to it since the mark). KEYS[1] the lock,
+#: KEYS[2] the chain hash, KEYS[3..] blob keys; ARGV[1] the lock token,
+#: ARGV[2..] chain ids.
+_SWEEP_LUA = r"""#!lua
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 2, #ARGV do redis.call('HDEL', KEYS[2], ARGV[i]) end
+return 1
+"""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` as a literal in a SCAN ``MATCH`` pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _group(thread_id: str, checkpoint_ns: str) -> str:
+    """The name of a (thread, namespace) group: JSON, so any thread id or namespace is unambiguous."""
+    return json.dumps([thread_id, checkpoint_ns])
+
+
+def _write_group(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    return json.dumps([thread_id, checkpoint_ns, checkpoint_id])
+
+
+def _id_member(run_id: str) -> str:
+    """Member of the run-id index: SQLite's ``LIKE`` is ASCII case-insensitive, so the key is the folded id.
+
+    Folding keeps the length, so the two halves split at the middle even
+    when an id contains the separator.
+    """
+    return f"{run_id.translate(_ASCII_LOWER)}\x00{run_id}"
+
+
+def _split_id_member(member: str) -> tuple[str, str]:
+    half = (len(member) - 1) // 2
+    return member[:half], member[half + 1 :]
+
+
+def _encode_chain_node(parent: str | None, item: str) -> bytes:
+    """``-:item`` at the root, else ``<bytes of parent>:parent item``: any parent (even "") survives."""
+    if parent is None:
+        return b"-:" + item.encode("utf-8")
+    raw = parent.encode("utf-8")
+    return str(len(raw)).encode() + b":" + raw + item.encode("utf-8")
+
+
+def _decode_chain_node(stored: bytes) -> tuple[str | None, str]:
+    head, _, rest = stored.partition(b":")
+    if head == b"-":
+        return None, rest.decode("utf-8")
+    n = int(head)
+    return rest[:n].decode("utf-8"), rest[n:].decode("utf-8")
+
+
+def _encode_blob(data: bytes) -> bytes:
+    if len(data) > COMPRESS_OVER:
+        return b"z" + zlib.compress(data, 1)
+    return b"r" + data
+
+
+def _decode_blob(stored: bytes) -> bytes:
+    return zlib.decompress(stored[1:]) if stored[:1] == b"z" else stored[1:]
+
+
+def _encode_event(ev: EventRow) -> bytes:
+    """``ts\\0"kind"\\0packed``: the kind as JSON, which never holds a raw NUL, so the split is unambiguous."""
+    return f"{float(ev.ts)!r}\x00{json.dumps(ev.kind)}\x00".encode("utf-8") + pack_event(ev.data)
+
+
+def _split_event(stored: bytes) -> tuple[float, str, bytes]:
+    ts, kind, data = stored.split(b"\x00", 2)
+    return float(ts), json.loads(kind), data
+
+
+def _decode_event(run_id: str, seq: bytes, stored: bytes) -> EventRow:
+    ts, kind, data = _split_event(stored)
+    return EventRow(run_id, int(seq), kind, ts, unpack_event(data))
+
+
+def _encode_checkpoint(c: CheckpointRow) -> bytes:
+    header = dump_meta([c.parent_id, c.run_id, c.step, c.source, c.created_at, c.metadata, c.values])
+    return header.encode("utf-8") + b"\x00" + bytes(c.body)
+
+
+def _decode_checkpoint(thread_id: str, checkpoint_ns: str, checkpoint_id: str, stored: bytes) -> CheckpointRow:
+    header, _, body = stored.partition(b"\x00")
+    parent_id, run_id, step, source, created_at, metadata, values = json.loads(header)
+    return CheckpointRow(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at,
+                         metadata, body, values)
+
+
+def _encode_run_field(name: str, value: Any) -> str:
+    return dump_meta(value) if name == "meta" else json.dumps(value, default=str)
+
+
+def _decode_run(fields: dict[bytes, bytes]) -> RunRecord:
+    values: dict[str, Any] = {}
+    for name in _RUN_FIELDS:
+        raw = fields.get(name.encode())
+        if raw is not None:
+            values[name] = json.loads(raw)
+    # SQLite's column types: times are REAL, counters INTEGER.
+    for name in ("started_at", "ended_at"):
+        if values.get(name) is not None:
+            values[name] = float(values[name])
+    for name in _RUN_INTS:
+        if values.get(name) is not None:
+            values[name] = int(values[name])
+    return RunRecord(**values)
+
+
+def _matches(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Every key of ``wanted`` equal in ``metadata`` (a missing key counts as None, as SQL's NULL IS NULL)."""
+    return all(metadata.get(k) == v for k, v in wanted.items())
+
+
+class _Keys:
+    """Key names under one prefix; the only place that spells them (see the module docstring)."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.schema = prefix + "schema"
+        self.gc_lock = prefix + "gc:lock"
+        self.runs_by_start = prefix + "runs:by-start"
+        self.run_ids = prefix + "runs:ids"
+        self.chains = prefix + "chains"
+        self.cp_groups = prefix + "cp:groups"
+        self.cp_ids_ns = prefix + "cp:ids:"
+        self.cp_data_ns = prefix + "cp:data:"
+        self.writes_ns = prefix + "wr:"
+        self.blob_ns = prefix + "blob:"
+        self.events_ns = prefix + "ev:"
+
+    def applied(self, batch_id: str) -> str:
+        return f"{self.prefix}applied:{batch_id}"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.prefix}run:{run_id}"
+
+    def thread_runs(self, thread_id: str) -> str:
+        return f"{self.prefix}runs:thread:{thread_id}"
+
+    def events(self, run_id: str) -> str:
+        return self.events_ns + run_id
+
+    def blob(self, h: str) -> str:
+        return self.blob_ns + h
+
+    def cp_ids(self, group: str) -> str:
+        return self.cp_ids_ns + group
+
+    def cp_data(self, group: str) -> str:
+        return self.cp_data_ns + group
+
+    def cp_thread(self, thread_id: str) -> str:
+        return f"{self.prefix}cp:thread:{thread_id}"
+
+    def writes(self, wgroup: str) -> str:
+        return self.writes_ns + wgroup
+
+    def writes_thread(self, thread_id: str) -> str:
+        return f"{self.prefix}wrt:{thread_id}"
+
+    def lease(self, name: str) -> str:
+        return f"{self.prefix}lease:{name}"
+
+
+class _Ops:
+    """Operations for :data:`_APPLY_LUA`, with the keys they touch declared in ``KEYS``."""
+
+    def __init__(self, keys: _Keys, batch_id: str | None):
+        self.keys: list[str] = [keys.gc_lock, keys.applied(batch_id or "-")]
+        self.index: dict[str, int] = {}
+        self.args: list[Any] = []
+
+    def key(self, name: str) -> int:
+        idx = self.index.get(name)
+        if idx is None:
+            self.keys.append(name)
+            idx = self.index[name] = len(self.keys)
+        return idx
+
+    def add(self, code: str, key: str, *args: Any) -> None:
+        self.args.extend((code, self.key(key), len(args)))
+        self.args.extend(args)
+
+    def __bool__(self) -> bool:
+        return bool(self.args)
+
+
+def _split_url(url: str) -> tuple[str, str, str]:
+    """``(url for redis-py, prefix, url to show)`` from a graphtape Redis URL.
+
+    The ``prefix`` parameter is graphtape's, so it is removed before redis-py
+    sees the URL; the shown URL keeps it but masks any password.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = DEFAULT_PREFIX
+    kept = []
+    for name, value in query:
+        if name == "prefix":
+            prefix = value
+        else:
+            kept.append((name, value))
+    client_url = urlunsplit(parts._replace(query=urlencode(kept)))
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, _, host = netloc.rpartition("@")
+        user, sep, _password = creds.partition(":")
+        if sep:  # a lone credential (``redis://name@host``) is a user name to redis-py, not a secret
+            netloc = f"{user}:***@{host}"
+    shown_query = urlencode([(n, "***" if n == "password" else v) for n, v in query], safe=":/")
+    shown = urlunsplit(parts._replace(netloc=netloc, query=shown_query))
+    return client_url, prefix, shown
+
+
+class RedisTapeStore(TapeStore):
+    """Tapes in a Redis 7 database: ``redis://[user:password@]host:port/db[?prefix=graphtape:]``.
+
+    ``rediss://`` connects with TLS. Other query parameters go to redis-py
+    (``socket_timeout``, ``socket_connect_timeout``, ``ssl_ca_certs``, ...).
+    One instance is safe to share between threads (redis-py's connection
+    pool); processes and hosts coordinate through the server.
+    """
+
+    def __init__(self, url: str, *, busy_timeout: float = 10.0):
+        client_url, prefix, self.url = _split_url(url)
+        self.busy_timeout = busy_timeout
+        if redis_client is None:
+            raise StoreError(f"the store {self.url} needs the redis package; install graphtape[redis]")
+        if not prefix:
+            raise StoreError(f"{self.url} has an empty prefix; use ?prefix=NAME: so graphtape's keys stay apart")
+        self.prefix = prefix
+        self.keys = _Keys(prefix)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        try:
+            self._redis = redis_client.Redis.from_url(
+                client_url,
+                socket_connect_timeout=5,
+                socket_timeout=30,
+                health_check_interval=30,
+                # Resending is safe: every script is idempotent (batches carry an id).
+                retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+            )
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"cannot use {self.url} as a Redis store URL: {_one_line(exc)}") from exc
+        r = self._redis
+        self._apply = r.register_script(_APPLY_LUA)
+        self._delete_runs_script = r.register_script(_DELETE_RUNS_LUA)
+        self._delete_thread_script = r.register_script(_DELETE_THREAD_LUA)
+        self._latest_script = r.register_script(_LATEST_CHECKPOINT_LUA)
+        self._chain_script = r.register_script(_CHAIN_LUA)
+        self._acquire_script = r.register_script(_ACQUIRE_LEASE_LUA)
+        self._release_script = r.register_script(_RELEASE_LEASE_LUA)
+        self._gc_lock_script = r.register_script(_GC_LOCK_LUA)
+        self._sweep_script = r.register_script(_SWEEP_LUA)
+        try:
+            with self._errors():
+                try:
+                    r.ping()
+                except TypeError as exc:  # redis-py passes unknown URL parameters on to the connection
+                    raise StoreError(f"cannot use {self.url} as a Redis store URL: {_one_line(exc)}; "
+                                     "remove the unknown parameter") from exc
+                self._check_server()
+                self._migrate()
+        except BaseException:
+            self._redis.close()
+            raise
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _translate(self, exc: Exception) -> StoreError:
+        text = _one_line(exc)
+        errors = redis_client.exceptions
+        if isinstance(exc, errors.AuthenticationError):
+            return StoreError(f"Redis at {self.url} refused the credentials ({text}); fix the user or password in the URL")
+        if isinstance(exc, errors.TimeoutError):
+            return StoreError(f"Redis at {self.url} did not answer in time ({text}); check the server and network, "
+                              "or raise socket_timeout= in the URL")
+        if isinstance(exc, errors.ConnectionError):
+            return StoreError(f"cannot reach Redis at {self.url} ({text}); start the server or fix the store URL")
+        if isinstance(exc, errors.ReadOnlyError):
+            return StoreError(f"Redis at {self.url} is a read-only replica; point the store URL at the primary")
+        if "OOM" in text:
+            return StoreError(f"Redis at {self.url} is out of memory ({text}); delete old runs and collect garbage, "
+                              "or raise maxmemory")
+        if text.startswith("BUSY"):
+            return StoreError(f"Redis at {self.url} is busy running a long script ({text}); retry in a moment")
+        if "WRONGTYPE" in text:
+            return StoreError(f"Redis at {self.url} holds a foreign key under the prefix {self.prefix!r} ({text}); "
+                              "use another ?prefix= for graphtape")
+        return StoreError(f"Redis error on {self.url}: {text}")
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn redis-py errors into one-line :class:`StoreError` s naming the store."""
+        try:
+            yield
+        except redis_client.RedisError as exc:
+            raise self._translate(exc) from exc
+
+    def _check_server(self) -> None:
+        """Refuse servers older than Redis 7 (the scripts declare flags, a 7.0 feature) and warn when keys may be evicted.
+
+        A tape that silently loses blobs to eviction is worse than a full
+        one, so an ``allkeys-*`` policy earns a warning.
+        """
+        try:
+            info = self._redis.info()
+        except redis_client.ResponseError:  # INFO disabled (some managed services): trust the operator
+            return
+        version = _s(str(info.get("redis_version", "7")))
+        try:
+            major = int(version.split(".")[0])
+        except ValueError:
+            major = 7
+        if major < 7:
+            raise StoreError(f"Redis at {self.url} is version {version}; graphtape needs Redis 7 or later")
+        policy = _s(info.get("maxmemory_policy", "noeviction"))
+        if policy.startswith("allkeys-"):
+            warnings.warn(
+                f"Redis at {self.url} has maxmemory-policy {policy}: it may evict tape keys; "
+                "set noeviction (or volatile-*) for a server that keeps tapes",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _migrate(self) -> None:
+        version = self.schema_version
+        if version > len(MIGRATIONS):
+            raise SchemaTooNew(
+                f"{self.url} has tape schema v{version} but this graphtape knows v{len(MIGRATIONS)}; "
+                "upgrade graphtape to read it"
+            )
+        for index in range(version, len(MIGRATIONS)):
+            MIGRATIONS[index](self)
+            # Compare-and-set: when two processes migrate at once, one records each step.
+            self._redis.eval(
+                "if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) end",
+                1, self.keys.schema, str(index), str(index + 1),
+            )
+
+    @property
+    def schema_version(self) -> int:
+        with self._errors():
+            raw = self._redis.get(self.keys.schema)
+        if raw is None:
+            return 0
+        try:
+            return int(raw)
+        except ValueError:
+            raise StoreError(
+                f"{self.url}: key {self.keys.schema!r} is not a graphtape schema version; use another ?prefix="
+            ) from None
+
+    def _run_apply(self, ops: _Ops, *, marker: bool, wait_for_gc: bool) -> list[bytes]:
+        """Run the apply script, waiting (up to ``busy_timeout``) while a garbage collection holds its lock."""
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.01
+        args = [APPLIED_TTL if marker else 0, "1" if wait_for_gc else "0", *ops.args]
+        while True:
+            with self._errors():
+                reply = self._apply(keys=ops.keys, args=args)
+            if reply[0] != b"gc":
+                return reply
+            if time.monotonic() >= deadline:
+                raise DatabaseLocked(
+                    f"{self.url} is locked by a garbage collection in another process (waited "
+                    f"{self.busy_timeout:g}s); retry when it finishes, or raise the busy timeout"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    # -- writes ----------------------------------------------------------------------
+
+    def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
+        if not batch:
+            return
+        k = self.keys
+        ops = _Ops(k, secrets.token_hex(12))
+        # Refusals that need no server state are found before anything is sent.
+        seen_runs: set[str] = set()
+        for run in batch.new_runs:
+            if run.run_id in seen_runs:
+                raise StoreError(f"write refused by {self.url}: run {run.run_id} appears twice in one batch")
+            seen_runs.add(run.run_id)
+        seen_events: set[tuple[str, int]] = set()
+        events_by_run: dict[str, list[EventRow]] = {}
+        for ev in batch.events:
+            if (ev.run_id, ev.seq) in seen_events:
+                raise StoreError(f"write refused by {self.url}: event {ev.seq} of run {ev.run_id} appears twice "
+                                 "in one batch")
+            seen_events.add((ev.run_id, ev.seq))
+            events_by_run.setdefault(ev.run_id, []).append(ev)
+        for run_id, fields in batch.run_updates:
+            bad = set(fields) - RUN_UPDATABLE
+            if bad:
+                raise StoreError(f"cannot update run columns {sorted(bad)}")
+            nulls = sorted(n for n, v in fields.items() if v is None and n in _RUN_NOT_NULL)
+            if nulls:
+                raise StoreError(f"write refused by {self.url}: run columns {nulls} of {run_id} cannot be None")
+
+        # checks (the script runs them all before any write)
+        if fence is not None:
+            ops.add("fence", k.lease(fence[0]), str(int(fence[1])))
+        for run in batch.new_runs:
+            ops.add("absent", k.run(run.run_id))
+        for run_id, evs in events_by_run.items():
+            ops.add("nofield", k.events(run_id), *(str(int(e.seq)) for e in evs))
+
+        # writes, in SQLite's order
+        for h, data in batch.blobs.items():
+            ops.add("setnx", k.blob(h), _encode_blob(data))
+        if batch.chains:
+            pairs: list[Any] = []
+            for cid, (parent, item) in batch.chains.items():
+                pairs.extend((cid, _encode_chain_node(parent, item)))
+            ops.add("hsetnx", k.chains, *pairs)
+        for run in batch.new_runs:
+            fields: list[Any] = []
+            for name in _RUN_FIELDS:
+                fields.extend((name, _encode_run_field(name, getattr(run, name))))
+            thread_index = k.thread_runs(run.thread_id)
+            fields.extend(("_tidx", thread_index))
+            ops.add("hset", k.run(run.run_id), *fields)
+            score = repr(float(run.started_at))
+            ops.add("zadd", k.runs_by_start, score, run.run_id)
+            ops.add("zadd", thread_index, score, run.run_id)
+            ops.add("zadd", k.run_ids, "0", _id_member(run.run_id))
+        for run_id, evs in events_by_run.items():
+            fields = []
+            for ev in evs:
+                fields.extend((str(int(ev.seq)), _encode_event(ev)))
+            ops.add("hset", k.events(run_id), *fields)
+        for c in batch.checkpoints:
+            g = _group(c.thread_id, c.checkpoint_ns)
+            ops.add("hset", k.cp_data(g), c.checkpoint_id, _encode_checkpoint(c))
+            ops.add("zadd", k.cp_ids(g), "0", c.checkpoint_id)
+            ops.add("sadd", k.cp_groups, g)
+            ops.add("sadd", k.cp_thread(c.thread_id), g)
+        for replace in (True, False):  # SQLite's order: replacing writes first, then set-if-absent
+            for w in batch.writes:
+                if w.replace is not replace:
+                    continue
+                wg = _write_group(w.thread_id, w.checkpoint_ns, w.checkpoint_id)
+                ops.add("hset" if replace else "hsetnx", k.writes(wg), json.dumps([w.task_id, int(w.idx)]),
+                        json.dumps([w.task_path, w.channel, w.value]))
+                ops.add("sadd", k.writes_thread(w.thread_id), wg)
+        for run_id, update in batch.run_updates:
+            if update:
+                fields = []
+                for name, value in update.items():
+                    fields.extend((name, _encode_run_field(name, value)))
+                ops.add("hsetxx", k.run(run_id), *fields)
+
+        reply = self._run_apply(ops, marker=True, wait_for_gc=True)
+        verdict = reply[0]
+        if verdict == b"ok":
+            return
+        if verdict == b"lease":
+            current = _s(reply[1]) or "none"
+            raise LeaseLost(
+                f"lease {fence[0]} now belongs to another process (our token {fence[1]}, current {current}); "  # type: ignore[index]
+                "this run must stop: the thread moved on"
+            )
+        if verdict == b"exists":
+            key = ops.keys[int(reply[1]) - 1]
+            run_id = key[len(k.run("")):]
+            raise StoreError(f"write refused by {self.url}: run {run_id} is already in the store "
+                             "(is this run already recorded?)")
+        if verdict == b"dup":
+            key = ops.keys[int(reply[1]) - 1]
+            run_id = key[len(k.events_ns):]
+            raise StoreError(f"write refused by {self.url}: event {_s(reply[2])} of run {run_id} is already in "
+                             "the store (is this run already recorded?)")
+        raise StoreError(f"Redis at {self.url} gave an unexpected reply {reply!r}; is the prefix shared?")
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._errors():
+            fields = self._redis.hgetall(self.keys.run(run_id))
+        return _decode_run(fields) if fields else None
+
+    def _runs(self, run_ids: Sequence[str]) -> list[RunRecord | None]:
+        with self._errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for run_id in run_ids:
+                pipe.hgetall(self.keys.run(run_id))
+            rows = pipe.execute()
+        return [_decode_run(f) if f else None for f in rows]
+
+    def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
+        """Ids starting with ``prefix`` ignoring ASCII case (as SQLite's ``LIKE``), ordered by the folded id.
+
+        SQLite orders by the id itself; the two orders differ only among ids
+        that mix upper and lower case, which graphtape's run ids never do.
+        """
+        folded = prefix.translate(_ASCII_LOWER)
+        out: list[str] = []
+        start = "[" + folded
+        with self._errors():
+            while limit is None or len(out) < limit:
+                page = self._redis.zrangebylex(self.keys.run_ids, start, "+", start=0, num=_CHUNK)
+                if not page:
+                    break
+                for raw in page:
+                    key, run_id = _split_id_member(_s(raw))
+                    if not key.startswith(folded):
+                        return out
+                    out.append(run_id)
+                    if limit is not None and len(out) >= limit:
+                        return out
+                start = "(" + _s(page[-1])
+        return out
+
+    def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
+        if limit is not None and limit <= 0:
+            return []
+        index = self.keys.runs_by_start if thread_id is None else self.keys.thread_runs(thread_id)
+        rows: list[RunRecord] = []
+        offset = 0
+        page_size = _CHUNK if limit is None else max(min(limit * 2, _CHUNK), 16)
+        boundary: float | None = None
+        seen: set[str] = set()
+        while True:
+            with self._errors():
+                if newest_first:
+                    page = self._redis.zrevrange(index, offset, offset + page_size - 1, withscores=True)
+                else:
+                    page = self._redis.zrange(index, offset, offset + page_size - 1, withscores=True)
+            if not page:
+                break
+            offset += len(page)
+            done = False
+            runs = self._runs([_s(m) for m, _ in page])
+            for (_, score), run in zip(page, runs):
+                if boundary is not None and score != boundary:
+                    done = True  # past every run tied with the last one kept
+                    break
+                if run is None or (status is not None and run.status != status):
+                    continue
+                if run.run_id in seen:  # shifted into the next page by a concurrent insert
+                    continue
+                seen.add(run.run_id)
+                rows.append(run)
+                if limit is not None and len(rows) >= limit and boundary is None:
+                    boundary = score
+            if done or len(page) < page_size:
+                break
+        # Ties on started_at go by run id, as SQLite's ORDER BY started_at, run_id.
+        if newest_first:
+            rows.sort(key=lambda r: r.run_id)
+            rows.sort(key=lambda r: r.started_at, reverse=True)
+        else:
+            rows.sort(key=lambda r: (r.started_at, r.run_id))
+        return rows if limit is None else rows[:limit]
+
+    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
+        with self._errors():
+            stored = self._redis.hgetall(self.keys.events(run_id))
+        rows = [_decode_event(run_id, seq, value) for seq, value in stored.items()]
+        if kinds:
+            wanted = set(kinds)
+            rows = [e for e in rows if e.kind in wanted]
+        rows.sort(key=lambda e: e.seq)
+        return rows
+
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        out: dict[str, bytes] = {}
+        for i in range(0, len(wanted), _CHUNK):
+            chunk = wanted[i : i + _CHUNK]
+            with self._errors():
+                values = self._redis.mget([self.keys.blob(h) for h in chunk])
+            for h, stored in zip(chunk, values):
+                if stored is not None:
+                    out[h] = _decode_blob(stored)
+        return out
+
+    def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, tuple[str | None, str]] = {}
+        for i in range(0, len(wanted), _CHUNK):
+            chunk = wanted[i : i + _CHUNK]
+            with self._errors():
+                values = self._redis.hmget(self.keys.chains, chunk)
+            for cid, stored in zip(chunk, values):
+                if stored is not None:
+                    out[cid] = _decode_chain_node(stored)
+        return out
+
+    def get_chain(self, head: str | None) -> list[str]:
+        if head is None:
+            return []
+        with self._errors():
+            found, payload = self._chain_script(keys=[self.keys.chains], args=[head])
+        if not found:
+            raise StoreError(f"chain {head} is incomplete in {self.url} (node {_s(payload)} is missing): "
+                             "the tape is damaged")
+        items = [_s(i) for i in payload]
+        items.reverse()
+        return items
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
+        g = _group(thread_id, checkpoint_ns)
+        with self._errors():
+            if checkpoint_id:
+                stored = self._redis.hget(self.keys.cp_data(g), checkpoint_id)
+            else:
+                reply = self._latest_script(keys=[self.keys.cp_ids(g), self.keys.cp_data(g)], args=[])
+                if not reply or reply[1] is None:
+                    return None
+                checkpoint_id, stored = _s(reply[0]), reply[1]
+        if stored is None:
+            return None
+        return _decode_checkpoint(thread_id, checkpoint_ns, checkpoint_id, stored)
+
+    def _groups(self, thread_id: str | None, checkpoint_ns: str | None) -> list[tuple[str, str]]:
+        if thread_id is not None and checkpoint_ns is not None:
+            return [(thread_id, checkpoint_ns)]
+        with self._errors():
+            members = self._redis.smembers(self.keys.cp_groups if thread_id is None
+                                           else self.keys.cp_thread(thread_id))
+        groups = [tuple(json.loads(m)) for m in members]
+        if checkpoint_ns is not None:
+            groups = [g for g in groups if g[1] == checkpoint_ns]
+        # SQLite breaks ties between equal ids by thread then namespace, descending.
+        groups.sort(reverse=True)
+        return groups  # type: ignore[return-value]
+
+    def _ids_newest_first(self, group: str, before: str | None, page: int,
+                          first: list[bytes] | None) -> Iterator[str]:
+        """Checkpoint ids of a group, newest first, paged by the last id seen (stable under deletes).
+
+        ``first`` is the first page when the caller already fetched it (one
+        pipeline for every group instead of one round trip each).
+        """
+        high = "(" + before if before is not None else "+"
+        key = self.keys.cp_ids(group)
+        ids = first
+        while True:
+            if ids is None:
+                with self._errors():
+                    ids = self._redis.zrevrangebylex(key, high, "-", start=0, num=page)
+            for raw in ids:
+                yield _s(raw)
+            if len(ids) < page:
+                return
+            high = "(" + _s(ids[-1])
+            ids = None
+
+    def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
+                         metadata_filter=None) -> list[CheckpointRow]:
+        if limit is not None and limit <= 0:
+            return []
+        groups = [_group(t, ns) for t, ns in self._groups(thread_id, checkpoint_ns)]
+        page = _CHUNK if limit is None or metadata_filter else max(1, min(limit, _CHUNK))
+        high = "(" + before if before is not None else "+"
+        with self._errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for g in groups:
+                pipe.zrevrangebylex(self.keys.cp_ids(g), high, "-", start=0, num=page)
+            firsts = pipe.execute() if groups else []
+        def tagged(g: str, first: list[bytes]) -> Iterator[tuple[str, str]]:
+            for cid in self._ids_newest_first(g, before, page, first):
+                yield cid, g
+
+        streams = [tagged(g, first) for g, first in zip(groups, firsts) if first]
+        # Equal ids keep the group order (heapq.merge is stable), as SQLite's tie order.
+        merged = heapq.merge(*streams, key=lambda item: item[0], reverse=True)
+        rows: list[CheckpointRow] = []
+        while limit is None or len(rows) < limit:
+            chunk = list(itertools.islice(merged, page))
+            if not chunk:
+                break
+            with self._errors():
+                pipe = self._redis.pipeline(transaction=False)
+                for cid, g in chunk:
+                    pipe.hget(self.keys.cp_data(g), cid)
+                stored = pipe.execute()
+            for (cid, g), value in zip(chunk, stored):
+                if value is None:  # deleted since its id was read
+                    continue
+                t, ns = json.loads(g)
+                row = _decode_checkpoint(t, ns, cid, value)
+                if metadata_filter and not _matches(row.metadata, metadata_filter):
+                    continue
+                rows.append(row)
+                if limit is not None and len(rows) >= limit:
+                    break
+        return rows
+
+    def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
+        with self._errors():
+            stored = self._redis.hgetall(self.keys.writes(_write_group(thread_id, checkpoint_ns, checkpoint_id)))
+        rows = []
+        for field, value in stored.items():
+            task_id, idx = json.loads(field)
+            task_path, channel, address = json.loads(value)
+            rows.append(WriteRow(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, address))
+        rows.sort(key=lambda w: (w.task_id, w.idx))
+        return rows
+
+    def delete_checkpoints(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        if not keys:
+            return
+        k = self.keys
+        ops = _Ops(k, None)
+        touched: dict[str, str] = {}
+        for thread_id, checkpoint_ns, checkpoint_id in keys:
+            g = _group(thread_id, checkpoint_ns)
+            wg = _write_group(thread_id, checkpoint_ns, checkpoint_id)
+            ops.add("zrem", k.cp_ids(g), checkpoint_id)
+            ops.add("hdel", k.cp_data(g), checkpoint_id)
+            ops.add("del", k.writes(wg))
+            ops.add("srem", k.writes_thread(thread_id), wg)
+            touched[g] = thread_id
+        # A group whose last checkpoint went leaves the listings too.
+        for g, thread_id in touched.items():
+            ops.add("dropempty", k.cp_ids(g), ops.key(k.cp_groups), g, ops.key(k.cp_thread(thread_id)), g)
+        self._run_apply(ops, marker=False, wait_for_gc=False)
+
+    def delete_thread(self, thread_id: str) -> None:
+        k = self.keys
+        with self._errors():
+            self._delete_thread_script(
+                keys=[k.cp_thread(thread_id), k.writes_thread(thread_id), k.cp_groups],
+                args=[k.cp_ids_ns, k.cp_data_ns, k.writes_ns],
+            )
+
+    # -- runs: retention ---------------------------------------------------------------------
+
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return
+        k = self.keys
+        keys = [k.runs_by_start, k.run_ids]
+        args: list[str] = []
+        for run_id in ids:
+            keys.extend((k.run(run_id), k.events(run_id)))
+            args.extend((run_id, _id_member(run_id)))
+        with self._errors():
+            self._delete_runs_script(keys=keys, args=args)
+
+    def _scan(self, pattern: str) -> Iterator[list[str]]:
+        cursor = 0
+        while True:
+            with self._errors():
+                cursor, batch = self._redis.scan(cursor, match=pattern, count=1000)
+            yield [_s(b) for b in batch]
+            if cursor == 0:
+                return
+
+    def collect_garbage(self) -> tuple[int, int]:
+        """Mark and sweep over the prefix's keys, writers held off by the collector's lock.
+
+        The mark reads every referrer SQLite's collector reads; the sweep
+        deletes in chunks, each only if the lock is still ours (a collector
+        that stalled past the lock's ttl stops instead of deleting blobs a
+        writer may have referred to meanwhile).
+        """
+        k = self.keys
+        token = secrets.token_hex(16)
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.01
+        while True:
+            with self._errors():
+                got = self._gc_lock_script(keys=[k.gc_lock], args=[token, "take", GC_LOCK_TTL_MS])
+            if got:
+                break
+            if time.monotonic() >= deadline:
+                raise DatabaseLocked(
+                    f"{self.url} is being garbage collected by another process (waited {self.busy_timeout:g}s); "
+                    "retry when it finishes"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+        last_refresh = time.monotonic()
+
+        def keep_lock() -> None:
+            nonlocal last_refresh
+            if time.monotonic() - last_refresh < GC_LOCK_TTL_MS / 3000:
+                return
+            with self._errors():
+                ok = self._gc_lock_script(keys=[k.gc_lock], args=[token, "refresh", GC_LOCK_TTL_MS])
+            if not ok:
+                raise self._gc_lost()
+            last_refresh = time.monotonic()
+
+        try:
+            return self._collect(token, keep_lock)
+        finally:
+            with self._errors():
+                self._gc_lock_script(keys=[k.gc_lock], args=[token, "release", 0])
+
+    def _gc_lost(self) -> StoreError:
+        return StoreError(
+            f"garbage collection on {self.url} lost its lock (stalled past {GC_LOCK_TTL_MS // 1000}s); "
+            "what it deleted before was garbage, run it again to finish"
+        )
+
+    def _collect(self, token: str, keep_lock: Callable[[], None]) -> tuple[int, int]:
+        k = self.keys
+        blobs: set[str] = set()
+        chains: set[str] = set()
+        blob_keys: list[str] = []
+        event_keys: list[str] = []
+        write_keys: list[str] = []
+        data_keys: list[str] = []
+        for batch in self._scan(_glob_escape(k.prefix) + "*"):
+            for key in batch:
+                if key.startswith(k.blob_ns):
+                    blob_keys.append(key)
+                elif key.startswith(k.events_ns):
+                    event_keys.append(key)
+                elif key.startswith(k.writes_ns):
+                    write_keys.append(key)
+                elif key.startswith(k.cp_data_ns):
+                    data_keys.append(key)
+            keep_lock()
+
+        def hvals_each(keys: list[str]) -> Iterator[bytes]:
+            for i in range(0, len(keys), 100):
+                with self._errors():
+                    pipe = self._redis.pipeline(transaction=False)
+                    for key in keys[i : i + 100]:
+                        pipe.hvals(key)
+                    replies = pipe.execute()
+                keep_lock()
+                for values in replies:
+                    yield from values
+
+        for stored in hvals_each(event_keys):
+            _, kind, data = _split_event(stored)
+            event_refs(kind, unpack_event(data), blobs, chains)
+        for stored in hvals_each(data_keys):
+            header = json.loads(stored.partition(b"\x00")[0])
+            blobs.update(header[6].values())
+        for stored in hvals_each(write_keys):
+            blobs.add(json.loads(stored)[2])
+
+        nodes: dict[str, tuple[str | None, str]] = {}
+        cursor = 0
+        while True:
+            with self._errors():
+                cursor, part = self._redis.hscan(k.chains, cursor, count=1000)
+            for cid, stored in part.items():
+                nodes[_s(cid)] = _decode_chain_node(stored)
+            keep_lock()
+            if cursor == 0:
+                break
+
+        live_chains: set[str] = set()
+
+        def keep_chain(head: str, into: set[str]) -> None:
+            stack = [head]
+            while stack:
+                cid = stack.pop()
+                if cid in live_chains or cid not in nodes:
+                    continue
+                live_chains.add(cid)
+                parent, item = nodes[cid]
+                into.add(item)
+                if parent:
+                    stack.append(parent)
+
+        for head in chains:
+            keep_chain(head, blobs)
+        # Blobs refer to blobs and chains (messages inside values and views).
+        frontier = set(blobs)
+        while frontier:
+            found_b: set[str] = set()
+            found_c: set[str] = set()
+            for h, raw in self.get_blobs(frontier).items():
+                if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
+                    try:
+                        serde_refs(json.loads(raw), found_b, found_c)
+                    except ValueError:  # a typed (non-JSON) checkpoint value that merely contains the marker
+                        pass
+            for cid in found_c - live_chains:
+                keep_chain(cid, found_b)
+            frontier = found_b - blobs
+            blobs |= found_b
+            keep_lock()
+
+        dead_blob_keys = [key for key in blob_keys if key[len(k.blob_ns):] not in blobs]
+        dead_chains = [cid for cid in nodes if cid not in live_chains]
+        for i in range(0, max(len(dead_blob_keys), len(dead_chains)), _CHUNK):
+            with self._errors():
+                ok = self._sweep_script(keys=[k.gc_lock, k.chains, *dead_blob_keys[i : i + _CHUNK]],
+                                        args=[token, *dead_chains[i : i + _CHUNK]])
+            if not ok:
+                raise self._gc_lost()
+            keep_lock()
+        return len(dead_blob_keys), len(dead_chains)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def acquire_lease(self, name: str, owner: str, ttl: float) -> int | None:
+        with self._errors():
+            token = self._acquire_script(keys=[self.keys.lease(name)], args=[owner, repr(float(ttl))])
+        return None if token is None else int(token)
+
+    def release_lease(self, name: str, owner: str) -> None:
+        with self._errors():
+            self._release_script(keys=[self.keys.lease(name)], args=[owner])
+
+    def lease_holder(self, name: str) -> tuple[str, float, int] | None:
+        with self._errors():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.time()
+            pipe.hmget(self.keys.lease(name), ["owner", "expires", "token"])
+            (sec, usec), (owner, expires, token) = pipe.execute()
+        now = sec + usec / 1_000_000
+        if owner is None or expires is None or float(expires) <= now:
+            return None
+        return _s(owner), float(expires), int(token)
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._redis.close()
+        except redis_client.RedisError:
+            pass
