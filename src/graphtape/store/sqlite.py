@@ -129,6 +129,13 @@ MIGRATIONS: list[str] = [
         token INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 4: narrow indexes so a history listing reads only what it shows: checkpoint
+    # metadata without the bodies, and events of the wanted kinds without the rest
+    """
+    CREATE INDEX gt_checkpoints_listing ON gt_checkpoints(
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at);
+    CREATE INDEX gt_events_kind ON gt_events(run_id, kind, seq);
+    """,
 ]
 
 #: Blobs larger than this are stored zlib-compressed (level 1: cheap enough
