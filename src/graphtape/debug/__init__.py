@@ -9,16 +9,21 @@
   :mod:`graphtape.debug.debugger`: forks, overrides, breakpoints.
 """
 
+from graphtape.debug.debugger import Breakpoint, Debugger, DebugStopped, Pause
 from graphtape.debug.diff import Change, StateDiff, diff_states, json_view
 from graphtape.debug.history import Branch, BranchRun, CheckpointRef, History, HistoryEntry
 
 __all__ = [
     "Branch",
+    "Breakpoint",
     "BranchRun",
     "Change",
     "CheckpointRef",
+    "DebugStopped",
+    "Debugger",
     "History",
     "HistoryEntry",
+    "Pause",
     "StateDiff",
     "diff_states",
     "json_view",
