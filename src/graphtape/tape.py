@@ -294,7 +294,7 @@ class Tape:
     # -- retention and monitoring ------------------------------------------------------
 
     def prune(self, *, older_than: float | None = None, keep_last: int | None = None,
-              statuses: Iterable[str] | None = None, truncate_threads: bool = False, dry_run: bool = False,
+              statuses: Iterable[str] | None = None, truncate_threads: bool | None = None, dry_run: bool = False,
               progress: Any = None):
         """Delete runs by age (``older_than`` seconds), count (``keep_last`` per thread) or status.
 

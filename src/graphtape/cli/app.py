@@ -590,10 +590,11 @@ def prune_cmd(
         None, "--status", help="Only runs with these statuses, comma-separated (e.g. finished,failed).",
         show_default=False,
     ),
-    truncate_threads: bool = typer.Option(
-        False, "--truncate-threads",
-        help="Also delete the older runs of a thread whose newer runs stay (they then replay only "
-        "--from-checkpoint).",
+    truncate_threads: Optional[bool] = typer.Option(
+        None, "--truncate-threads/--keep-chains",
+        help="Whether the older runs of a thread whose newer runs stay may go (the kept runs then replay "
+        "with --from-checkpoint). Default: yes with --keep-last, no otherwise.",
+        show_default=False,
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be deleted; delete nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan and the result as JSON."),
@@ -653,7 +654,8 @@ def prune_cmd(
                 table.add_row(render.short_id(k.run.run_id), render.short_thread(k.run.thread_id),
                               render.status_text(k.run.status), k.reason)
             console.print(table)
-        if keep_last is not None and not truncate_threads and any("earlier run of thread" in k.reason for k in plan.kept):
+        pinned = any("earlier run of thread" in k.reason for k in plan.kept)
+        if keep_last is not None and truncate_threads is False and pinned:
             console.print(
                 "note: a kept run replays its thread from the first run, so the earlier runs of its thread stay; "
                 "--truncate-threads lets them go (the kept runs then replay with --from-checkpoint)", style="dim",
@@ -787,7 +789,7 @@ def recover_cmd(
                         raise CliError(f"run {render.short_id(target.run_id)} is {target.status}, not orphaned: "
                                        "nothing to recover")
                     raise CliError(f"run {render.short_id(target.run_id)} is still running: its thread's lease "
-                                   f"is held (by a live process); wait for it or for the lease to expire")
+                                   "is held (by a live process); wait for it or for the lease to expire")
                 orphans = [target]
             specs = {o.run_id: graph_spec or (o.graph if _looks_like_graph_spec(o.graph) else None)
                      for o in orphans}
@@ -851,7 +853,9 @@ def serve_cmd(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(9464, "--port", help="Port to listen on."),
-    stuck_after: float = typer.Option(300.0, "--stuck-after", help="Seconds without progress that make a thread stuck."),
+    stuck_after: float = typer.Option(
+        300.0, "--stuck-after", help="Seconds without progress that make a thread stuck."
+    ),
     size_warning: int = typer.Option(1_000_000, "--size-warning", help="Bytes above which sizes are reported."),
 ) -> None:
     """Serve /metrics (Prometheus) and /healthz for the store (needs the server extra)."""
@@ -868,7 +872,7 @@ def serve_cmd(
             raise CliError(f"--port must be between 1 and 65535, not {port}")
         with open_tape(ctx) as tape:
             app_ = create_app(tape, stuck_after=stuck_after, size_warning=size_warning)
-            stderr().print(f"serving {tape.url} on http://{host}:{port}/metrics (Ctrl+C to stop)")
+            typer.echo(f"serving {tape.url} on http://{host}:{port}/metrics (Ctrl+C to stop)", err=True)
             try:
                 uvicorn.run(app_, host=host, port=port, log_level="warning")
             except SystemExit as exc:  # uvicorn exits when it cannot bind
