@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 import graphtape

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage
-from langgraph.types import Command
 
 import graphtape
 from tests import graphs

@@ -16,7 +16,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from typer.testing import CliRunner
 
-import graphtape
 from graphtape.cli import app
 from graphtape.errors import GraphtapeError
 from graphtape.runtime.retention import parse_duration, plan_prune, prune

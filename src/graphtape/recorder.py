@@ -32,7 +32,6 @@ from graphtape.record.tasks import TaskRecorder
 from graphtape.runtime.lease import ThreadLease
 
 if TYPE_CHECKING:
-    from graphtape.replay.matcher import Matcher
     from graphtape.tape import Tape
 
 

@@ -97,7 +97,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
     raise StoreError(
         f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({_exc}); pip install 'graphtape[postgres]'"
     ) from _exc
-from graphtape.serde import blob_refs as serde_refs
+
 from graphtape.store.base import (
     RUN_UPDATABLE,
     CheckpointRow,
@@ -108,6 +108,7 @@ from graphtape.store.base import (
     WriteRow,
     dump_meta,
     event_refs,
+    mark_live,
     pack_event,
     unpack_event,
 )
@@ -876,39 +877,12 @@ class PostgresTapeStore(TapeStore):
                 blobs.update(json.loads(values).values())
             blobs.update(_dec(v) for (v,) in conn.execute("SELECT DISTINCT value FROM gt_writes"))
             nodes = {_dec(k): (_dec(p), _dec(i)) for k, p, i in conn.execute("SELECT id, parent, item FROM gt_chains")}
-            live_chains: set[str] = set()
+            def fetch(hashes: list[str]) -> dict[str, bytes]:
+                rows = conn.execute("SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)",
+                                    _enc_params([hashes]), binary=True)
+                return {_dec(h): _decode_blob(enc, data) for h, enc, data in rows}
 
-            def keep_chain(head: str, found: set[str]) -> None:
-                stack = [head]
-                while stack:
-                    cid = stack.pop()
-                    if cid in live_chains or cid not in nodes:
-                        continue
-                    live_chains.add(cid)
-                    parent, item = nodes[cid]
-                    found.add(item)
-                    if parent:
-                        stack.append(parent)
-
-            for head in chains:
-                keep_chain(head, blobs)
-            # blobs referring to blobs (messages inside values and views)
-            frontier = set(blobs)
-            while frontier:
-                found_b: set[str] = set()
-                found_c: set[str] = set()
-                chunk = list(frontier)
-                for i in range(0, len(chunk), _CHUNK):
-                    for _h, enc, data in conn.execute(
-                            "SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)",
-                            _enc_params([chunk[i:i + _CHUNK]]), binary=True):
-                        raw = _decode_blob(enc, data)
-                        if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
-                            serde_refs(json.loads(raw), found_b, found_c)
-                for head in found_c:
-                    keep_chain(head, found_b)
-                frontier = found_b - blobs
-                blobs |= found_b
+            blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
             dead_chains = sorted(_enc(k) for k in nodes if k not in live_chains)
             dead_blobs = sorted(h for (h,) in conn.execute("SELECT hash FROM gt_blobs") if _dec(h) not in blobs)
             if dead_chains:

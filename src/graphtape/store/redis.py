@@ -79,7 +79,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     redis_client = None  # type: ignore[assignment]
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
-from graphtape.serde import blob_refs as serde_refs
+
 from graphtape.store.base import (
     RUN_UPDATABLE,
     CheckpointRow,
@@ -90,6 +90,7 @@ from graphtape.store.base import (
     WriteRow,
     dump_meta,
     event_refs,
+    mark_live,
     pack_event,
     unpack_event,
 )
@@ -1172,38 +1173,7 @@ class RedisTapeStore(TapeStore):
             if cursor == 0:
                 break
 
-        live_chains: set[str] = set()
-
-        def keep_chain(head: str, into: set[str]) -> None:
-            stack = [head]
-            while stack:
-                cid = stack.pop()
-                if cid in live_chains or cid not in nodes:
-                    continue
-                live_chains.add(cid)
-                parent, item = nodes[cid]
-                into.add(item)
-                if parent:
-                    stack.append(parent)
-
-        for head in chains:
-            keep_chain(head, blobs)
-        # Blobs refer to blobs and chains (messages inside values and views).
-        frontier = set(blobs)
-        while frontier:
-            found_b: set[str] = set()
-            found_c: set[str] = set()
-            for h, raw in self.get_blobs(frontier).items():
-                if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
-                    try:
-                        serde_refs(json.loads(raw), found_b, found_c)
-                    except ValueError:  # a typed (non-JSON) checkpoint value that merely contains the marker
-                        pass
-            for cid in found_c - live_chains:
-                keep_chain(cid, found_b)
-            frontier = found_b - blobs
-            blobs |= found_b
-            keep_lock()
+        blobs, live_chains = mark_live(blobs, chains, nodes, self.get_blobs, keep_lock)
 
         dead_blob_keys = [key for key in blob_keys if key[len(k.blob_ns):] not in blobs]
         dead_chains = [cid for cid in nodes if cid not in live_chains]

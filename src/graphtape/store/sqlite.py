@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 
-from graphtape.serde import blob_refs as serde_refs
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.store.base import (
     RUN_UPDATABLE,
@@ -44,6 +43,7 @@ from graphtape.store.base import (
     WriteRow,
     dump_meta,
     event_refs,
+    mark_live,
     pack_event,
     unpack_event,
 )
@@ -524,46 +524,14 @@ class SqliteTapeStore(TapeStore):
             for body, values in cur.execute("SELECT body, channel_values FROM gt_checkpoints"):
                 blobs.update(json.loads(values).values())
             blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
-            # chains: keep every ancestor of a referenced head, and their items
-            pending = set(chains)
             nodes = {k: (p, i) for k, p, i in cur.execute("SELECT id, parent, item FROM gt_chains")}
-            live_chains: set[str] = set()
-            while pending:
-                cid = pending.pop()
-                if cid in live_chains or cid not in nodes:
-                    continue
-                live_chains.add(cid)
-                parent, item = nodes[cid]
-                blobs.add(item)
-                if parent:
-                    pending.add(parent)
-            # blobs referring to blobs (messages inside values)
-            frontier = set(blobs)
-            while frontier:
-                found_b: set[str] = set()
-                found_c: set[str] = set()
-                chunk = list(frontier)
-                frontier = set()
-                for i in range(0, len(chunk), 500):
-                    part = chunk[i:i + 500]
-                    for h, enc, data in cur.execute(
-                            f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(part))})", part):
-                        raw = zlib.decompress(data) if enc == "z" else bytes(data)
-                        if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
-                            serde_refs(json.loads(raw), found_b, found_c)
-                for cid in found_c - live_chains:
-                    stack = [cid]
-                    while stack:
-                        c = stack.pop()
-                        if c in live_chains or c not in nodes:
-                            continue
-                        live_chains.add(c)
-                        parent, item = nodes[c]
-                        found_b.add(item)
-                        if parent:
-                            stack.append(parent)
-                frontier = found_b - blobs
-                blobs |= found_b
+
+            def fetch(hashes: list[str]) -> dict[str, bytes]:
+                rows = cur.execute(f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(hashes))})",
+                                   hashes).fetchall()
+                return {h: zlib.decompress(d) if enc == "z" else bytes(d) for h, enc, d in rows}
+
+            blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
             dead_chains = [(k,) for k in nodes if k not in live_chains]
             dead_blobs = [(h,) for (h,) in cur.execute("SELECT hash FROM gt_blobs") if h not in blobs]
             cur.executemany("DELETE FROM gt_chains WHERE id=?", dead_chains)
