@@ -19,4 +19,8 @@ test: $(BIN)/graphtape
 	$(BIN)/python -m pytest
 
 bench: $(BIN)/graphtape
+	$(BIN)/python -m pip install -q -e ".[test,bench]"
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/history.py
+	$(BIN)/python benchmarks/savers.py
+	$(BIN)/python benchmarks/faults.py
