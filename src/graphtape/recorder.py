@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graphtape.errors import Divergence
+from graphtape.errors import Divergence, StoreError
 from graphtape.record import install
 from graphtape.record.checkpoints import TapSaver
 from graphtape.record.session import RUN_META_KEY, Session
@@ -173,6 +173,12 @@ class RecordedGraph:
         if session.divergence is not None:
             status, error = "diverged", session.divergence
         try:
+            if isinstance(error, StoreError):
+                # The store itself failed (connection lost, server restarting,
+                # lease taken over): the run did not fail, it could not be kept.
+                # It stays ``running`` so that ``recover`` finishes it from its
+                # last durable checkpoint once the store is back.
+                return
             session.finish(status, output=output, error=error, interrupts=interrupts)
         finally:
             session.deactivate()
