@@ -96,3 +96,29 @@ def test_recovery_after_sigkill_repeats_nothing(crash, store_url, tmp_path, refe
 
 def test_nothing_to_recover(tape):
     assert tape.recover(lambda run: None) == []
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_sigkill_at_a_random_moment(seed, store_url, tmp_path, reference):
+    """A few of the random trials ``benchmarks/faults.py`` runs a hundred of."""
+    ref_state, (ref_llm, ref_effects) = reference
+    ledger = tmp_path / "random.ledger"
+    first = worker(store_url, ledger, "t-rand", f"random:{seed}")
+    tape = graphtape.connect(store_url)
+    try:
+        started = bool(tape.runs(thread_id="t-rand"))
+        recorded = {tape.request(c)["messages"][-1]["content"]
+                    for r in tape.runs(thread_id="t-rand") for c in tape.calls(r.run_id) if c.kind == "llm"}
+    finally:
+        tape.close()
+    if first.returncode == -9 and started:
+        time.sleep(0.7)
+        assert worker(store_url, ledger, "t-rand", mode="recover").returncode == 0
+    elif first.returncode == -9:
+        assert worker(store_url, ledger, "t-rand").returncode == 0  # killed before it began: start afresh
+    else:
+        assert first.returncode == 0, first.stderr
+    assert final_state(store_url, "t-rand") == ref_state
+    llm, effects = ledger_counts(ledger)
+    assert effects == ref_effects
+    assert all(llm[p] == 1 for p in recorded)  # nothing that was on the tape was sent again
