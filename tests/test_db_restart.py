@@ -17,13 +17,17 @@ class S(TypedDict, total=False):
 
 
 def drop_connections(backend: str, url: str) -> None:
-    """What a server restart does to its clients: every connection of this store is cut."""
+    """What a server restart does to its clients: every connection of this store is cut.
+
+    Only this test's connections (tagged with its own application name), so
+    that other processes using the same server are not disturbed.
+    """
     if backend == "postgresql":
         import psycopg
 
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                         "WHERE application_name = %s AND pid <> pg_backend_pid()", (_app_name(url),))
     elif backend == "redis":
         import redis
 
@@ -33,6 +37,10 @@ def drop_connections(backend: str, url: str) -> None:
             if int(client["id"]) != me:
                 admin.client_kill_filter(_id=client["id"])
         admin.close()
+
+
+def _app_name(url: str) -> str:
+    return "gt-restart-" + url.rsplit("schema=", 1)[-1]
 
 
 def build(backend: str, url: str, state: dict):
@@ -61,6 +69,8 @@ def build(backend: str, url: str, state: dict):
 def test_connection_loss_mid_run_then_recovery(backend, store_url):
     if backend == "sqlite":
         pytest.skip("SQLite is embedded: there is no server to restart")
+    if backend == "postgresql":
+        store_url = f"{store_url}&application_name={_app_name(store_url)}"
     state: dict = {}
     graph = build(backend, store_url, state)
     tape = graphtape.connect(store_url)
