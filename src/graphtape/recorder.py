@@ -154,14 +154,18 @@ class RecordedGraph:
             or session.matcher is not None
         )
 
-    def _status(self, config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    def _status(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:
+        if session is not None:
+            session.flush()  # deferred pending writes (interrupts) must be readable
         try:
             snap = self.graph.get_state(config)
         except Exception:
             return "finished", []
         return _status_from_snapshot(snap)
 
-    async def _astatus(self, config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    async def _astatus(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:
+        if session is not None:
+            session.flush()
         try:
             snap = await self.graph.aget_state(config)
         except Exception:
@@ -195,7 +199,7 @@ class RecordedGraph:
         except BaseException as exc:
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = self._status(config) if self._needs_state(session, kwargs) else ("finished", [])
+        status, interrupts = self._status(config, session) if self._needs_state(session, kwargs) else ("finished", [])
         self._close(session, status, output=out, interrupts=interrupts)
         return out
 
@@ -208,7 +212,7 @@ class RecordedGraph:
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
         if self._needs_state(session, kwargs):
-            status, interrupts = await self._astatus(config)
+            status, interrupts = await self._astatus(config, session)
         else:
             status, interrupts = "finished", []
         self._close(session, status, output=out, interrupts=interrupts)
@@ -228,7 +232,7 @@ class RecordedGraph:
                 raise
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = self._status(config)
+        status, interrupts = self._status(config, session)
         self._close(session, status, interrupts=interrupts, output=_final_values(self.graph, config))
 
     async def astream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Any]:
@@ -254,7 +258,7 @@ class RecordedGraph:
                 raise
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = await self._astatus(config)
+        status, interrupts = await self._astatus(config, session)
         snap = await self.graph.aget_state(config)
         self._close(session, status, interrupts=interrupts, output=snap.values)
 

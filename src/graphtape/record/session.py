@@ -382,6 +382,11 @@ class Session:
             self._batch.events.append(EventRow(self.run_id, seq, kind, time.time(), data))
             return seq
 
+    def defer(self, batch: WriteBatch) -> None:
+        """Add ``batch`` to what the next flush writes (in the same transaction)."""
+        with self._lock:
+            self._batch.extend(batch)
+
     def maybe_flush(self) -> None:
         """Flush if the last flush is older than ``FLUSH_INTERVAL`` (used beside foreign savers)."""
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:

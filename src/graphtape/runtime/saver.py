@@ -75,11 +75,20 @@ class GraphtapeSaver(BaseCheckpointSaver):
 
     # -- helpers --------------------------------------------------------------------
 
-    def _write(self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None) -> None:
+    def _write(self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None,
+               *, defer: bool = False) -> None:
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
         session = _BY_RUN.get(rid) if rid else None
         if session is None:
             self.store.write(batch)
+            return
+        if defer:
+            # A task's pending writes ride with the next write of the run (the
+            # next checkpoint, a completed call, or the run's end): one
+            # transaction per super-step instead of two. A crash before then
+            # loses only writes LangGraph can recompute: the task runs again on
+            # recovery and every call it had completed is served from the tape.
+            session.defer(batch)
             return
         if checkpoint_event is not None:
             session.on_checkpoint(*checkpoint_event)
@@ -210,7 +219,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             ))
         if replace and any(channel == INTERRUPT for channel, _ in writes):
             _note_interrupts(config, writes)
-        self._write(config, batch)
+        self._write(config, batch, defer=True)
 
     def delete_thread(self, thread_id: str) -> None:
         self.store.delete_thread(thread_id)
