@@ -128,7 +128,7 @@ def branch_of(metadata: dict[str, Any]) -> str:
 
 
 def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int],
-                       branches: dict[str, str] | None = None) -> CallSite:
+                       branches: dict[str, Any] | None = None) -> CallSite:
     ns = metadata.get("langgraph_checkpoint_ns") or metadata.get("checkpoint_ns") or ""
     node = metadata.get("langgraph_node") or ""
     pairs = [seg.partition(":") for seg in ns.split("|") if seg] if ns else []
@@ -137,7 +137,7 @@ def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[s
     # The branch of every enclosing task, not just the innermost: two Send
     # workers that each invoke a subgraph differ only in the outer index.
     if branches and pairs:
-        branch = "/".join(branches.get(tid, "") for _, _, tid in pairs[:-1])
+        branch = "/".join(branch_of({"langgraph_path": branches.get(tid)}) for _, _, tid in pairs[:-1])
         branch = f"{branch}/{branch_of(metadata)}" if branch else branch_of(metadata)
     else:
         branch = branch_of(metadata)
@@ -213,7 +213,7 @@ class Session:
         self._seq = 0
         self._ordinals: dict[tuple[str, str], int] = {}
         #: task id -> branch (normalised task path), filled by the task recorder
-        self.task_branches: dict[str, str] = {}
+        self.task_branches: dict[str, Any] = {}
         self._token: contextvars.Token | None = None
         # Addresses this run already wrote: not sent again. Per run, not per
         # process: garbage collection (``prune``) may delete a blob between two

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from graphtape.record.session import Lazy, Session, _error_info, _is_control_flow, branch_of
+from graphtape.record.session import Lazy, Session, _error_info, _is_control_flow
 
 STEP_TAG = "graph:step:"
 
@@ -50,7 +50,8 @@ class TaskRecorder(BaseCallbackHandler):
             "task": ns,
         }
         if ns:
-            self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = branch_of(md)
+            # the raw path; normalised only if a call inside a nested task needs it
+            self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = md.get("langgraph_path")
         self._open[run_id] = (time.perf_counter(), {"task": ns})
         self.session.event("task_started", info)
         if self.session.debugger is not None:
