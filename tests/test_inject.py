@@ -149,3 +149,32 @@ def test_live_mode_calls_models_and_serves_unchanged_effects(tape):
     used = LIVE - spent
     assert used[("llm", "rnd")] == 2 and used[("tool", "search")] == 1
     assert result.status == "finished"
+
+
+def test_override_inside_a_send_fanout_subgraph(tape):
+    rec = tape.record(graphs.build_fanout())
+    out = rec.invoke({"questions": []}, {"configurable": {"thread_id": "fan"}})
+    run_id = rec.last_run_id
+    before = snapshot(tape, run_id)
+    # the third worker ("other") answers inside its subgraph
+    target = next(c for c in tape.calls(run_id) if c.node_path == "worker/sub_answer"
+                  and "other" in str(tape.request(c)["messages"]))
+    spent = LIVE.copy()
+    result = tape.override(run_id, target.call_id, "OVERRIDDEN", graphs.build_fanout())
+    assert result.status == "finished", result.error
+    assert "OVERRIDDEN" in result.output["answers"]
+    # the two "same" workers and the side branch are served; only the summary changed
+    assert (LIVE - spent)[("llm", "rnd")] == 1
+    assert sorted(a for a in result.output["answers"] if a != "OVERRIDDEN") == sorted(
+        a for a in out["answers"] if a != next(x for x in out["answers"] if x not in result.output["answers"]))
+    assert snapshot(tape, run_id) == before
+
+
+def test_fork_a_fanout_run_strictly(tape):
+    rec = tape.record(graphs.build_fanout())
+    out = rec.invoke({"questions": []}, {"configurable": {"thread_id": "fan2"}})
+    cp = checkpoint_at(tape, rec.last_run_id, 1)  # after `plan`: the Send fan-out is pending
+    with forbid():
+        result = tape.fork(cp, graphs.build_fanout(), mode="strict")
+    assert result.status == "finished" and result.live == 0
+    assert sorted(result.output["answers"]) == sorted(out["answers"])
