@@ -10,7 +10,11 @@ factory such as ``def build(): ... return builder.compile()``).
   without installing them.
 * ``path/to/file.py:attr`` executes the file as a module named after its
   stem, with its directory on ``sys.path`` (as ``python path/to/file.py``
-  would), so it can import its siblings. The file is executed afresh on
+  would), so it can import its siblings. A file inside a package (its folder
+  has an ``__init__.py``) gets its dotted name (``examples.doc_pipeline``)
+  with the package's parent on ``sys.path``: names derived from modules,
+  such as a bare ``@graphtape.effect``'s, are then the same whether the
+  graph was loaded by path or imported. The file is executed afresh on
   every call, so an edited file is always what is loaded; it is registered
   in ``sys.modules`` under its stem so that values of classes it defines
   (pydantic models, dataclasses) recorded on a tape can be restored.
@@ -79,6 +83,19 @@ def _load_file(target: str, spec: str) -> ModuleType:
     name = path.stem if path.stem.isidentifier() else "_graphtape_graph_" + "".join(
         c if c.isalnum() else "_" for c in path.stem
     )
+    root = path.parent
+    if path.stem.isidentifier():
+        parts = [path.stem]
+        while (root / "__init__.py").exists() and root.name.isidentifier():
+            parts.insert(0, root.name)
+            root = root.parent
+        if len(parts) > 1:
+            _prepend_path(str(root))
+            try:
+                importlib.import_module(".".join(parts[:-1]))
+                name = ".".join(parts)
+            except Exception:  # the package does not import: load the file on its own
+                root = path.parent
     existing = sys.modules.get(name)
     if existing is not None and _module_file(existing) != path:
         # another module already has this name (``json.py``, or a second ``agent.py``): never clobber it
@@ -88,6 +105,8 @@ def _load_file(target: str, spec: str) -> ModuleType:
         raise GraphLoadError(f"cannot load {str(path)!r} as a Python module (from {spec!r})")
     module = importlib.util.module_from_spec(module_spec)
     _prepend_path(str(path.parent))
+    if root != path.parent:
+        _prepend_path(str(root))
     previous = sys.modules.get(name)
     sys.modules[name] = module
     try:
