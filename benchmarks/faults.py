@@ -103,7 +103,7 @@ def _any_run(url: str) -> bool:
 def trial(backend: str, tmp: Path, seed: int, reference: dict, ref_effects: Counter) -> tuple[bool, str, str]:
     """(passed, why not, what happened: finished | killed-before-start | killed-mid-run)."""
     url = store_url(backend, tmp)
-    path = tmp / f"ledger-{seed}"
+    path = tmp / f"ledger-{backend}-{seed}"
     try:
         first = worker(url, path, "t", f"random:{seed}")
         killed = first.returncode == -9

@@ -141,11 +141,12 @@ graph = builder.compile()
 
 def main() -> None:
     url, thread = sys.argv[1], sys.argv[3]
-    if CRASH.startswith("random:"):
-        rng = random.Random(int(CRASH.split(":")[1]))
-        delay = rng.uniform(0.01, 0.15)
-        threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
     tape = graphtape.connect(url)
+    if CRASH.startswith("random:"):
+        # the clock starts once the store is open, so kills land in the run, not in the connect
+        rng = random.Random(int(CRASH.split(":")[1]))
+        delay = rng.uniform(0.0, 0.12)
+        threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
     if len(sys.argv) > 5 and sys.argv[5] == "recover":
         results = tape.recover(graph)
         print(json.dumps([r.to_dict() for r in results]))
