@@ -20,6 +20,7 @@ because the wrappers run inside langchain's callback bracket.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -38,8 +39,6 @@ _orig_gen = BaseChatModel._generate_with_cache
 _orig_agen = BaseChatModel._agenerate_with_cache
 _orig_stream = BaseChatModel.stream
 _orig_astream = BaseChatModel.astream
-
-import contextvars
 
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
 #: already been answered from the tape and the inner call must not be
