@@ -1,0 +1,24 @@
+"""The benchmarks stay runnable: each runs in its smallest mode (figures are not checked here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("args", [
+    ["benchmarks/run.py", "--quick", "--only", "2,3", "--turns", "10"],
+    ["benchmarks/history.py", "--checkpoints", "200", "--reps", "2"],
+    ["benchmarks/faults.py", "--trials", "1", "--backends", "sqlite"],
+])
+def test_benchmark_runs(args, tmp_path):
+    env = {**os.environ, "COLUMNS": "160"}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.strip()
