@@ -451,15 +451,20 @@ def replay_cmd(
                     from_checkpoint=checkpoint, progress=on_segment,
                 )
                 progress.update(task, completed=progress.tasks[0].total or 1)
-        if as_json:
-            echo_json(result.to_dict())
-        else:
-            console = stdout()
-            console.print(render.replay_panel(result, checkpoint))
-            if result.divergence is not None:
-                console.print(render.divergence_view(result))
-        if result.status in ("diverged", "failed"):
-            raise typer.Exit(EXIT_BAD_RESULT)
+        print_replay_result(result, as_json, checkpoint)
+
+
+def print_replay_result(result: Any, as_json: bool, note: str | None = None) -> None:
+    """A replay's result as a panel (and its divergence) or JSON; exit 1 if it diverged or failed."""
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        console = stdout()
+        console.print(render.replay_panel(result, note))
+        if result.divergence is not None:
+            console.print(render.divergence_view(result))
+    if result.status in ("diverged", "failed"):
+        raise typer.Exit(EXIT_BAD_RESULT)
 
 
 # ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from graphtape.cli.app import (
     handle_errors,
     open_tape,
     parse_json_option,
+    print_replay_result,
     stdout,
 )
 
@@ -30,18 +31,6 @@ class RunMode(str, enum.Enum):
     strict = "strict"
     flight = "flight"
     live = "live"
-
-
-def _print_result(result: Any, as_json: bool, note: str | None = None) -> None:
-    if as_json:
-        echo_json(result.to_dict())
-    else:
-        console = stdout()
-        console.print(render.replay_panel(result, note))
-        if result.divergence is not None:
-            console.print(render.divergence_view(result))
-    if result.status in ("diverged", "failed"):
-        raise typer.Exit(EXIT_BAD_RESULT)
 
 
 def _parse_sets(sets: list[str]) -> dict[str, Any]:
@@ -77,7 +66,7 @@ def fork_cmd(
         with open_tape(ctx) as tape:
             result = tape.fork(checkpoint, load_graph(graph_spec), values=values, as_node=as_node,
                                mode=mode.value, allow_live_effects=allow_live_effects)
-    _print_result(result, as_json)
+    print_replay_result(result, as_json)
 
 
 @app.command("override")
@@ -101,7 +90,7 @@ def override_cmd(
             target = tape.run(run)
             result = tape.override(target.run_id, call, value, load_graph(graph_spec), mode=mode.value,
                                    allow_live_effects=allow_live_effects, from_start=from_start)
-    _print_result(result, as_json)
+    print_replay_result(result, as_json)
 
 
 @app.command("resume")
