@@ -31,7 +31,6 @@ is the median of the per-repetition ratios.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import sqlite3
@@ -39,7 +38,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -47,6 +45,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 import graphtape
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import interleave  # noqa: E402  (benchmarks/run.py: the same interleaved timing)
 
 TARGET = 40  # graphtape must take at most 1/TARGET of LangGraph's time
 
@@ -98,22 +99,6 @@ def record_thread(path: Path, checkpoints: int, thread: str, state: str) -> floa
         return time.perf_counter() - t0
 
 
-def interleave(variants: dict[str, Callable[[], Any]], reps: int, warmup: int = 1) -> dict[str, list[float]]:
-    names = list(variants)
-    for _ in range(warmup):
-        for name in names:
-            variants[name]()
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(reps):
-        for j in range(len(names)):
-            name = names[(rep + j) % len(names)]
-            gc.collect()
-            t0 = time.perf_counter()
-            variants[name]()
-            samples[name].append(time.perf_counter() - t0)
-    return samples
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=int, default=10_000, help="checkpoints on the thread (default 10000)")
@@ -153,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             return n
 
         print(f"timing ({args.reps} repetitions, interleaved) ...", flush=True)
-        samples = interleave({"graphtape": ours, "langgraph": langgraph}, args.reps)
+        samples = interleave({"graphtape": ours, "langgraph": langgraph}, args.reps, warmup=1)
         tape.close()
 
     med = {k: statistics.median(v) for k, v in samples.items()}

@@ -87,7 +87,7 @@ import graphtape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import environment as _base_environment  # noqa: E402  (benchmarks/run.py)
-from run import fsync_probe, interleave, paired_ratio, summary  # noqa: E402
+from run import LinearState, fsync_probe, interleave, linear_graph, paired_ratio, summary  # noqa: E402,F401
 
 BACKENDS = ("sqlite", "postgresql", "redis")
 POSTGRES_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -132,31 +132,6 @@ def words(n_chars: int, seed: int) -> str:
 # --------------------------------------------------------------------------
 # Graphs
 # --------------------------------------------------------------------------
-
-
-class LinearState(TypedDict):
-    payload: str
-    n: int
-
-
-def linear_builder(n_nodes: int = N_NODES) -> StateGraph:
-    """``n_nodes`` trivial nodes in a chain, one super-step each; only ``n`` changes."""
-
-    def node(i: int):
-        def step(state: LinearState) -> dict[str, Any]:
-            return {"n": state["n"] + 1}
-
-        step.__name__ = f"n{i:02d}"
-        return step
-
-    builder = StateGraph(LinearState)
-    prev = START
-    for i in range(n_nodes):
-        builder.add_node(f"n{i:02d}", node(i))
-        builder.add_edge(prev, f"n{i:02d}")
-        prev = f"n{i:02d}"
-    builder.add_edge(prev, END)
-    return builder
 
 
 INPUTS = {
@@ -536,7 +511,7 @@ def open_backend(name: str, tmp: Path, args: argparse.Namespace) -> Backend:
 
 
 def bench_steps(be: Backend, size: str, reps: int, warmup: int) -> dict[str, Any]:
-    builder = linear_builder()
+    builder = linear_graph()
     plain = builder.compile()
     inp = INPUTS[size]
     baseline = builder.compile(checkpointer=be.langgraph_saver())
@@ -646,7 +621,7 @@ def breakdown(be: Backend, size: str, runs: int) -> dict[str, Any]:
     from graphtape.record.session import Session
     from graphtape.record.tasks import TaskRecorder
 
-    builder = linear_builder()
+    builder = linear_graph()
     plain = builder.compile()
     inp = INPUTS[size]
     tape = be.connect()
@@ -785,7 +760,7 @@ def isolated(be: Backend, size: str, reps: int) -> dict[str, Any]:
     """
     from graphtape.runtime.saver import GraphtapeSaver
 
-    builder = linear_builder()
+    builder = linear_graph()
     plain = builder.compile()
     inp = INPUTS[size]
     tape = be.connect()
@@ -871,7 +846,7 @@ def isolated(be: Backend, size: str, reps: int) -> dict[str, Any]:
 
 def profile_recorded(be: Backend, size: str, runs: int, top: int = 30) -> str:
     """cProfile of ``runs`` recorded runs, the main thread and the saver's calls on LangGraph's threads merged."""
-    plain = linear_builder().compile()
+    plain = linear_graph().compile()
     tape = be.connect()
     recorded = tape.record(plain, name=f"profile-{size}")
     recorded.invoke(INPUTS[size], new_thread(), durability="sync")
@@ -922,14 +897,14 @@ def profile_recorded(be: Backend, size: str, runs: int, top: int = 30) -> str:
 
 
 def bench_bytes(be: Backend) -> dict[str, Any]:
-    plain = linear_builder().compile()
+    plain = linear_graph().compile()
     inp = INPUTS["large"]
     thread = f"bytes-{uuid.uuid4().hex[:8]}"
     cfg = {"configurable": {"thread_id": thread}}
     tape = be.connect()
     recorded = tape.record(plain, name="bytes")
     saver = be.langgraph_saver()
-    lg = linear_builder().compile(checkpointer=saver)
+    lg = linear_graph().compile(checkpointer=saver)
     out: dict[str, Any] = {}
     for label in ("first run", "second run"):
         recorded.invoke(inp, cfg, durability="sync")

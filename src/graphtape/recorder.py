@@ -121,7 +121,7 @@ class RecordedGraph:
             graph_name=self.name,
             mode=replay.get("mode", "record"),
             matcher=replay.get("matcher"),
-            replay_of=replay.get("replay_of_by_index", {}).get(replay.get("index", 0), replay.get("replay_of")),
+            replay_of=replay.get("replay_of"),
             parent_run_id=previous[0].run_id if previous else None,
             allow_live_effects=replay.get("allow_live_effects", False),
             run_id=run_id,
@@ -157,11 +157,8 @@ class RecordedGraph:
     def _status(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:
         if session is not None:
             session.flush()  # deferred pending writes (interrupts) must be readable
-        try:
-            snap = self.graph.get_state(config)
-        except Exception:
-            return "finished", []
-        return _status_from_snapshot(snap)
+        snap = _snapshot(self.graph, config)
+        return _status_from_snapshot(snap) if snap is not None else ("finished", [])
 
     async def _astatus(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:
         if session is not None:
@@ -220,10 +217,7 @@ class RecordedGraph:
 
     def stream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
         session, config = self._open(input, config, "stream")
-        session.active = True
-        from graphtape.record.session import _BY_RUN
-
-        _BY_RUN[session.run_id] = session
+        session.register()
         try:
             yield from self.graph.stream(input, config, **kwargs)
         except BaseException as exc:
@@ -232,8 +226,10 @@ class RecordedGraph:
                 raise
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = self._status(config, session)
-        self._close(session, status, interrupts=interrupts, output=_final_values(self.graph, config))
+        session.flush()  # deferred pending writes (interrupts) must be readable
+        snap = _snapshot(self.graph, config)
+        status, interrupts = _status_from_snapshot(snap) if snap is not None else ("finished", [])
+        self._close(session, status, interrupts=interrupts, output=snap.values if snap is not None else None)
 
     async def astream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         async for item in self._astream_api("astream", self.graph.astream, input, config, **kwargs):
@@ -245,10 +241,7 @@ class RecordedGraph:
 
     async def _astream_api(self, api: str, fn: Any, input: Any, config: dict[str, Any] | None, **kwargs: Any):
         session, config = self._open(input, config, api)
-        session.active = True
-        from graphtape.record.session import _BY_RUN
-
-        _BY_RUN[session.run_id] = session
+        session.register()
         try:
             async for item in fn(input, config, **kwargs):
                 yield item
@@ -258,14 +251,19 @@ class RecordedGraph:
                 raise
             self._close(session, "failed", error=exc)
             raise _prefer_divergence(session, exc)
-        status, interrupts = await self._astatus(config, session)
-        snap = await self.graph.aget_state(config)
-        self._close(session, status, interrupts=interrupts, output=snap.values)
+        session.flush()
+        try:
+            snap = await self.graph.aget_state(config)
+        except Exception:
+            snap = None
+        status, interrupts = _status_from_snapshot(snap) if snap is not None else ("finished", [])
+        self._close(session, status, interrupts=interrupts, output=snap.values if snap is not None else None)
 
 
-def _final_values(graph: Any, config: dict[str, Any]) -> Any:
+def _snapshot(graph: Any, config: dict[str, Any]) -> Any:
+    """The thread's latest state, read once for both the run's status and its output."""
     try:
-        return graph.get_state(config).values
+        return graph.get_state(config)
     except Exception:
         return None
 

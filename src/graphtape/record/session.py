@@ -238,9 +238,14 @@ class Session:
 
     # -- lifecycle ------------------------------------------------------------
 
-    def activate(self) -> None:
+    def register(self) -> None:
+        """Make the run findable by its id (from config metadata) by every interception."""
         self.active = True
         _BY_RUN[self.run_id] = self
+
+    def activate(self) -> None:
+        """Register, and make this the current run of the calling context too."""
+        self.register()
         self._token = _CURRENT.set(self)
 
     def deactivate(self) -> None:

@@ -183,8 +183,6 @@ def replay(
         "meta": {"replay_mode": mode, **(meta or {})},
         "debugger": debugger,
     }
-    totals = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
-              "live_tokens": 0, "live_cost": 0.0}
     output: Any = None
     status = "finished"
     divergence: dict[str, Any] | None = None
@@ -230,18 +228,14 @@ def replay(
             else:
                 error, status = f"{type(exc).__name__}: {exc}", "failed"
         run_ids.append(recorder.last_run_id or "")
-        new_run = tape.store.get_run(recorder.last_run_id) if recorder.last_run_id else None
-        if new_run is not None:
-            totals["served"] += new_run.served_calls
-            totals["live"] += new_run.live_calls
         if status in ("diverged", "failed"):
             break
         new_interrupts = [e.data["interrupt_id"] for e in tape.store.events(recorder.last_run_id, ["interrupt"])]
         rec_interrupts = _recorded_interrupt_ids(tape, original)
         id_map.update(dict(zip(rec_interrupts, new_interrupts)))
+        new_run = tape.store.get_run(recorder.last_run_id) if recorder.last_run_id else None
         status = new_run.status if new_run is not None else "finished"
-    stats = _sum_stats(tape, run_ids)
-    totals.update(stats)
+    totals = _sum_stats(tape, run_ids)
     output_matches: bool | None = None
     if status in ("finished", "interrupted") and run_ids:
         recorded = _recorded_output(tape, target)
