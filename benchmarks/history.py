@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def ours() -> int:
             history = tape.history(thread)
-            assert len(history.entries) == args.checkpoints and history.entries[-1].writers == ["inc"]
+            assert len(history.entries) == args.checkpoints and history.entries[-1].writers == ("inc",)
             return len(history.entries)
 
         def langgraph() -> int:

@@ -43,8 +43,8 @@ def test_history_of_a_run(tape):
     h = tape.history(run_id)
     assert h.kind == "run" and h.run_id == run_id and h.thread_id == "lin" and h.source == "saver"
     assert [(e.step, e.source) for e in h] == [(-1, "input"), (0, "loop"), (1, "loop"), (2, "loop"), (3, "loop")]
-    assert [e.writers for e in h] == [[], ["__start__"], ["start"], ["write"], ["rate"]]
-    assert [e.next for e in h] == [["__start__"], ["start"], ["write"], ["rate"], None]
+    assert [e.writers for e in h] == [(), ("__start__",), ("start",), ("write",), ("rate",)]
+    assert [e.next for e in h] == [("__start__",), ("start",), ("write",), ("rate",), None]
     calls = {e.step: [(c["kind"], c["name"], c["source"], c["node_path"]) for c in e.calls] for e in h}
     assert calls[1] == [("effect", "tests.graphs.clock", "live", "start")]
     assert calls[2] == [("llm", "graphtape-fake-test", "live", "write"), ("tool", "search", "live", "write")]
@@ -99,16 +99,16 @@ def test_history_of_a_thread_across_interrupts_and_resumes(tape):
     assert h.kind == "thread" and h.run_id is None
     assert [(e.step, e.run_id) for e in h] == [(-1, first), (0, first), (1, first), (2, second), (3, third)]
     # the first run stopped in step 2 (both reviews interrupted); the second finished them
-    assert h[2].next == ["review_a", "review_b"] or sorted(h[2].next) == ["review_a", "review_b"]
+    assert h[2].next == ("review_a", "review_b") or sorted(h[2].next) == ["review_a", "review_b"]
     assert sorted(h[3].writers) == ["review_a", "review_b"]
-    assert h[4].writers == ["finish"]
+    assert h[4].writers == ("finish",)
     assert [c["kind"] for c in h[4].calls] == ["llm"]
     # one line of runs, in order
     assert branches(h) == [("main", "rev", [first, second, third], [])]
     run_h = tape.history(second)
     assert [e.step for e in run_h] == [2]
     assert sorted(run_h[0].writers) == ["review_a", "review_b"]
-    assert run_h[0].next == ["finish"]
+    assert run_h[0].next == ("finish",)
 
 
 def test_a_step_finished_by_a_resume_counts_the_tasks_done_before_the_interrupt(tape):
@@ -143,6 +143,105 @@ def test_a_step_finished_by_a_resume_counts_the_tasks_done_before_the_interrupt(
     assert last.run_id == g.last_run_id
 
 
+def _parallel_interrupt_graph():
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    class S(TypedDict, total=False):
+        a: str
+        b: str
+
+    b = StateGraph(S)
+    b.add_node("fast", lambda s: {"a": "done"})
+    b.add_node("slow", lambda s: {"b": interrupt("ok?")})
+    b.add_edge(START, "fast")
+    b.add_edge(START, "slow")
+    b.add_edge("fast", END)
+    b.add_edge("slow", END)
+    return b.compile()
+
+
+def _run_scenarios(tape, prefix: str) -> list[str]:
+    """Threads with one run, interrupts answered across runs, a step finished by a resume, a subgraph, a fan-out."""
+    g = tape.record(graphs.build_linear())
+    g.invoke({}, cfg(f"{prefix}-lin"))
+    g = tape.record(graphs.build_review())
+    g.invoke({}, cfg(f"{prefix}-rev"))
+    g.invoke(Command(resume={i.id: "ok" for i in g.get_state(cfg(f"{prefix}-rev")).interrupts}), cfg(f"{prefix}-rev"))
+    g.invoke(Command(resume="publish"), cfg(f"{prefix}-rev"))
+    g = tape.record(_parallel_interrupt_graph())
+    g.invoke({}, cfg(f"{prefix}-par"))
+    g.invoke(Command(resume="yes"), cfg(f"{prefix}-par"))
+    tape.record(graphs.build_subgraph_node()).invoke({"question": "q"}, cfg(f"{prefix}-sub"))
+    tape.record(graphs.build_fanout()).invoke({}, cfg(f"{prefix}-fan"))
+    return [f"{prefix}-{name}" for name in ("lin", "rev", "par", "sub", "fan")]
+
+
+def _shape(tape, thread: str, namespaces: bool) -> list[tuple]:
+    """A history without its ids: what the stored writers and the task events must agree on."""
+    h = tape.history(thread, namespaces=namespaces)
+    runs = {r: i for i, r in enumerate(dict.fromkeys(e.run_id for e in h))}
+    return [(runs[e.run_id], e.ns.split(":")[0], e.step, e.source, sorted(e.writers),
+             None if e.next is None else sorted(e.next), sorted((c["kind"], c["node_path"]) for c in e.calls),
+             e.within is not None) for e in h]
+
+
+def test_stored_writers_agree_with_the_task_events(tape, monkeypatch):
+    """graphtape's saver stores each checkpoint's writers; rows without them (written before schema v5, or
+    outside a recorded run) are listed from the task events. Both give the same history."""
+    from graphtape.runtime.saver import GraphtapeSaver
+
+    stored = _run_scenarios(tape, "stored")
+    for thread in stored:
+        rows = tape.store.list_checkpoints(thread_id=thread)
+        assert rows and all(r.writers is not None for r in rows if r.run_id is not None), thread
+    with monkeypatch.context() as m:
+        m.setattr(GraphtapeSaver, "_writers", staticmethod(lambda *a, **k: None))
+        unknown = _run_scenarios(tape, "unknown")
+    for thread in unknown:
+        assert all(r.writers is None for r in tape.store.list_checkpoints(thread_id=thread)), thread
+    for a, b in zip(stored, unknown):
+        assert _shape(tape, a, False) == _shape(tape, b, False), a
+        # parallel subgraphs' checkpoints interleave differently in each recording
+        assert sorted(_shape(tape, a, True), key=repr) == sorted(_shape(tape, b, True), key=repr), a
+    # and what they agree on is right (see the tests above for each case)
+    assert _shape(tape, "stored-par", False)[-1][4] == ["fast", "slow"]
+    assert [row[4] for row in _shape(tape, "stored-lin", False)] == [[], ["__start__"], ["start"], ["write"], ["rate"]]
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored-writers", "from-events"])
+def test_a_retried_task_is_a_writer_of_its_step(tape, stored, monkeypatch):
+    if not stored:
+        from graphtape.runtime.saver import GraphtapeSaver
+
+        monkeypatch.setattr(GraphtapeSaver, "_writers", staticmethod(lambda *a, **k: None))
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import RetryPolicy
+
+    class S(TypedDict, total=False):
+        n: int
+
+    attempts = []
+
+    def flaky(s):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("first attempt fails")
+        return {"n": 1}
+
+    b = StateGraph(S)
+    b.add_node("flaky", flaky, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.0, jitter=False))
+    b.add_edge(START, "flaky")
+    b.add_edge("flaky", END)
+    tape.record(b.compile()).invoke({}, cfg("retry"))
+    assert len(attempts) == 2
+    assert [e.writers for e in tape.history("retry")] == [(), ("__start__",), ("flaky",)]
+
+
 # ---------------------------------------------------------------------------
 # subgraphs
 # ---------------------------------------------------------------------------
@@ -153,7 +252,7 @@ def test_subgraph_checkpoints_under_their_namespace(tape):
     g.invoke({"question": "q"}, cfg("sub"))
     root = tape.history("sub")
     assert [e.ns for e in root] == [""] * 4
-    assert [e.writers for e in root] == [[], ["__start__"], ["sub"], ["outer"]]
+    assert [e.writers for e in root] == [(), ("__start__",), ("sub",), ("outer",)]
     # the subgraph's LLM call happened in root step 1 (the "sub" task)
     assert [(c["name"], c["node_path"]) for c in root[2].calls] == [("graphtape-fake-test", "sub/inner")]
 
@@ -162,9 +261,9 @@ def test_subgraph_checkpoints_under_their_namespace(tape):
     assert len(full) == 7 and len(nested) == 3
     assert {e.ns.split(":")[0] for e in nested} == {"sub"}
     assert [(e.step, e.source) for e in nested] == [(-1, "input"), (0, "loop"), (1, "loop")]
-    assert nested[-1].writers == ["sub/inner"]
+    assert nested[-1].writers == ("sub/inner",)
     assert [c["node_path"] for c in nested[-1].calls] == ["sub/inner"]
-    producer = next(e for e in full if e.ns == "" and e.writers == ["sub"])
+    producer = next(e for e in full if e.ns == "" and e.writers == ("sub",))
     assert all(e.within == producer.checkpoint_id for e in nested)
     # the state inside the subgraph
     assert set(tape.state(nested[-1].checkpoint_id)) == {"question", "answer"}
@@ -208,7 +307,7 @@ def test_replays_are_branches_of_the_run_they_replay(tape):
     # the replay's own thread: the copied checkpoint, then the replayed steps
     rh = tape.history(partial.thread_id)
     assert rh[0].checkpoint_id == cps[2] and rh[0].copied_from == cps[2] and rh[0].run_id is None
-    assert [e.writers for e in rh[1:]] == [["write"], ["rate"]]
+    assert [e.writers for e in rh[1:]] == [("write",), ("rate",)]
     assert rh.branches[0].from_checkpoint == cps[2]
 
 
@@ -333,7 +432,7 @@ def test_a_foreign_saver_history_comes_from_the_tape_and_state_needs_the_graph(t
     g.invoke({"messages": [HumanMessage("hi")]}, cfg("mem"))
     h = tape.history("mem")
     assert h.source == "events"
-    assert [e.writers for e in h] == [[], ["__start__"], ["agent"], ["tools"], ["agent"]]
+    assert [e.writers for e in h] == [(), ("__start__",), ("agent",), ("tools",), ("agent",)]
     assert [c["name"] for c in h[3].calls] == ["search"]
     last = h[-1].checkpoint_id
     with pytest.raises(RunNotFound, match="graph=compiled_graph"):
@@ -398,7 +497,7 @@ def test_turns_of_a_conversation_are_one_branch(tape):
     assert branches(h) == [("main", "chat", runs, [])]
     inputs = [e for e in h if e.source == "input"]
     assert [e.run_id for e in inputs] == runs
-    assert [e.writers for e in inputs] == [[], [], []]
+    assert [e.writers for e in inputs] == [(), (), ()]
     # each turn's input checkpoint follows the previous turn's last one
     assert all(h.entry(e.parent_id).run_id == runs[i - 1] for i, e in enumerate(inputs) if i)
     last_turn = tape.history(runs[-1])

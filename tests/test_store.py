@@ -37,6 +37,32 @@ def test_schema_is_versioned(tmp_path):
     store.close()
 
 
+def test_a_v4_tape_gains_listing_columns_and_keeps_its_checkpoints(tmp_path):
+    """Migration 5 adds ``writers`` (unknown for old rows) and ``copied_from`` (filled from the metadata)."""
+    path = tmp_path / "v4.db"
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:4]:
+        conn.executescript(script)
+    conn.execute("PRAGMA user_version=4")
+    insert = ("INSERT INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, "
+              "created_at, metadata, body, channel_values) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+    conn.execute(insert, ("t", "", "c1", None, "r1", 0, "loop", "2026-01-01", '{"step": 0}', b"b1", "{}"))
+    conn.execute(insert, ("t", "", "c2", "c1", None, 1, "update", "2026-01-02",
+                          '{"graphtape_copied_from": "x9"}', b"b2", "{}"))
+    conn.commit()
+    conn.close()
+
+    store = SqliteTapeStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        rows = {r.checkpoint_id: r for r in store.list_checkpoints(thread_id="t")}
+        assert set(rows) == {"c1", "c2"} and rows["c1"].writers is None and rows["c2"].body == b"b2"
+        assert store._query("SELECT checkpoint_id, copied_from FROM gt_checkpoints ORDER BY checkpoint_id") == [
+            ("c1", None), ("c2", "x9")]
+    finally:
+        store.close()
+
+
 def test_newer_schema_is_refused_not_corrupted(tmp_path):
     path = tmp_path / "new.db"
     SqliteTapeStore(path).close()

@@ -31,9 +31,12 @@ latest label of its runs.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as _dt
 import gc
+import itertools
+import operator
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -86,8 +89,7 @@ def is_internal_channel(name: str) -> bool:
 # ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(slots=True)
-class HistoryEntry:
+class HistoryEntry(NamedTuple):
     """One checkpoint in a history.
 
     ``writers`` are the node paths of the tasks whose writes made this
@@ -98,6 +100,10 @@ class HistoryEntry:
     pending on it when the run stopped there; ``None`` when unknown.
     ``within`` is, for a subgraph checkpoint, the root-level checkpoint that
     the subgraph's task produced.
+
+    A named tuple of tuples: a listing of 10,000 checkpoints makes 10,000 of
+    them, a tuple is made in one step where an object sets thirteen
+    attributes, and equal writer lists can be one shared (immutable) tuple.
     """
 
     checkpoint_id: str
@@ -108,9 +114,9 @@ class HistoryEntry:
     source: str | None
     created_at: str | None
     run_id: str | None
-    writers: list[str]
-    calls: list[dict[str, Any]]
-    next: list[str] | None = None
+    writers: tuple[str, ...]
+    calls: tuple[dict[str, Any], ...]
+    next: tuple[str, ...] | None = None
     within: str | None = None
     copied_from: str | None = None
 
@@ -292,14 +298,42 @@ class CheckpointRef:
 
 
 class _Row(NamedTuple):
-    ns: str
+    """The shape of a listed checkpoint row (read as plain tuples: a named one costs per row).
+
+    ``key`` holds the row's run id, source and stored writers, which few rows
+    differ in (10,000 checkpoints of one run share two or three keys): one
+    string per row instead of three, decoded once per distinct key by
+    :class:`_Keys`. ``ns`` is there only when a listing shows subgraph
+    namespaces; a root listing's rows stop at ``key``.
+    """
+
     checkpoint_id: str
     parent_id: str | None
-    run_id: str | None
     step: int | None
-    source: str | None
     created_at: str | None
-    copied_from: str | None
+    key: str
+    ns: str = ""
+
+
+#: what a row key decodes to: run id, source, and the writers graphtape's saver
+#: stored (``None``: not known; read them from the task events)
+_KeyInfo = tuple  # (str | None, str | None, tuple[str, ...] | None)
+_SEP, _UNKNOWN = "\x1f", "\x1e"
+
+
+def _row_key(run_id: str | None, source: str | None, writers: str | None) -> str:
+    """A row's key as the SQLite reader builds it in SQL (run ids and sources never hold the separator)."""
+    return f"{run_id or ''}{_SEP}{source or ''}{_SEP}{_UNKNOWN if writers is None else writers}"
+
+
+class _Keys(dict):
+    """Row key -> (run id, source, writers tuple or ``None``), decoded on first use."""
+
+    def __missing__(self, key: str) -> _KeyInfo:
+        run_id, source, writers = key.split(_SEP, 2)
+        info = self[key] = (run_id or None, source or None,
+                            None if writers == _UNKNOWN else tuple(writers.split("|")) if writers else ())
+        return info
 
 
 #: (run_id, seq, kind, ts, step, node_path, task, data): task_started events
@@ -324,18 +358,24 @@ class _Reader:
     def has_checkpoints(self, thread_id: str) -> bool:
         return bool(self.store.list_checkpoints(thread_id=thread_id, limit=1))
 
-    def rows(self, thread_id: str, all_ns: bool, *, nonrun_only: bool = False) -> list[_Row]:
-        rows = self.store.list_checkpoints(
-            thread_id=thread_id, checkpoint_ns=None if all_ns else "",
-            metadata_filter={"graphtape_run_id": None} if nonrun_only else None,
-        )
+    def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
+        """The thread's checkpoints as :class:`_Row`-shaped tuples, oldest first."""
+        rows = self.store.list_checkpoints(thread_id=thread_id, checkpoint_ns=None if all_ns else "")
         out = [
-            _Row(r.checkpoint_ns, r.checkpoint_id, r.parent_id, r.run_id, r.step, r.source, r.created_at or None,
-                 (r.metadata or {}).get("graphtape_copied_from") if r.run_id is None else None)
+            (r.checkpoint_id, r.parent_id, r.step, r.created_at or None, _row_key(r.run_id, r.source, r.writers),
+             *((r.checkpoint_ns,) if all_ns else ()))
             for r in rows
         ]
-        out.sort(key=lambda r: r.checkpoint_id)
+        out.sort(key=lambda r: r[0])
         return out
+
+    def copies(self, thread_id: str) -> dict[str, str]:
+        """Root checkpoints written outside runs as copies of another (graphtape's fork): id -> source id."""
+        rows = self.store.list_checkpoints(thread_id=thread_id, checkpoint_ns="",
+                                           metadata_filter={"graphtape_run_id": None})
+        found = sorted((r.checkpoint_id, str((r.metadata or {}).get("graphtape_copied_from") or ""))
+                       for r in rows if r.run_id is None)
+        return {cid: copied for cid, copied in found if copied}
 
     def events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[_Ev]:
         for rid in run_ids:
@@ -382,17 +422,18 @@ class _SqliteReader(_Reader):
     def has_checkpoints(self, thread_id: str) -> bool:
         return bool(self._q("SELECT 1 FROM gt_checkpoints WHERE thread_id=? LIMIT 1", (thread_id,)))
 
-    def rows(self, thread_id: str, all_ns: bool, *, nonrun_only: bool = False) -> list[_Row]:
-        sql = ("SELECT checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-               "CASE WHEN run_id IS NULL THEN json_extract(metadata, '$.graphtape_copied_from') END "
-               "FROM gt_checkpoints WHERE thread_id=?")
-        params: list[Any] = [thread_id]
-        if not all_ns:
-            sql += " AND checkpoint_ns=''"
-        if nonrun_only:
-            sql += " AND run_id IS NULL"
-        sql += " ORDER BY checkpoint_id"
-        return self._q(sql, params)  # type: ignore[return-value]  # plain tuples in _Row's order
+    def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
+        # every column is in the gt_checkpoints_listing index: the bodies are never read
+        sql = ("SELECT checkpoint_id, parent_id, step, created_at, "
+               "ifnull(run_id, '') || char(31) || ifnull(source, '') || char(31) || ifnull(writers, char(30))"
+               + (", checkpoint_ns FROM gt_checkpoints WHERE thread_id=? ORDER BY checkpoint_id" if all_ns else
+                  " FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns='' ORDER BY checkpoint_id"))
+        return self._q(sql, (thread_id,))
+
+    def copies(self, thread_id: str) -> dict[str, str]:
+        # a partial index holds only the copies
+        return dict(self._q("SELECT checkpoint_id, copied_from FROM gt_checkpoints WHERE thread_id=? "
+                            "AND checkpoint_ns='' AND copied_from IS NOT NULL ORDER BY checkpoint_id", (thread_id,)))
 
     def events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[_Ev]:
         raw = "kind='task_started' AND hex(substr(data, 1, 1))='7B'"
@@ -405,7 +446,9 @@ class _SqliteReader(_Reader):
                 f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.node_path') END, "
                 f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.task') END, "
                 f"CASE WHEN {raw} THEN NULL ELSE data END "
-                f"FROM gt_events WHERE run_id IN ({','.join('?' * len(chunk))}) "
+                # without statistics the planner prefers the primary key (run_id, seq) and
+                # reads every event of the run; the kind index reads only the wanted ones
+                f"FROM gt_events INDEXED BY gt_events_kind WHERE run_id IN ({','.join('?' * len(chunk))}) "
                 f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY run_id, seq",
                 [*chunk, *kinds],
             )
@@ -662,10 +705,12 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     thread_runs = store.list_runs(thread_id=thread_id, limit=None, newest_first=False)
     by_run = {r.run_id: r for r in thread_runs}
 
-    rows: list[_Row] = reader.rows(thread_id, namespaces)
+    rows: list[tuple[Any, ...]] = reader.rows(thread_id, namespaces)
     source = "saver"
     if not rows and thread_runs:
         source = "events"
+    copies = reader.copies(thread_id) if rows else {}
+    keys = _Keys()
 
     # which runs' events are read: the listed run(s), and for a run the one it resumes
     if kind == "run" and source == "saver":
@@ -673,7 +718,6 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
         event_runs = [run.run_id] + ([run.parent_run_id] if run.parent_run_id in by_run else [])
     else:
         event_runs = [r.run_id for r in thread_runs]
-    kinds = [*_TASK_KINDS, *CALL_KINDS, LABEL_KIND] + (["checkpoint"] if source == "events" else [])
 
     # (run, namespace of the graph, step) -> the task_started events of that step, as read:
     # (run, seq, kind, ts, step, node path, task namespace, data) tuples
@@ -682,41 +726,70 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     bad: set[tuple[str, str]] = set()
     raw_calls: list[tuple[str, str, dict[str, Any]]] = []
     labels: dict[str, tuple[int, float, dict[str, Any]]] = {}
-    cp_events: dict[str, _Row] = {}
-    for ev in reader.events(event_runs, kinds):
-        run_id, seq, ev_kind, ts, step, node_path, task, data = ev
-        if ev_kind == "task_started":
-            if step is None:
-                continue
-            started.append(ev)
-            if task and "|" in task:
-                if not namespaces:
+    cp_events: dict[str, tuple[Any, ...]] = {}
+
+    def take(events: Iterator[_Ev]) -> None:
+        for ev in events:
+            run_id, seq, ev_kind, ts, step, node_path, task, data = ev
+            if ev_kind == "task_started":
+                if step is None:
                     continue
-                key = (run_id, task.rpartition("|")[0], step)
-            else:
-                key = (run_id, "", step)
-            lst = tasks.get(key)
-            if lst is None:
-                tasks[key] = [ev]
-            else:
-                lst.append(ev)
-        elif ev_kind in CALL_KINDS:
-            raw_calls.append((run_id, ev_kind, data))
-        elif ev_kind == LABEL_KIND:
-            prev = labels.get(run_id)
-            if prev is None or seq > prev[0]:
-                labels[run_id] = (seq, ts, data)
-        elif ev_kind == "checkpoint":
-            ns = data.get("ns") or ""
-            if ns and not namespaces:
-                continue
-            cid = data.get("checkpoint_id")
-            cp_events.setdefault(cid, _Row(ns, cid, data.get("parent_id"), run_id, data.get("step"),
-                                           data.get("source"), _iso(ts), None))
-        else:  # task_interrupted / task_failed
-            bad.add((run_id, (data or {}).get("task") or ""))
+                if bad:
+                    bad.discard((run_id, task or ""))  # a retry starts the failed task again
+                started.append(ev)
+                if task and "|" in task:
+                    if not namespaces:
+                        continue
+                    key = (run_id, task.rpartition("|")[0], step)
+                else:
+                    key = (run_id, "", step)
+                lst = tasks.get(key)
+                if lst is None:
+                    tasks[key] = [ev]
+                else:
+                    lst.append(ev)
+            elif ev_kind in CALL_KINDS:
+                raw_calls.append((run_id, ev_kind, data))
+            elif ev_kind == LABEL_KIND:
+                prev = labels.get(run_id)
+                if prev is None or seq > prev[0]:
+                    labels[run_id] = (seq, ts, data)
+            elif ev_kind == "checkpoint":
+                ns = data.get("ns") or ""
+                if ns and not namespaces:
+                    continue
+                cid = data.get("checkpoint_id")
+                cp_events.setdefault(cid, (cid, data.get("parent_id"), data.get("step"), _iso(ts),
+                                           _row_key(run_id, data.get("source"), None),
+                                           *((ns,) if namespaces else ())))
+            else:  # task_interrupted / task_failed
+                bad.add((run_id, (data or {}).get("task") or ""))
+
+    # Calls and labels are always read (an index scan of those kinds). Task events are
+    # read only where the rows do not say enough: rows without stored writers (written
+    # beside another saver, or before graphtape stored them), subgraph levels, the run a
+    # resumed run continues (tasks it finished in the step the next run completed), runs
+    # that stopped (the tasks pending on their last checkpoint), nested calls' steps.
+    take(reader.events(event_runs, [*CALL_KINDS, LABEL_KIND] + (["checkpoint"] if source == "events" else [])))
     if source == "events":
-        rows = sorted(cp_events.values(), key=lambda r: r[1])
+        rows = sorted(cp_events.values(), key=lambda r: r[0])
+    if source == "events" or namespaces:
+        task_runs = set(event_runs)
+    else:
+        listed = set(event_runs)
+        unknown = (keys[k] for k in {r[4] for r in rows})
+        task_runs = {run_id for run_id, _, writers in unknown if writers is None and run_id in listed}
+        for rid in event_runs:
+            r = by_run.get(rid)
+            if r is None:
+                continue
+            if r.status != "finished":  # it stopped with tasks pending on its last checkpoint
+                task_runs.add(rid)
+            if r.parent_run_id in listed:
+                task_runs.add(r.parent_run_id)  # type: ignore[arg-type]
+        task_runs.update(rid for rid, _, d in raw_calls if "|" in (d.get("task") or ""))
+    if task_runs:
+        take(reader.events([r for r in event_runs if r in task_runs], _TASK_KINDS))
 
     # the step of every task, by its namespace (calls in subgraphs, subgraph entries)
     task_step: dict[tuple[str, str], int] = {}
@@ -740,92 +813,104 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
             if step is not None:
                 calls.setdefault((run_id, "|".join(segments[:depth]), step), []).append(info)
 
-    # entries
-    only_run = run.run_id if kind == "run" and run is not None else None
-    row_by_id: dict[str, _Row] | None = None
-    cp_keys: set[tuple[Any, ...]] | None = None
-    entries: list[HistoryEntry] = []
-    append = entries.append
-    first_seen: set[tuple[str | None, str]] = set()
-    last_rn: tuple[Any, Any] = (object(), None)
-    no_calls: list[dict[str, Any]] = []
-    for row in rows:
-        ns, cid, parent_id, run_id, step, src, created, copied = row
-        if only_run is not None and run_id != only_run:
-            continue
-        key = (run_id, ns, step)
-        found = tasks.get(key)
-        if found is not None and bad:
-            found = [ev for ev in found if (run_id, ev[6] or "") not in bad]
-        step_calls = calls.get(key, no_calls) if calls else no_calls
-        if (run_id is not last_rn[0] or ns != last_rn[1]) and (run_id, ns) not in first_seen:
-            last_rn = (run_id, ns)
-            first_seen.add(last_rn)
-            # a resumed step: tasks the previous run finished before it stopped wrote here too
-            prev_run = by_run[run_id].parent_run_id if run_id in by_run else None
-            carry = (prev_run, ns, step)
-            if prev_run is not None and carry in tasks:
-                if cp_keys is None:
-                    cp_keys = {(r[3], r[0], r[4]) for r in rows}
-                if carry not in cp_keys:
-                    done = [ev for ev in tasks[carry] if (prev_run, ev[6] or "") not in bad]  # type: ignore[index]
-                    found = done + (found or [])
-                    step_calls = calls.get(carry, no_calls) + step_calls  # type: ignore[arg-type]
-        if found:
-            writers = [found[0][5] or "?"] if len(found) == 1 else list(dict.fromkeys(ev[5] or "?" for ev in found))
-        else:
-            writers = []
-            if src == "loop" and parent_id is not None:
-                if row_by_id is None:
-                    row_by_id = {r[1]: r for r in rows}
-                p = row_by_id.get(parent_id)
-                if p is not None and p[5] == "input":
-                    writers = ["__start__"]
-        append(HistoryEntry(cid, parent_id, thread_id, ns, step, src, created, run_id, writers,
-                            list(step_calls) if step_calls else [], None, None, copied))
-
-    _link_next(entries, tasks, task_step)
+    entries = _entries(rows, keys, thread_id, by_run, tasks, bad, calls, task_step, copies,
+                       only_run=run.run_id if kind == "run" and run is not None else None, nested=namespaces)
 
     # branches
     runs_info: dict[str, BranchRun] = {}
-    branches = _build_tree(tape, reader, thread_id, thread_runs, rows, labels, runs_info, event_runs)
+    branches = _build_tree(tape, reader, thread_id, thread_runs, rows, keys, copies, namespaces, labels,
+                           runs_info, event_runs)
     return History(
         target=target, kind=kind, thread_id=thread_id, run_id=run.run_id if run is not None else None,
         namespaces=namespaces, entries=entries, branches=branches, runs=runs_info, source=source,
     )
 
 
-def _link_next(entries: list[HistoryEntry], tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]],
-               task_step: dict[tuple[str, str], int]) -> None:
-    """Fill ``next`` (writers of the first child, else the tasks started from it) and ``within``."""
-    nested = any(e.ns for e in entries)
-    # oldest first: the first child seen is the one the run went on with
-    first_child: dict[Any, HistoryEntry] = {}
-    if nested:
-        for e in entries:
-            if e.parent_id is not None:
-                first_child.setdefault((e.ns, e.parent_id), e)
-    else:
-        for e in entries:
-            if e.parent_id is not None and e.parent_id not in first_child:
-                first_child[e.parent_id] = e
-    for e in entries:
-        child = first_child.get((e.ns, e.checkpoint_id) if nested else e.checkpoint_id)
-        if child is not None:
-            e.next = child.writers
-        elif e.step is not None and e.run_id is not None:
-            pending = tasks.get((e.run_id, e.ns, e.step + 1))
+def _entries(rows: list[tuple[Any, ...]], keys: _Keys, thread_id: str, by_run: dict[str, RunRecord],
+             tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]], bad: set[tuple[str, str]],
+             calls: dict[tuple[str, str, int], list[dict[str, Any]]], task_step: dict[tuple[str, str], int],
+             copies: dict[str, str], *, only_run: str | None, nested: bool) -> list[HistoryEntry]:
+    """One entry per row (oldest first), ``next`` and ``within`` filled.
+
+    Built newest first: a checkpoint's children are seen before it, the
+    oldest child (the one its run went on with) last, so ``next`` is known
+    when the entry is made and every entry is made once. Rows of graphtape's
+    saver carry their writers; others take them from the task events. Equal
+    writer lists are one tuple, shared.
+    """
+    # the first row of each run (and namespace) may finish a step its previous run began
+    first_of: dict[int, str] = {}
+    if tasks:
+        seen: set[tuple[Any, Any]] = set()
+        for i, r in enumerate(rows):
+            at = (keys[r[4]][0], r[5] if nested else "")
+            if at[0] is not None and at not in seen:
+                seen.add(at)
+                prev_run = by_run[at[0]].parent_run_id if at[0] in by_run else None
+                if prev_run is not None and (prev_run, at[1], r[2]) in tasks:
+                    first_of[i] = prev_run
+        if first_of:
+            cp_keys = {(keys[r[4]][0], r[5] if nested else "", r[2]) for r in rows}
+            first_of = {i: p for i, p in first_of.items()
+                        if (p, rows[i][5] if nested else "", rows[i][2]) not in cp_keys}
+
+    row_by_id: dict[str, tuple[Any, ...]] | None = None
+    child_writers: dict[Any, tuple[str, ...]] = {}  # parent (id, or (ns, id) when nested) -> oldest child's writers
+    new = tuple.__new__
+    ns = ""
+    out: list[HistoryEntry] = []
+    append = out.append
+    for i in range(len(rows) - 1, -1, -1):
+        if nested:
+            cid, parent_id, step, created, key, ns = rows[i]
+        else:
+            cid, parent_id, step, created, key = rows[i]
+        run_id, src, writers = keys[key]
+        if only_run is not None and run_id != only_run:
+            continue
+        if writers is not None:
+            step_calls = calls.get((run_id, ns, step)) if calls else None
+        else:
+            key = (run_id, ns, step)
+            found = tasks.get(key)
+            if found is not None and bad:
+                found = [ev for ev in found if (run_id, ev[6] or "") not in bad]
+            writers = tuple(dict.fromkeys(ev[5] or "?" for ev in found)) if found else ()
+            step_calls = calls.get(key) if calls else None
+        if first_of and i in first_of:
+            # a resumed step: tasks the previous run finished before it stopped wrote here too
+            prev_run = first_of[i]
+            carry = (prev_run, ns, step)
+            done = [ev[5] or "?" for ev in tasks[carry] if (prev_run, ev[6] or "") not in bad]
+            writers = tuple(dict.fromkeys([*done, *writers]))
+            step_calls = calls.get(carry, []) + (step_calls or [])
+        if not writers and src == "loop" and parent_id is not None:
+            if row_by_id is None:
+                row_by_id = {r[0]: r for r in rows}
+            p = row_by_id.get(parent_id)
+            if p is not None and keys[p[4]][1] == "input":
+                writers = ("__start__",)
+        nxt = child_writers.get((ns, cid) if nested else cid)
+        if nxt is None and tasks and step is not None and run_id is not None:
+            pending = tasks.get((run_id, ns, step + 1))  # the tasks it was stopped with
             if pending:
-                e.next = list(dict.fromkeys(ev[5] or "?" for ev in pending))
-    if nested:
+                nxt = tuple(dict.fromkeys(ev[5] or "?" for ev in pending))
+        if parent_id is not None:
+            child_writers[(ns, parent_id) if nested else parent_id] = writers
+        append(new(HistoryEntry, (cid, parent_id, thread_id, ns, step, src, created, run_id, writers,
+                                  tuple(step_calls) if step_calls else (), nxt, None,
+                                  copies.get(cid) if copies and run_id is None else None)))
+    out.reverse()
+    if nested and any(e.ns for e in out):
         by_key: dict[tuple[Any, ...], str] = {}
-        for e in entries:
+        for e in out:
             by_key.setdefault((e.run_id, e.ns, e.step), e.checkpoint_id)
-        for e in entries:
+        for i, e in enumerate(out):
             if e.ns:
                 step = task_step.get((e.run_id, e.ns))  # type: ignore[arg-type]
                 if step is not None:
-                    e.within = by_key.get((e.run_id, _parent_ns(e.ns), step))
+                    out[i] = e._replace(within=by_key.get((e.run_id, _parent_ns(e.ns), step)))
+    return out
 
 
 def _config_start(tape: Tape, run: RunRecord) -> str | None:
@@ -843,21 +928,31 @@ def _config_start(tape: Tape, run: RunRecord) -> str | None:
         return None
 
 
-def _build_tree(tape: Tape, reader: _Reader, thread_id: str, thread_runs: list[RunRecord], rows: list[_Row],
+def _build_tree(tape: Tape, reader: _Reader, thread_id: str, thread_runs: list[RunRecord],
+                rows: list[tuple[Any, ...]], keys: _Keys, copies: dict[str, str], nested: bool,
                 labels: dict[str, tuple[int, float, dict[str, Any]]], runs_info: dict[str, BranchRun],
                 labels_read_for: Sequence[str]) -> list[Branch]:
-    # rows are (ns, id, parent, run, step, source, created_at, copied_from) tuples, oldest first
-    by_id: dict[str, tuple[Any, ...]] = {}
+    # rows are _Row-shaped tuples, oldest first
+    root_rows = [r for r in rows if not r[5]] if nested else rows
     first_root: dict[str, tuple[Any, ...]] = {}
     last_root: dict[str, tuple[Any, ...]] = {}
-    for r in rows:
-        if r[0]:
-            continue
-        by_id[r[1]] = r
-        if r[3] is not None:
-            if r[3] not in first_root:
-                first_root[r[3]] = r
-            last_root[r[3]] = r
+    # a thread's runs follow one another (one writer per thread): their rows are runs of equal ids
+    for key, group in itertools.groupby(root_rows, operator.itemgetter(4)):
+        rid = keys[key][0]
+        if rid is not None:
+            first = next(group)
+            first_root.setdefault(rid, first)
+            last_root[rid] = (collections.deque(group, maxlen=1) or [first])[-1]
+    index: dict[str, tuple[Any, ...]] | None = None
+
+    def row_of(cid: str | None) -> tuple[Any, ...] | None:
+        """The root row with this id; indexed on first use (a thread of one run never asks)."""
+        nonlocal index
+        if cid is None:
+            return None
+        if index is None:
+            index = {r[0]: r for r in root_rows}
+        return index.get(cid)
 
     # the replays of these runs, of their replays, ...: runs (and their threads) elsewhere
     replays = reader.replay_runs()
@@ -909,18 +1004,19 @@ def _build_tree(tape: Tape, reader: _Reader, thread_id: str, thread_runs: list[R
     for r in thread_runs:
         runs_info[r.run_id] = info = _branch_run(r, labels)
         first = first_root.get(r.run_id)
-        start = first[2] if first is not None else _config_start(tape, r) if r.parent_run_id else None
+        start = first[1] if first is not None else _config_start(tape, r) if r.parent_run_id else None
         # checkpoints written outside runs (update_state, copies) between the start and a run's checkpoint
         via: list[str] = []
         s = start
-        while s is not None and s in by_id and by_id[s][3] is None:
-            via.append(s)
-            s = by_id[s][2]
+        while (row := row_of(s)) is not None and keys[row[4]][0] is None:
+            via.append(s)  # type: ignore[arg-type]
+            s = row[1]
         via.reverse()
-        anchor = s if s is not None and s in by_id else None
-        owner = by_id[anchor][3] if anchor is not None else None
+        anchor_row = row_of(s)
+        anchor = s if anchor_row is not None else None
+        owner = keys[anchor_row[4]][0] if anchor_row is not None else None
         owner_branch = branch_of.get(owner) if owner is not None else None
-        time_travel = first is not None and first[5] == "fork"
+        time_travel = first is not None and keys[first[4]][1] == "fork"
         stopped_here = at_tip.get(start, []) if start is not None else []
         previous = branch_of.get(r.parent_run_id or "")
         if stopped_here and not time_travel:
@@ -931,14 +1027,14 @@ def _build_tree(tape: Tape, reader: _Reader, thread_id: str, thread_runs: list[R
         elif start is None and previous is not None:
             b = previous
         else:
-            copied = next((by_id[v][7] for v in via if by_id[v][7]), None)
+            copied = next((copies[v] for v in via if v in copies), None)
             b = new_branch(r, "main" if not roots else "fork", previous or (roots[-1] if roots else None),
                            from_checkpoint=copied, via=via)
         b.runs.append(info)
         branch_of[r.run_id] = b
         last = last_root.get(r.run_id)
         if last is not None:
-            set_tip(b, last[1])
+            set_tip(b, last[0])
         elif b.id not in tips:
             set_tip(b, start)
 
@@ -952,8 +1048,7 @@ def _build_tree(tape: Tape, reader: _Reader, thread_id: str, thread_runs: list[R
         meta = head.meta or {}
         from_cp = meta.get("fork_of")
         if from_cp is None:
-            copies = [c[7] for c in reader.rows(t, False, nonrun_only=True) if c[7]]
-            from_cp = copies[0] if copies else None
+            from_cp = next(iter(reader.copies(t).values()), None)
         kind = "fork" if meta.get("fork_of") or meta.get("edit") else "replay"
         b = Branch(id=head.run_id, kind=kind, thread_id=t, from_run=replayed, from_checkpoint=from_cp)
         (parent.children if parent is not None else roots).append(b)

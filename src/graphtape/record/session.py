@@ -214,6 +214,10 @@ class Session:
         self._ordinals: dict[tuple[str, str], int] = {}
         #: task id -> branch (normalised task path), filled by the task recorder
         self.task_branches: dict[str, Any] = {}
+        #: (checkpoint namespace, step) -> {task namespace: node path} of the tasks
+        #: started in that step and not interrupted or failed (so far): the writers
+        #: of the step's checkpoint, stored on its row by graphtape's saver
+        self.step_writers: dict[tuple[str, int], dict[str, str]] = {}
         self._token: contextvars.Token | None = None
         # Addresses this run already wrote: not sent again. Per run, not per
         # process: garbage collection (``prune``) may delete a blob between two

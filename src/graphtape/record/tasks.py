@@ -33,7 +33,7 @@ class TaskRecorder(BaseCallbackHandler):
 
     def __init__(self, session: Session):
         self.session = session
-        self._open: dict[UUID, tuple[float, dict[str, Any]]] = {}
+        self._open: dict[UUID, tuple[float, dict[str, Any], tuple[str, int] | None]] = {}
         self._info: dict[UUID, dict[str, Any]] = {}
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
@@ -52,7 +52,11 @@ class TaskRecorder(BaseCallbackHandler):
         if ns:
             # the raw path; normalised only if a call inside a nested task needs it
             self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = md.get("langgraph_path")
-        self._open[run_id] = (time.perf_counter(), {"task": ns})
+        step = info["step"]
+        key = (ns.rpartition("|")[0], step) if isinstance(step, int) else None
+        if key is not None:
+            self.session.step_writers.setdefault(key, {})[ns] = info["node_path"] or "?"
+        self._open[run_id] = (time.perf_counter(), {"task": ns}, key)
         self.session.event("task_started", info)
         if self.session.debugger is not None:
             self._info[run_id] = info
@@ -62,7 +66,7 @@ class TaskRecorder(BaseCallbackHandler):
         opened = self._open.pop(run_id, None)
         if opened is None:
             return
-        started, info = opened
+        started, info, _ = opened
         session = self.session
         if session.debugger is not None:
             session.debugger.on_task_end(self._info.pop(run_id, info), outputs)
@@ -80,8 +84,11 @@ class TaskRecorder(BaseCallbackHandler):
         opened = self._open.pop(run_id, None)
         if opened is None:
             return
-        started, info = opened
+        started, info, key = opened
         kind = "task_interrupted" if _is_control_flow(error) else "task_failed"
+        if key is not None:
+            # not a writer of the step's checkpoint (unless a retry starts it again)
+            self.session.step_writers.get(key, {}).pop(info["task"], None)
         self.session.event(
             kind,
             {**info, "duration": round(time.perf_counter() - started, 6),

@@ -70,8 +70,8 @@ class GraphtapeSaver(BaseCheckpointSaver):
         super().__init__(serde=serde_)
         self.store = store
         self._lock = threading.Lock()
-        # (thread, ns) -> (checkpoint id, channel versions, channel -> address)
-        self._last: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, str]]] = {}
+        # (thread, ns) -> (checkpoint id, channel versions, channel -> address, source)
+        self._last: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, str], str | None]] = {}
 
     # -- helpers --------------------------------------------------------------------
 
@@ -93,6 +93,28 @@ class GraphtapeSaver(BaseCheckpointSaver):
         if checkpoint_event is not None:
             session.on_checkpoint(*checkpoint_event)
         session.flush(extra=batch)
+
+    @staticmethod
+    def _writers(config: RunnableConfig, checkpoint_ns: str, step: int | None, source: str | None,
+                 parent_source: str | None) -> str | None:
+        """The node paths whose tasks wrote this checkpoint, ``|``-joined (``|`` is not allowed in node names).
+
+        Stored on the row so that a history listing needs no task events: the
+        recording session knows which tasks ran in the step (and which were
+        interrupted or failed). ``None`` outside a recorded run: not known.
+        Tasks a previous, interrupted run finished in the same step are not
+        included; the history adds them from that run's events.
+        """
+        rid = (config.get("metadata") or {}).get(RUN_META_KEY)
+        session = _BY_RUN.get(rid) if rid else None
+        if session is None or step is None:
+            return None
+        tasks = session.step_writers.pop((checkpoint_ns, step), None)
+        if tasks:
+            return "|".join(dict.fromkeys(tasks.values()))
+        if source == "loop" and parent_source == "input":
+            return "__start__"  # the input's own task: LangGraph opens no callback run for it
+        return ""
 
     def _blob(self, value: Any, batch: WriteBatch) -> str:
         type_, data = self.serde.dumps_typed(value)
@@ -170,7 +192,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             last = self._last.get((thread_id, checkpoint_ns))
         reusable: dict[str, str] = {}
         if last is not None and last[0] == parent_id:
-            _, last_versions, last_values = last
+            _, last_versions, last_values, _ = last
             reusable = {
                 k: h for k, h in last_values.items()
                 if k not in new_versions and k in versions and last_versions.get(k) == versions[k]
@@ -179,6 +201,10 @@ class GraphtapeSaver(BaseCheckpointSaver):
         for channel, value in values.items():
             addresses[channel] = reusable.get(channel) or self._blob(value, batch)
         full_metadata = _json_metadata(get_checkpoint_metadata(config, metadata))
+        step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
+        source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
+        writers = self._writers(config, checkpoint_ns, step, source,
+                                parent_source=last[3] if last is not None and last[0] == parent_id else None)
         type_, data = self.serde.dumps_typed(body)
         row = CheckpointRow(
             thread_id=thread_id,
@@ -186,17 +212,18 @@ class GraphtapeSaver(BaseCheckpointSaver):
             checkpoint_id=checkpoint["id"],
             parent_id=parent_id,
             run_id=str(full_metadata.get("run_id") or full_metadata.get(RUN_META_KEY) or "") or None,
-            step=full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None,
-            source=full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None,
+            step=step,
+            source=source,
             created_at=str(checkpoint.get("ts", "")),
             metadata=full_metadata,
             body=_typed_blob(type_, data),
             values=addresses,
+            writers=writers,
         )
         batch.checkpoints.append(row)
         self._write(config, batch, (config, checkpoint, full_metadata))
         with self._lock:
-            self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses)
+            self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses, source)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
                                  "checkpoint_id": checkpoint["id"]}}
 

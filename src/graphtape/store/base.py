@@ -184,6 +184,10 @@ class CheckpointRow:
     metadata: dict[str, Any]
     body: bytes
     values: dict[str, str]
+    #: node paths of the tasks that wrote this checkpoint, ``|``-joined ("" for
+    #: none), as the recording session knew them; ``None`` when not known
+    #: (written outside a recorded run, or by graphtape before schema v5)
+    writers: str | None = None
 
 
 @dataclasses.dataclass

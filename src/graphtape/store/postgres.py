@@ -231,6 +231,10 @@ MIGRATIONS: list[str] = [
     END
     $$;
     """,
+    # 5: the writers of each checkpoint, known when it is written (see CheckpointRow.writers)
+    """
+    ALTER TABLE gt_checkpoints ADD COLUMN writers text;
+    """,
 ]
 
 #: SQLSTATE raised by ``gt_check_fence`` when the lease changed hands.
@@ -241,9 +245,9 @@ _RUN_COLUMNS = (
     "llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta"
 )
 _CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-               "metadata_text, body, channel_values")
+               "metadata_text, body, channel_values, writers")
 _CP_COLUMNS_IN = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-                  "metadata_text, metadata, body, channel_values")
+                  "metadata_text, metadata, body, channel_values, writers")
 _WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value"
 
 #: One statement per lease operation; the server's clock is read once (``c.now``).
@@ -334,7 +338,7 @@ def _row_to_run(row: Sequence[Any]) -> RunRecord:
 
 def _row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
     return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
-                         json.loads(r[10]))
+                         json.loads(r[10]), r[11])
 
 
 def _decode_blob(enc: str, data: bytes) -> bytes:
@@ -605,7 +609,8 @@ class PostgresTapeStore(TapeStore):
             (c.thread_id, c.checkpoint_ns, c.checkpoint_id): (
                 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id,
                 None if c.step is None else int(c.step), c.source,
-                c.created_at, dump_meta(c.metadata), _jsonb_text(c.metadata), bytes(c.body), dump_meta(c.values))
+                c.created_at, dump_meta(c.metadata), _jsonb_text(c.metadata), bytes(c.body), dump_meta(c.values),
+                c.writers)
             for c in batch.checkpoints
         }.items())
         replaced: dict[tuple, tuple] = {}
@@ -643,15 +648,15 @@ class PostgresTapeStore(TapeStore):
                  "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %b::bytea[])", events)
         if checkpoints:
             part(f"INSERT INTO gt_checkpoints({_CP_COLUMNS_IN}) "
-                 "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v FROM unnest("
+                 "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr FROM unnest("
                  "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
-                 "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[]) "
-                 "AS u(t, n, i, p, r, s, src, c, m, mj, b, v) "
+                 "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[]) "
+                 "AS u(t, n, i, p, r, s, src, c, m, mj, b, v, wr) "
                  "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
                  "parent_id = EXCLUDED.parent_id, run_id = EXCLUDED.run_id, step = EXCLUDED.step, "
                  "source = EXCLUDED.source, created_at = EXCLUDED.created_at, "
                  "metadata_text = EXCLUDED.metadata_text, metadata = EXCLUDED.metadata, "
-                 "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values",
+                 "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, writers = EXCLUDED.writers",
                  (row for _, row in checkpoints))
         for rows, conflict in (
             (replaced, "DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel, "

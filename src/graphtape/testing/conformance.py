@@ -154,6 +154,19 @@ class StoreConformance:
         assert {r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")} == {"c0", "c1", "c2", "c3", "c4", "s0"}
         assert len(conformance_store.list_checkpoints()) == 7
 
+    def test_checkpoint_writers_round_trip(self, conformance_store):
+        # None: not known (written outside a recorded run); "": known to be none; "a|b": two node paths
+        rows = []
+        for i, writers in enumerate([None, "", "agent", "review_a|review_b", "sub/inner"]):
+            row = _checkpoint("w", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop")
+            row.writers = writers
+            rows.append(row)
+        conformance_store.write(WriteBatch(checkpoints=rows))
+        listed = conformance_store.list_checkpoints(thread_id="w", checkpoint_ns="")
+        assert [r.writers for r in reversed(listed)] == [None, "", "agent", "review_a|review_b", "sub/inner"]
+        assert conformance_store.get_checkpoint("w", "", "c3").writers == "review_a|review_b"
+        assert conformance_store.get_checkpoint("w", "", "c0").writers is None
+
     def test_pending_writes_replace_or_keep_first(self, conformance_store):
         h1, d1 = _blob("v1")
         h2, d2 = _blob("v2")
