@@ -453,3 +453,14 @@ async def test_langgraph_conformance_suite_on_redis(prefixes):
         assert report.results[cap].passed is True, cap
     for cap in ("copy_thread", "delete_for_runs", "prune"):
         assert report.results[cap].detected and report.results[cap].passed is True, cap
+
+
+def test_checkpoint_headers_written_before_the_writers_field_still_read():
+    """Schema v1 headers have seven fields; v2 adds the writers (``None``: not known)."""
+    import json
+
+    old = json.dumps(["p1", "r1", 3, "loop", "2026-01-01", {"step": 3}, {"n": "h1"}]).encode() + b"\x00body"
+    row = redis_store._decode_checkpoint("t", "", "c1", old)
+    assert (row.parent_id, row.step, row.values, row.body, row.writers) == ("p1", 3, {"n": "h1"}, b"body", None)
+    new = CheckpointRow("t", "", "c2", "c1", "r1", 4, "loop", "2026-01-02", {}, b"b", {}, writers="a|b")
+    assert redis_store._decode_checkpoint("t", "", "c2", redis_store._encode_checkpoint(new)) == new

@@ -1,48 +1,45 @@
 """The history of a run or a thread: its checkpoints, who wrote them, the calls of each step, its branches.
 
-A listing never deserialises a checkpoint. It is built from two cheap
-sources:
+A listing never deserialises a checkpoint. It reads:
 
 * the checkpoint rows of graphtape's saver (``gt_checkpoints``): id, parent,
-  namespace, step, source, run and time are plain columns; or, for runs
-  recorded beside another saver, the tape's ``checkpoint`` events;
-* the tape's task and call events: ``task_started`` says which node ran in
-  which step (and namespace), call events say which LLM, tool and effect
-  calls a step made.
+  namespace, step, source, run, time and **writers** are plain columns. The
+  saver knows a step's writers when it writes the step's checkpoint (the
+  recording session saw the tasks start, and which were interrupted or
+  failed), so it stores them there; for runs recorded beside another saver,
+  the tape's ``checkpoint`` events stand in for the rows;
+* the tape's call events (which LLM, tool and effect calls a step made) and
+  label events;
+* ``task_started`` events only where the rows do not say enough: rows
+  without stored writers (recorded beside another saver, or before schema
+  v5), subgraph levels (``namespaces=True``), the run a resumed run
+  continues (a step the next run completed counts the tasks the previous
+  run finished in it), runs that stopped (the tasks pending on their last
+  checkpoint). The tasks tagged ``langgraph_step == n`` in namespace ``ns``
+  wrote checkpoint ``n`` of ``ns``.
 
-A step's tasks produce the checkpoint of the same step: the tasks tagged
-``langgraph_step == n`` in namespace ``ns`` wrote checkpoint ``n`` of
-``ns``. A run that resumes an interrupted step finishes tasks the previous
-run started; those are counted as writers of the checkpoint too.
+On the SQLite store a root listing is one scan of a covering index
+(``gt_checkpoints_listing``) plus an index scan of the wanted event kinds;
+other stores go through the public :class:`TapeStore` interface. Measured
+by ``benchmarks/history.py`` against LangGraph's ``get_state_history``.
 
-On the SQLite store the listing runs two narrow queries (the columns it
-shows, task fields extracted by SQLite's JSON functions) instead of the
-store's general methods, which read checkpoint bodies and decode every
-event; other stores go through the public :class:`TapeStore` interface.
-
-Branches are a tree of runs: a thread's runs that continue one another form
-one branch; a run that starts elsewhere than the tip of its branch (LangGraph
-time travel, ``update_state``) starts a ``fork`` branch under the checkpoint
-it started from; replays (and graphtape's forks, which are replays in a new
-thread) are ``replay``/``fork`` branches under the run they replay. A label
-and a note can be attached to any run (:func:`label_run`); a branch shows the
-latest label of its runs.
+The branch tree around a history (runs, forks, replays, labels) is built by
+:mod:`graphtape.debug.branches`; what is read from a store, by
+:mod:`graphtape.debug.listing`.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import datetime as _dt
 import gc
-import itertools
-import operator
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from graphtape.debug.branches import LABEL_KIND, LABEL_SEQ_BASE, Branch, BranchRun, build_tree
+from graphtape.debug.listing import Ev, Keys, Match, Reader, iso, reader_for, row_key
 from graphtape.errors import GraphtapeError, RunNotFound
-from graphtape.store.base import EventRow, RunRecord, WriteBatch, unpack_event
+from graphtape.store.base import EventRow, RunRecord, WriteBatch
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -59,13 +56,6 @@ __all__ = [
     "label_run",
     "locate_checkpoint",
 ]
-
-#: Event kind of a run label; the latest label event of a run wins.
-LABEL_KIND = "label"
-#: Label events are appended at sequence numbers from here on, so that a label
-#: written while the run is still recording (by another process) can never
-#: take a sequence number the recording session will use.
-LABEL_SEQ_BASE = 1 << 40
 
 CALL_KINDS = ("llm_call", "tool_call", "effect_call")
 _TASK_KINDS = ("task_started", "task_interrupted", "task_failed")
@@ -140,81 +130,6 @@ class HistoryEntry(NamedTuple):
         if self.copied_from is not None:
             d["copied_from"] = self.copied_from
         return d
-
-
-@dataclasses.dataclass
-class BranchRun:
-    """A run as it appears in the branch tree."""
-
-    run_id: str
-    thread_id: str
-    status: str
-    mode: str
-    started_at: float
-    ended_at: float | None = None
-    parent_run_id: str | None = None
-    replay_of: str | None = None
-    label: str | None = None
-    note: str | None = None
-    labeled_at: float | None = None
-    detail: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class Branch:
-    """A line of runs that continue one another, and the branches that leave it.
-
-    ``kind`` is ``main`` (a thread's first line), ``fork`` (started from an
-    earlier checkpoint, an edited state or graphtape's fork) or ``replay``.
-    ``from_run``/``from_checkpoint`` say where it leaves its parent branch;
-    ``via`` lists the checkpoints written outside any run on the way
-    (``update_state``, copies), oldest first.
-    """
-
-    id: str
-    kind: str
-    thread_id: str
-    runs: list[BranchRun] = dataclasses.field(default_factory=list)
-    from_run: str | None = None
-    from_checkpoint: str | None = None
-    via: list[str] = dataclasses.field(default_factory=list)
-    children: list[Branch] = dataclasses.field(default_factory=list)
-
-    @property
-    def label(self) -> str | None:
-        labeled = [r for r in self.runs if r.labeled_at is not None]
-        return max(labeled, key=lambda r: r.labeled_at or 0).label if labeled else None
-
-    @property
-    def note(self) -> str | None:
-        labeled = [r for r in self.runs if r.labeled_at is not None]
-        return max(labeled, key=lambda r: r.labeled_at or 0).note if labeled else None
-
-    @property
-    def run_ids(self) -> list[str]:
-        return [r.run_id for r in self.runs]
-
-    def walk(self) -> Iterator[Branch]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "thread_id": self.thread_id,
-            "label": self.label,
-            "note": self.note,
-            "from_run": self.from_run,
-            "from_checkpoint": self.from_checkpoint,
-            "via": list(self.via),
-            "runs": [r.to_dict() for r in self.runs],
-            "children": [c.to_dict() for c in self.children],
-        }
 
 
 @dataclasses.dataclass
@@ -293,211 +208,11 @@ class CheckpointRef:
 
 
 # ---------------------------------------------------------------------------
-# reading: the public store interface, and a narrow path on SQLite
-# ---------------------------------------------------------------------------
-
-
-class _Row(NamedTuple):
-    """The shape of a listed checkpoint row (read as plain tuples: a named one costs per row).
-
-    ``key`` holds the row's run id, source and stored writers, which few rows
-    differ in (10,000 checkpoints of one run share two or three keys): one
-    string per row instead of three, decoded once per distinct key by
-    :class:`_Keys`. ``ns`` is there only when a listing shows subgraph
-    namespaces; a root listing's rows stop at ``key``.
-    """
-
-    checkpoint_id: str
-    parent_id: str | None
-    step: int | None
-    created_at: str | None
-    key: str
-    ns: str = ""
-
-
-#: what a row key decodes to: run id, source, and the writers graphtape's saver
-#: stored (``None``: not known; read them from the task events)
-_KeyInfo = tuple  # (str | None, str | None, tuple[str, ...] | None)
-_SEP, _UNKNOWN = "\x1f", "\x1e"
-
-
-def _row_key(run_id: str | None, source: str | None, writers: str | None) -> str:
-    """A row's key as the SQLite reader builds it in SQL (run ids and sources never hold the separator)."""
-    return f"{run_id or ''}{_SEP}{source or ''}{_SEP}{_UNKNOWN if writers is None else writers}"
-
-
-class _Keys(dict):
-    """Row key -> (run id, source, writers tuple or ``None``), decoded on first use."""
-
-    def __missing__(self, key: str) -> _KeyInfo:
-        run_id, source, writers = key.split(_SEP, 2)
-        info = self[key] = (run_id or None, source or None,
-                            None if writers == _UNKNOWN else tuple(writers.split("|")) if writers else ())
-        return info
-
-
-#: (run_id, seq, kind, ts, step, node_path, task, data): task_started events
-#: carry step/node_path/task (data may be None); other events carry data.
-_Ev = tuple
-#: (thread, ns, checkpoint id, run id, step, source) of a checkpoint found by id
-_Match = tuple
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).isoformat()
-
-
-class _Reader:
-    """What a history needs from a store, through the public interface."""
-
-    def __init__(self, store: Any):
-        self.store = store
-
-    def has_checkpoints(self, thread_id: str) -> bool:
-        return bool(self.store.list_checkpoints(thread_id=thread_id, limit=1))
-
-    def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
-        """The thread's checkpoints as :class:`_Row`-shaped tuples, oldest first."""
-        rows = self.store.list_checkpoints(thread_id=thread_id, checkpoint_ns=None if all_ns else "")
-        out = [
-            (r.checkpoint_id, r.parent_id, r.step, r.created_at or None, _row_key(r.run_id, r.source, r.writers),
-             *((r.checkpoint_ns,) if all_ns else ()))
-            for r in rows
-        ]
-        out.sort(key=lambda r: r[0])
-        return out
-
-    def copies(self, thread_id: str) -> dict[str, str]:
-        """Root checkpoints written outside runs as copies of another (graphtape's fork): id -> source id."""
-        rows = self.store.list_checkpoints(thread_id=thread_id, checkpoint_ns="",
-                                           metadata_filter={"graphtape_run_id": None})
-        found = sorted((r.checkpoint_id, str((r.metadata or {}).get("graphtape_copied_from") or ""))
-                       for r in rows if r.run_id is None)
-        return {cid: copied for cid, copied in found if copied}
-
-    def events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[_Ev]:
-        for rid in run_ids:
-            for ev in self.store.events(rid, list(kinds)):
-                d = ev.data
-                if ev.kind == "task_started":
-                    yield (ev.run_id, ev.seq, ev.kind, ev.ts, d.get("step"), d.get("node_path"), d.get("task"), d)
-                else:
-                    yield (ev.run_id, ev.seq, ev.kind, ev.ts, None, None, None, d)
-
-    def replay_runs(self) -> list[RunRecord]:
-        return [r for r in self.store.list_runs(limit=None, newest_first=False) if r.replay_of]
-
-    def saver_matches(self, prefix: str, thread_id: str | None) -> list[_Match]:
-        if thread_id is None:
-            return []  # scanning every checkpoint body of every thread: the events are cheaper
-        return [
-            (r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.run_id, r.step, r.source)
-            for r in self.store.list_checkpoints(thread_id=thread_id)
-            if r.checkpoint_id.startswith(prefix)
-        ]
-
-    def nonrun_matches(self, prefix: str) -> list[_Match]:
-        return [
-            (r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.run_id, r.step, r.source)
-            for r in self.store.list_checkpoints(metadata_filter={"graphtape_run_id": None})
-            if r.checkpoint_id.startswith(prefix)
-        ]
-
-
-class _SqliteReader(_Reader):
-    """The same reads on graphtape's SQLite store, selecting only the columns a listing shows.
-
-    ``gt_checkpoints`` rows hold the checkpoint body beside the listed
-    columns; the store's ``list_checkpoints`` returns it (and parses the
-    metadata and value addresses), which a listing does not need. Task
-    events are small JSON; SQLite's ``json_extract`` reads their three
-    fields without a Python round trip (deflated events are decoded here).
-    """
-
-    def _q(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.store._query(sql, params)
-
-    def has_checkpoints(self, thread_id: str) -> bool:
-        return bool(self._q("SELECT 1 FROM gt_checkpoints WHERE thread_id=? LIMIT 1", (thread_id,)))
-
-    def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
-        # every column is in the gt_checkpoints_listing index: the bodies are never read
-        sql = ("SELECT checkpoint_id, parent_id, step, created_at, "
-               "ifnull(run_id, '') || char(31) || ifnull(source, '') || char(31) || ifnull(writers, char(30))"
-               + (", checkpoint_ns FROM gt_checkpoints WHERE thread_id=? ORDER BY checkpoint_id" if all_ns else
-                  " FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns='' ORDER BY checkpoint_id"))
-        return self._q(sql, (thread_id,))
-
-    def copies(self, thread_id: str) -> dict[str, str]:
-        # a partial index holds only the copies
-        return dict(self._q("SELECT checkpoint_id, copied_from FROM gt_checkpoints WHERE thread_id=? "
-                            "AND checkpoint_ns='' AND copied_from IS NOT NULL ORDER BY checkpoint_id", (thread_id,)))
-
-    def events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[_Ev]:
-        raw = "kind='task_started' AND hex(substr(data, 1, 1))='7B'"
-        ids = list(run_ids)
-        for i in range(0, len(ids), 200):
-            chunk = ids[i:i + 200]
-            rows = self._q(
-                "SELECT run_id, seq, kind, ts, "
-                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.step') END, "
-                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.node_path') END, "
-                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.task') END, "
-                f"CASE WHEN {raw} THEN NULL ELSE data END "
-                # without statistics the planner prefers the primary key (run_id, seq) and
-                # reads every event of the run; the kind index reads only the wanted ones
-                f"FROM gt_events INDEXED BY gt_events_kind WHERE run_id IN ({','.join('?' * len(chunk))}) "
-                f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY run_id, seq",
-                [*chunk, *kinds],
-            )
-            for row in rows:
-                data = row[7]
-                if data is None:
-                    yield row
-                else:
-                    run_id, seq, kind, ts = row[:4]
-                    d = unpack_event(data)
-                    if kind == "task_started":
-                        yield (run_id, seq, kind, ts, d.get("step"), d.get("node_path"), d.get("task"), d)
-                    else:
-                        yield (run_id, seq, kind, ts, None, None, None, d)
-
-    def replay_runs(self) -> list[RunRecord]:
-        ids = [r[0] for r in self._q("SELECT run_id FROM gt_runs WHERE replay_of IS NOT NULL")]
-        out = [self.store.get_run(i) for i in ids]
-        return sorted((r for r in out if r is not None), key=lambda r: (r.started_at, r.run_id))
-
-    def saver_matches(self, prefix: str, thread_id: str | None) -> list[_Match]:
-        sql = ("SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoints "
-               "WHERE checkpoint_id >= ? AND checkpoint_id < ?")
-        params: list[Any] = [prefix, prefix + "\U0010ffff"]
-        if thread_id is not None:
-            sql += " AND thread_id=?"
-            params.append(thread_id)
-        return [tuple(r) for r in self._q(sql + " LIMIT 50", params)]
-
-    def nonrun_matches(self, prefix: str) -> list[_Match]:
-        return []  # saver_matches already looked at every row
-
-
-def _reader(store: Any) -> _Reader:
-    try:
-        from graphtape.store.sqlite import SqliteTapeStore
-    except ImportError:  # pragma: no cover
-        return _Reader(store)
-    if isinstance(store, SqliteTapeStore) and callable(getattr(store, "_query", None)):
-        return _SqliteReader(store)
-    return _Reader(store)
-
-
-# ---------------------------------------------------------------------------
 # resolving ids
 # ---------------------------------------------------------------------------
 
 
-def _resolve_target(tape: Tape, reader: _Reader, target: str) -> tuple[str, RunRecord | None, str]:
+def _resolve_target(tape: Tape, reader: Reader, target: str) -> tuple[str, RunRecord | None, str]:
     target = (target or "").strip()
     if not target:
         raise RunNotFound("give a run id (or prefix) or a thread id")
@@ -535,8 +250,8 @@ def locate_checkpoint(tape: Tape, checkpoint_id: str, *, thread_id: str | None =
             f"checkpoint id {checkpoint_id!r} is too short: give the id or a prefix of at least "
             f"{_MIN_PREFIX} characters"
         )
-    reader = _reader(tape.store)
-    found: list[_Match] = list(reader.saver_matches(cid, thread_id))
+    reader = reader_for(tape.store)
+    found: list[Match] = list(reader.saver_matches(cid, thread_id))
     in_saver = bool(found)
     if not found:
         found = _event_matches(tape, cid, thread_id)
@@ -570,7 +285,7 @@ def locate_checkpoint(tape: Tape, checkpoint_id: str, *, thread_id: str | None =
     return CheckpointRef(full, thread, ns, run_id, step, source, in_saver)
 
 
-def _event_matches(tape: Tape, prefix: str, thread_id: str | None) -> list[_Match]:
+def _event_matches(tape: Tape, prefix: str, thread_id: str | None) -> list[Match]:
     """Checkpoint events matching ``prefix``: ``(thread, ns, id, run, step, source)``."""
     runs = tape.store.list_runs(thread_id=thread_id, limit=None)  # newest first
     out = []
@@ -673,17 +388,6 @@ def _call_info(kind: str, d: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-def _branch_run(run: RunRecord, labels: dict[str, tuple[int, float, dict[str, Any]]]) -> BranchRun:
-    meta = run.meta or {}
-    detail = {k: meta[k] for k in ("replay_mode", "fork_of", "override_of", "invalidate_from", "edit") if k in meta}
-    br = BranchRun(run.run_id, run.thread_id, run.status, run.mode, run.started_at, run.ended_at,
-                   run.parent_run_id, run.replay_of, detail=detail)
-    lab = labels.get(run.run_id)
-    if lab is not None:
-        br.label, br.note, br.labeled_at = lab[2].get("label"), lab[2].get("note"), lab[1]
-    return br
-
-
 def build_history(tape: Tape, target: str, *, namespaces: bool = False) -> History:
     """The history of a run (id or unique prefix) or a thread; see the module docstring."""
     # A listing allocates a few objects per checkpoint and frees none of them
@@ -700,7 +404,7 @@ def build_history(tape: Tape, target: str, *, namespaces: bool = False) -> Histo
 
 def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     store = tape.store
-    reader = _reader(store)
+    reader = reader_for(store)
     kind, run, thread_id = _resolve_target(tape, reader, target)
     thread_runs = store.list_runs(thread_id=thread_id, limit=None, newest_first=False)
     by_run = {r.run_id: r for r in thread_runs}
@@ -710,7 +414,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     if not rows and thread_runs:
         source = "events"
     copies = reader.copies(thread_id) if rows else {}
-    keys = _Keys()
+    keys = Keys()
 
     # which runs' events are read: the listed run(s), and for a run the one it resumes
     if kind == "run" and source == "saver":
@@ -728,7 +432,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     labels: dict[str, tuple[int, float, dict[str, Any]]] = {}
     cp_events: dict[str, tuple[Any, ...]] = {}
 
-    def take(events: Iterator[_Ev]) -> None:
+    def take(events: Iterator[Ev]) -> None:
         for ev in events:
             run_id, seq, ev_kind, ts, step, node_path, task, data = ev
             if ev_kind == "task_started":
@@ -759,8 +463,8 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
                 if ns and not namespaces:
                     continue
                 cid = data.get("checkpoint_id")
-                cp_events.setdefault(cid, (cid, data.get("parent_id"), data.get("step"), _iso(ts),
-                                           _row_key(run_id, data.get("source"), None),
+                cp_events.setdefault(cid, (cid, data.get("parent_id"), data.get("step"), iso(ts),
+                                           row_key(run_id, data.get("source"), None),
                                            *((ns,) if namespaces else ())))
             else:  # task_interrupted / task_failed
                 bad.add((run_id, (data or {}).get("task") or ""))
@@ -818,7 +522,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
 
     # branches
     runs_info: dict[str, BranchRun] = {}
-    branches = _build_tree(tape, reader, thread_id, thread_runs, rows, keys, copies, namespaces, labels,
+    branches = build_tree(tape, reader, thread_id, thread_runs, rows, keys, copies, namespaces, labels,
                            runs_info, event_runs)
     return History(
         target=target, kind=kind, thread_id=thread_id, run_id=run.run_id if run is not None else None,
@@ -826,7 +530,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     )
 
 
-def _entries(rows: list[tuple[Any, ...]], keys: _Keys, thread_id: str, by_run: dict[str, RunRecord],
+def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: dict[str, RunRecord],
              tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]], bad: set[tuple[str, str]],
              calls: dict[tuple[str, str, int], list[dict[str, Any]]], task_step: dict[tuple[str, str], int],
              copies: dict[str, str], *, only_run: str | None, nested: bool) -> list[HistoryEntry]:
@@ -911,151 +615,3 @@ def _entries(rows: list[tuple[Any, ...]], keys: _Keys, thread_id: str, by_run: d
                 if step is not None:
                     out[i] = e._replace(within=by_key.get((e.run_id, _parent_ns(e.ns), step)))
     return out
-
-
-def _config_start(tape: Tape, run: RunRecord) -> str | None:
-    """The checkpoint a run was invoked from (``checkpoint_id`` in its recorded config), if any."""
-    try:
-        started = tape.store.events(run.run_id, ["run_started"])
-        if not started:
-            return None
-        cfg = started[0].data.get("config")
-        if isinstance(cfg, str):
-            cfg = tape.store.get_json(cfg)
-        value = ((cfg or {}).get("configurable") or {}).get("checkpoint_id")
-        return str(value) if value else None
-    except GraphtapeError:
-        return None
-
-
-def _build_tree(tape: Tape, reader: _Reader, thread_id: str, thread_runs: list[RunRecord],
-                rows: list[tuple[Any, ...]], keys: _Keys, copies: dict[str, str], nested: bool,
-                labels: dict[str, tuple[int, float, dict[str, Any]]], runs_info: dict[str, BranchRun],
-                labels_read_for: Sequence[str]) -> list[Branch]:
-    # rows are _Row-shaped tuples, oldest first
-    root_rows = [r for r in rows if not r[5]] if nested else rows
-    first_root: dict[str, tuple[Any, ...]] = {}
-    last_root: dict[str, tuple[Any, ...]] = {}
-    # a thread's runs follow one another (one writer per thread): their rows are runs of equal ids
-    for key, group in itertools.groupby(root_rows, operator.itemgetter(4)):
-        rid = keys[key][0]
-        if rid is not None:
-            first = next(group)
-            first_root.setdefault(rid, first)
-            last_root[rid] = (collections.deque(group, maxlen=1) or [first])[-1]
-    index: dict[str, tuple[Any, ...]] | None = None
-
-    def row_of(cid: str | None) -> tuple[Any, ...] | None:
-        """The root row with this id; indexed on first use (a thread of one run never asks)."""
-        nonlocal index
-        if cid is None:
-            return None
-        if index is None:
-            index = {r[0]: r for r in root_rows}
-        return index.get(cid)
-
-    # the replays of these runs, of their replays, ...: runs (and their threads) elsewhere
-    replays = reader.replay_runs()
-    by_replayed: dict[str, list[RunRecord]] = {}
-    for r in replays:
-        by_replayed.setdefault(r.replay_of or "", []).append(r)
-    tree_runs = {r.run_id for r in thread_runs}
-    replay_thread_runs: dict[str, list[RunRecord]] = {}  # in the order they were found
-    frontier = list(tree_runs)
-    while frontier:
-        nxt = []
-        for rid in frontier:
-            for rep in by_replayed.get(rid, []):
-                if rep.thread_id != thread_id and rep.thread_id not in replay_thread_runs:
-                    t_runs = tape.store.list_runs(thread_id=rep.thread_id, limit=None, newest_first=False)
-                    replay_thread_runs[rep.thread_id] = t_runs
-                    for other in t_runs:
-                        if other.run_id not in tree_runs:
-                            tree_runs.add(other.run_id)
-                            nxt.append(other.run_id)
-        frontier = nxt
-
-    read = set(labels_read_for)
-    missing = [rid for rid in tree_runs if rid not in read]
-    if missing:
-        for run_id, seq, _k, ts, *_rest, data in reader.events(sorted(missing), [LABEL_KIND]):
-            prev = labels.get(run_id)
-            if prev is None or seq > prev[0]:
-                labels[run_id] = (seq, ts, data)
-
-    branch_of: dict[str, Branch] = {}  # run id -> its branch
-    tips: dict[str, str | None] = {}  # branch id -> the checkpoint where it stopped
-    at_tip: dict[str, list[Branch]] = {}  # checkpoint id -> the branches that stopped there
-    roots: list[Branch] = []
-
-    def new_branch(r: RunRecord, kind: str, parent: Branch | None, **kw: Any) -> Branch:
-        b = Branch(id=r.run_id, kind=kind, thread_id=r.thread_id, **kw)
-        (parent.children if parent is not None else roots).append(b)
-        return b
-
-    def set_tip(b: Branch, tip: str | None) -> None:
-        old = tips.get(b.id)
-        if old is not None and b in at_tip.get(old, []):
-            at_tip[old].remove(b)
-        tips[b.id] = tip
-        if tip is not None:
-            at_tip.setdefault(tip, []).append(b)
-
-    for r in thread_runs:
-        runs_info[r.run_id] = info = _branch_run(r, labels)
-        first = first_root.get(r.run_id)
-        start = first[1] if first is not None else _config_start(tape, r) if r.parent_run_id else None
-        # checkpoints written outside runs (update_state, copies) between the start and a run's checkpoint
-        via: list[str] = []
-        s = start
-        while (row := row_of(s)) is not None and keys[row[4]][0] is None:
-            via.append(s)  # type: ignore[arg-type]
-            s = row[1]
-        via.reverse()
-        anchor_row = row_of(s)
-        anchor = s if anchor_row is not None else None
-        owner = keys[anchor_row[4]][0] if anchor_row is not None else None
-        owner_branch = branch_of.get(owner) if owner is not None else None
-        time_travel = first is not None and keys[first[4]][1] == "fork"
-        stopped_here = at_tip.get(start, []) if start is not None else []
-        previous = branch_of.get(r.parent_run_id or "")
-        if stopped_here and not time_travel:
-            # it picks up where a branch stopped (a resume, the next turn)
-            b = previous if previous in stopped_here else stopped_here[0]
-        elif owner_branch is not None:
-            b = new_branch(r, "fork", owner_branch, from_run=owner, from_checkpoint=anchor, via=via)
-        elif start is None and previous is not None:
-            b = previous
-        else:
-            copied = next((copies[v] for v in via if v in copies), None)
-            b = new_branch(r, "main" if not roots else "fork", previous or (roots[-1] if roots else None),
-                           from_checkpoint=copied, via=via)
-        b.runs.append(info)
-        branch_of[r.run_id] = b
-        last = last_root.get(r.run_id)
-        if last is not None:
-            set_tip(b, last[0])
-        elif b.id not in tips:
-            set_tip(b, start)
-
-    # replay threads, parents before children
-    for t, t_runs in replay_thread_runs.items():
-        if not t_runs:
-            continue
-        head = t_runs[0]
-        replayed = head.replay_of
-        parent = branch_of.get(replayed or "")
-        meta = head.meta or {}
-        from_cp = meta.get("fork_of")
-        if from_cp is None:
-            from_cp = next(iter(reader.copies(t).values()), None)
-        kind = "fork" if meta.get("fork_of") or meta.get("edit") else "replay"
-        b = Branch(id=head.run_id, kind=kind, thread_id=t, from_run=replayed, from_checkpoint=from_cp)
-        (parent.children if parent is not None else roots).append(b)
-        for r in t_runs:
-            runs_info[r.run_id] = info = _branch_run(r, labels)
-            b.runs.append(info)
-            branch_of[r.run_id] = b
-    if not roots and not thread_runs:
-        roots.append(Branch(id=thread_id, kind="main", thread_id=thread_id))
-    return roots

@@ -119,7 +119,12 @@ def _migrate_v1(store: RedisTapeStore) -> None:
 
 #: Ordered schema changes; the ``schema`` key holds how many were applied. A
 #: later layout change appends a function that converts the keys in place.
-MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1]
+def _migrate_v2(store: RedisTapeStore) -> None:
+    """Checkpoint headers gain an eighth field, the writers. Old seven-field headers stay readable
+    (the writers are then not known); the version makes an older graphtape refuse the new ones."""
+
+
+MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1, _migrate_v2]
 
 # Columns of a run that may not be NULL in SQLite; updating one to None is
 # refused there, so it is refused here too.
