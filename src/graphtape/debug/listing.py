@@ -11,7 +11,7 @@ checkpoints never touches a checkpoint body or an event it does not show
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from graphtape.store.base import RunRecord, unpack_event
@@ -77,6 +77,7 @@ class Reader:
 
     def __init__(self, store: Any):
         self.store = store
+        self._copies: dict[str, dict[str, str]] = {}
 
     def has_checkpoints(self, thread_id: str) -> bool:
         return bool(self.store.list_checkpoints(thread_id=thread_id, limit=1))
@@ -84,6 +85,8 @@ class Reader:
     def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
         """The thread's checkpoints as :class:`Row`-shaped tuples, oldest first."""
         rows = self.store.list_checkpoints(thread_id=thread_id, checkpoint_ns=None if all_ns else "")
+        # the copies are in these rows' metadata: kept for copies(), which would list them all again
+        self._copies[thread_id] = self._copies_in(r for r in rows if not r.checkpoint_ns)
         out = [
             (r.checkpoint_id, r.parent_id, r.step, r.created_at or None, row_key(r.run_id, r.source, r.writers),
              *((r.checkpoint_ns,) if all_ns else ()))
@@ -94,8 +97,13 @@ class Reader:
 
     def copies(self, thread_id: str) -> dict[str, str]:
         """Root checkpoints written outside runs as copies of another (graphtape's fork): id -> source id."""
-        rows = self.store.list_checkpoints(thread_id=thread_id, checkpoint_ns="",
-                                           metadata_filter={"graphtape_run_id": None})
+        if thread_id in self._copies:
+            return self._copies[thread_id]
+        return self._copies_in(self.store.list_checkpoints(
+            thread_id=thread_id, checkpoint_ns="", metadata_filter={"graphtape_run_id": None}))
+
+    @staticmethod
+    def _copies_in(rows: Iterable[Any]) -> dict[str, str]:
         found = sorted((r.checkpoint_id, str((r.metadata or {}).get("graphtape_copied_from") or ""))
                        for r in rows if r.run_id is None)
         return {cid: copied for cid, copied in found if copied}

@@ -884,10 +884,16 @@ class RedisTapeStore(TapeStore):
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
         with self._errors():
             stored = self._redis.hgetall(self.keys.events(run_id))
-        rows = [_decode_event(run_id, seq, value) for seq, value in stored.items()]
         if kinds:
-            wanted = set(kinds)
-            rows = [e for e in rows if e.kind in wanted]
+            # the kind is read from the record's prefix: events of other kinds are never unpacked
+            wanted = {json.dumps(k).encode("utf-8") for k in kinds}
+            rows = []
+            for seq, value in stored.items():
+                ts, kind, data = value.split(b"\x00", 2)
+                if kind in wanted:
+                    rows.append(EventRow(run_id, int(seq), json.loads(kind), float(ts), unpack_event(data)))
+        else:
+            rows = [_decode_event(run_id, seq, value) for seq, value in stored.items()]
         rows.sort(key=lambda e: e.seq)
         return rows
 
@@ -997,19 +1003,26 @@ class RedisTapeStore(TapeStore):
         # Equal ids keep the group order (heapq.merge is stable), as SQLite's tie order.
         merged = heapq.merge(*streams, key=lambda item: item[0], reverse=True)
         rows: list[CheckpointRow] = []
+        names: dict[str, tuple[str, str]] = {}  # group -> (thread, namespace)
         while limit is None or len(rows) < limit:
             chunk = list(itertools.islice(merged, page))
             if not chunk:
                 break
+            # one HMGET per group of the chunk (usually one), not one HGET per checkpoint
+            by_group: dict[str, list[str]] = {}
+            for cid, g in chunk:
+                by_group.setdefault(g, []).append(cid)
             with self._errors():
                 pipe = self._redis.pipeline(transaction=False)
-                for cid, g in chunk:
-                    pipe.hget(self.keys.cp_data(g), cid)
-                stored = pipe.execute()
-            for (cid, g), value in zip(chunk, stored):
+                for g, cids in by_group.items():
+                    pipe.hmget(self.keys.cp_data(g), cids)
+                fetched = dict(zip(by_group, pipe.execute()))
+            values = {g: dict(zip(by_group[g], got)) for g, got in fetched.items()}
+            for cid, g in chunk:
+                value = values[g][cid]
                 if value is None:  # deleted since its id was read
                     continue
-                t, ns = json.loads(g)
+                t, ns = names.get(g) or names.setdefault(g, json.loads(g))
                 row = _decode_checkpoint(t, ns, cid, value)
                 if metadata_filter and not _matches(row.metadata, metadata_filter):
                     continue
