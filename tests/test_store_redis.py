@@ -21,14 +21,16 @@ redis_client = pytest.importorskip("redis")
 import graphtape  # noqa: E402
 from graphtape.store import open_store  # noqa: E402
 from graphtape.store import redis as redis_store  # noqa: E402
+from graphtape.store import redis_layout  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
-from graphtape.store.redis import MIGRATIONS, RedisTapeStore, _split_url  # noqa: E402
+from graphtape.store.redis import MIGRATIONS, RedisTapeStore  # noqa: E402
+from graphtape.store.redis_layout import _split_url  # noqa: E402
 
 REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def _drop_prefix(client, prefix: str) -> None:
-    pattern = redis_store._glob_escape(prefix) + "*"
+    pattern = redis_layout._glob_escape(prefix) + "*"
     keys = list(client.scan_iter(match=pattern, count=1000))
     for i in range(0, len(keys), 500):
         client.delete(*keys[i : i + 500])
@@ -88,7 +90,7 @@ def _cp(thread: str, ns: str, cid: str, *, values=None, **meta) -> CheckpointRow
 
 
 def _keys(redis_raw, prefix: str) -> set[str]:
-    return {k.decode() for k in redis_raw.scan_iter(match=redis_store._glob_escape(prefix) + "*")}
+    return {k.decode() for k in redis_raw.scan_iter(match=redis_layout._glob_escape(prefix) + "*")}
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -460,7 +462,7 @@ def test_checkpoint_headers_written_before_the_writers_field_still_read():
     import json
 
     old = json.dumps(["p1", "r1", 3, "loop", "2026-01-01", {"step": 3}, {"n": "h1"}]).encode() + b"\x00body"
-    row = redis_store._decode_checkpoint("t", "", "c1", old)
+    row = redis_layout._decode_checkpoint("t", "", "c1", old)
     assert (row.parent_id, row.step, row.values, row.body, row.writers) == ("p1", 3, {"n": "h1"}, b"body", None)
     new = CheckpointRow("t", "", "c2", "c1", "r1", 4, "loop", "2026-01-02", {}, b"b", {}, writers="a|b")
-    assert redis_store._decode_checkpoint("t", "", "c2", redis_store._encode_checkpoint(new)) == new
+    assert redis_layout._decode_checkpoint("t", "", "c2", redis_layout._encode_checkpoint(new)) == new
