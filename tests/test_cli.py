@@ -603,7 +603,14 @@ def test_main_exit_codes(url, agent, capsys, monkeypatch):
     assert run("replay", rid, "--graph", f"{agent}:graph") == 1
     assert "+[human] Write a PUN about cats" in capsys.readouterr().out
     assert run("replay", rid) == 2  # usage error: --graph missing
-    assert "--graph" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--graph" in err and err.startswith("error: ") and err.count("\n") == 1
+    assert run("runs", "--limit", "abc") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Invalid value for '--limit'") and "(see 'graphtape runs -h')" in err
+    assert err.count("\n") == 1
+    assert run("history") == 2
+    assert capsys.readouterr().err == "error: Missing argument 'RUN|THREAD'. (see 'graphtape history -h')\n"
     assert run("--version") == 0
     assert capsys.readouterr().out.startswith("graphtape ")
 

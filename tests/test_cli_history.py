@@ -126,6 +126,43 @@ def test_history_of_a_thread(cli, recorded):
     assert f"graphtape history {recorded['replay'].thread_id}" in out
 
 
+def test_history_last_n(cli, recorded):
+    out = cli.ok("history", "t-agent", "--last", "2")
+    assert "5 checkpoint(s), the newest 2 shown" in out
+    assert "… 3 earlier checkpoint(s) not shown (--last)" in out
+    shown = [cid for cid in recorded["ids"] if cid in out]
+    assert shown == recorded["ids"][-2:]
+    data = cli.json("history", "t-agent", "-n", "2")
+    assert [e["checkpoint_id"] for e in data["entries"]] == recorded["ids"][-2:] and data["hidden"] == 3
+    assert len(data["branches"]) == 1  # the branch tree stays whole
+    assert "the newest" not in cli.ok("history", "t-agent", "--last", "50")
+    bad = cli("history", "t-agent", "--last", "0")  # a usage error (one line through main(): test_cli.py)
+    assert bad.exit_code == 2 and "greater than or equal to 1" in bad.stderr
+
+
+def test_history_rows_are_whole_when_piped(tmp_path):
+    """A terminal crops rows to its width; piped output (no COLUMNS) keeps every row whole."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict, total=False):
+        n: int
+
+    node = "a_node_with_a_name_long_enough_that_an_eighty_column_row_would_crop_it"
+    b = StateGraph(S)
+    b.add_node(node, lambda s: {"n": 1})
+    b.add_edge(START, node)
+    b.add_edge(node, END)
+    url = f"sqlite:///{tmp_path}/w.db"
+    with graphtape.connect(url) as tape:
+        tape.record(b.compile()).invoke({}, {"configurable": {"thread_id": "wide"}})
+    piped = CliRunner().invoke(app, ["--url", url, "history", "wide"], env={**ENV, "COLUMNS": None})
+    assert piped.exit_code == 0 and node in piped.stdout
+    narrow = CliRunner().invoke(app, ["--url", url, "history", "wide"], env={**ENV, "COLUMNS": "80"})
+    assert narrow.exit_code == 0 and node not in narrow.stdout and "…" in narrow.stdout
+
+
 def test_history_of_a_run_as_json(cli, recorded):
     data = cli.json("history", recorded["run"][:8])
     assert data["kind"] == "run" and data["run_id"] == recorded["run"] and data["thread_id"] == "t-agent"

@@ -80,7 +80,14 @@ def handle_errors() -> Iterator[None]:
         fail(str(exc))
 
 
-def stdout() -> Console:
+def stdout(*, whole_rows: bool = False) -> Console:
+    """The console for results. ``whole_rows``: when the output is piped or redirected (and no
+    ``COLUMNS`` is set), rows that a terminal would crop to its width are printed whole."""
+    if whole_rows and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, markup=False)
+        if not console.is_terminal:
+            return Console(highlight=False, markup=False, width=100_000)
+        return console
     return Console(highlight=False, markup=False)
 
 
@@ -570,12 +577,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: bad option, missing argument
-        try:
-            from typer import rich_utils
-
-            rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
-        except Exception:
-            exc.show()  # type: ignore[attr-defined]
+        # one line, like every other error, with where to look next
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see '{ctx.command_path} -h')" if ctx is not None else ""
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        typer.echo(f"error: {_one_line(message)}{where}", err=True)
         sys.exit(getattr(exc, "exit_code", EXIT_ERROR))
     except (GraphtapeError, CliError) as exc:  # pragma: no cover - commands handle these
         typer.echo(f"error: {_one_line(str(exc))}", err=True)

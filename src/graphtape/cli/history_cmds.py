@@ -30,17 +30,29 @@ def history_cmd(
     target: str = typer.Argument(..., metavar="RUN|THREAD",
                                  help="A run id (or unique prefix) or a thread id.", show_default=False),
     namespaces: bool = typer.Option(False, "--namespaces", help="Also list subgraph checkpoints, under their step."),
+    last: Optional[int] = typer.Option(
+        None, "--last", "-n", min=1, metavar="N",
+        help="Only the newest N checkpoints (with the subgraph checkpoints under them); the branch tree stays whole.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the history (entries and branch tree) as JSON."),
 ) -> None:
-    """List the checkpoints of a run or thread: step, source, writers, calls, and the branches off them."""
+    """List the checkpoints of a run or thread: step, source, writers, calls, and the branches off them.
+
+    Piped or redirected, every row is printed whole; on a terminal rows are cut to its width.
+    """
     from graphtape.cli import render_history
 
     with handle_errors(), open_tape(ctx) as tape:
         history = tape.history(target, namespaces=namespaces)
         if as_json:
-            echo_json(history.to_dict())
+            data = history.to_dict()
+            if last is not None:
+                shown = render_history.newest(history, last)
+                data["entries"] = [d for e, d in zip(history.entries, data["entries"]) if e.checkpoint_id in shown]
+                data["hidden"] = len(history.entries) - len(data["entries"])
+            echo_json(data)
             return
-        stdout().print(render_history.history_tree(history))
+        stdout(whole_rows=True).print(render_history.history_tree(history, last=last))
 
 
 @app.command("state")

@@ -126,20 +126,33 @@ def branch_label(b: Branch, sources: dict[str, str | None] | None = None) -> Tex
     return _one_row(t)
 
 
-class _Placer:
-    """Where each entry and branch goes in the tree."""
+def newest(history: History, n: int) -> set[str]:
+    """Ids of the newest ``n`` root checkpoints of a history and of the subgraph checkpoints within them."""
+    roots = [e for e in history.entries if not e.ns]
+    kept = {e.checkpoint_id for e in roots[-n:]} if n > 0 else set()
+    return kept | {e.checkpoint_id for e in history.entries if e.ns and e.within in kept}
 
-    def __init__(self, history: History):
+
+class _Placer:
+    """Where each entry and branch goes in the tree (``shown``: the entries listed; ``None``: all)."""
+
+    def __init__(self, history: History, shown: set[str] | None = None):
         self.h = history
         self.by_run: dict[str | None, list[HistoryEntry]] = {}
         self.nested: dict[str, list[HistoryEntry]] = {}
         self.after: dict[str, list[HistoryEntry]] = {}
+        #: run id -> how many of its checkpoints are not shown (``--last``)
+        self.hidden: dict[str | None, int] = {}
         self.listed = {e.checkpoint_id for e in history.entries}
         via = {cid for root in history.branches for b in root.walk() for cid in b.via}
         self.by_id = {e.checkpoint_id: e for e in history.entries}
         self.sources = {cid: self.by_id[cid].source for cid in via if cid in self.by_id}
         self.loose: list[HistoryEntry] = []
         for e in history.entries:
+            if shown is not None and e.checkpoint_id not in shown:
+                if not e.ns:
+                    self.hidden[e.run_id] = self.hidden.get(e.run_id, 0) + 1
+                continue
             if e.ns and e.within and e.within in self.listed:
                 self.nested.setdefault(e.within, []).append(e)
             elif e.run_id is not None:
@@ -203,6 +216,8 @@ def _add_runs(node: Tree, b: Branch, placer: _Placer, *, expand_calls: bool, foc
         entries = placer.by_run.get(run.run_id, [])
         if not entries and run.thread_id != placer.h.thread_id:
             rnode.add(Text(f"checkpoints: graphtape history {run.thread_id}", style="dim"))
+        if placer.hidden.get(run.run_id):
+            rnode.add(Text(f"… {placer.hidden[run.run_id]} earlier checkpoint(s) not shown (--last)", style="dim"))
         for e in entries:
             _add_entry(rnode, e, placer, expand_calls=expand_calls)
         for child in placer.at_run.get(run.run_id, []):
@@ -211,8 +226,11 @@ def _add_runs(node: Tree, b: Branch, placer: _Placer, *, expand_calls: bool, foc
         node.add(Text(f"… {later} later run(s) on this branch", style="dim"))
 
 
-def history_tree(history: History, *, expand_calls: bool = True) -> Tree:
-    """The history as a tree: branches, their runs, each run's checkpoints (and calls), branches off them."""
+def history_tree(history: History, *, expand_calls: bool = True, last: int | None = None) -> Tree:
+    """The history as a tree: branches, their runs, each run's checkpoints (and calls), branches off them.
+
+    ``last``: list only the newest ``last`` root checkpoints (each run says how many of its own are not shown).
+    """
     n_runs = len({e.run_id for e in history.entries if e.run_id})
     head = Text()
     if history.kind == "run":
@@ -224,12 +242,15 @@ def history_tree(history: History, *, expand_calls: bool = True) -> Tree:
         head.append(history.thread_id, style="bold")
         head.append(f"  {n_runs} run(s)", style="dim")
     head.append(f"  {len(history.entries)} checkpoint(s)", style="dim")
+    shown = newest(history, last) if last is not None else None
+    if shown is not None and len(shown) < len(history.entries):
+        head.append(f", the newest {last} shown", style="dim")
     if history.namespaces:
         head.append("  with subgraphs", style="dim")
     if history.source == "events":
         head.append("  (from the tape: the checkpoints are in the graph's own saver)", style="dim")
     tree = Tree(head)
-    placer = _Placer(history)
+    placer = _Placer(history, shown)
     for root in history.branches:
         placer.index_children(root)
     if history.kind == "run":
