@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated, TypedDict
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 import graphtape
@@ -334,3 +336,43 @@ def test_batch_calls_are_each_recorded(tape):
     with forbid():
         result = tape.replay(rec.last_run_id, b.compile())
     assert result.output == out
+
+
+def _recorded_output_messages(tape, run_id: str) -> list[dict]:
+    (finished,) = [e for e in tape.store.events(run_id) if e.kind == "run_finished"]
+    out = tape.store.get_json(finished.data["output"])
+    return [tape.store.get_json(h) for h in tape.store.get_chain(out["messages"]["$chain"])]
+
+
+class _ChatState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def test_a_message_changed_after_a_call_is_recorded_as_it_ends(tape):
+    """Messages are turned into JSON once per run (the requests and the final state share them),
+    unless a field was given a new value in between."""
+    from langgraph.graph import END, START, StateGraph
+
+    model = graphs.RandomModel(seed=3)
+
+    def ask(state):
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def edit(state):
+        state["messages"][0].content = "edited in place"  # a field given a new value, same object
+        return {}
+
+    b = StateGraph(_ChatState)
+    b.add_node(ask)
+    b.add_node(edit)
+    b.add_edge(START, "ask")
+    b.add_edge("ask", "edit")
+    b.add_edge("edit", END)
+    g = tape.record(b.compile())
+    result = g.invoke({"messages": [HumanMessage("original question")]}, {"configurable": {"thread_id": "memo"}})
+    recorded = _recorded_output_messages(tape, g.last_run_id)
+    assert result["messages"][0].content == "edited in place"
+    assert [m["content"] for m in recorded] == [m.content for m in result["messages"]]
+    (call,) = tape.calls(g.last_run_id)
+    request = tape.store.get_json(tape.store.get_chain(call.messages_ref)[0])
+    assert request["content"] == "original question"  # the request as it was sent

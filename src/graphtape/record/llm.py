@@ -58,8 +58,9 @@ def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage
               kwargs: dict[str, Any], metadata: dict[str, Any] | None) -> Call:
     params = model._get_invocation_params(stop=stop, **kwargs)
     params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
-    msg_json = [serde.message_for_request(m) for m in messages]
-    hashes = [session.put_json(m) for m in msg_json]
+    blobs = [session.message_blob(m) for m in messages]
+    msg_json = [js for js, _ in blobs]
+    hashes = [h for _, h in blobs]
     head = session.put_messages(hashes)
     name = model_name(model, params)
     request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}

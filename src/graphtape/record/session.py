@@ -223,6 +223,8 @@ class Session:
         # process: garbage collection (``prune``) may delete a blob between two
         # runs, and a later run must then write it again, not point at nothing.
         self._written_blobs: set[str] = set()
+        #: id(message) -> (message, ids of its field values, request JSON, blob address): see message_blob
+        self._messages: dict[int, tuple[Any, tuple[int, ...], dict[str, Any], str]] = {}
         self._last_flush = time.monotonic()
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self._write_seconds: list[float] = []
@@ -341,8 +343,27 @@ class Session:
     def decode(self, env: dict[str, Any]) -> Any:
         return serde.decode_value(env, self.store.get_json)
 
+    def message_blob(self, msg: Any) -> tuple[dict[str, Any], str]:
+        """A message's request JSON and its blob address, computed once per message object in a run.
+
+        A run meets the same message objects several times: in every chat
+        request that carries the history, and again in the final state. At
+        turn 200 of a conversation, turning 400 messages into JSON twice was
+        half the cost of recording the turn. The memo holds the message (so
+        its ``id()`` is not reused) and the identities of its field values: a
+        field given a new value is seen and the message is read again.
+        """
+        fields = tuple(map(id, msg.__dict__.values()))
+        hit = self._messages.get(id(msg))
+        if hit is not None and hit[0] is msg and hit[1] == fields:
+            return hit[2], hit[3]
+        js = serde.message_for_request(msg)
+        h = self.put_json(js)
+        self._messages[id(msg)] = (msg, fields, js, h)
+        return js, h
+
     def message_ref(self, msg: Any) -> dict[str, Any]:
-        ref: dict[str, Any] = {"$m": self.put_json(serde.message_for_request(msg))}
+        ref: dict[str, Any] = {"$m": self.message_blob(msg)[1]}
         if msg.id is not None:
             ref["id"] = msg.id
         return ref
@@ -360,7 +381,7 @@ class Session:
         if isinstance(obj, BaseMessage):
             return self.message_ref(obj)
         if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, BaseMessage) for m in obj):
-            hashes = [self.put_json(serde.message_for_request(m)) for m in obj]
+            hashes = [self.message_blob(m)[1] for m in obj]
             return {"$chain": self.put_messages(hashes)}
         if isinstance(obj, dict):
             return {str(k): self.view(v) for k, v in obj.items()}
