@@ -502,3 +502,11 @@ def test_turns_of_a_conversation_are_one_branch(tape):
     assert all(h.entry(e.parent_id).run_id == runs[i - 1] for i, e in enumerate(inputs) if i)
     last_turn = tape.history(runs[-1])
     assert [e.run_id for e in last_turn] == [runs[-1]] * len(last_turn)
+
+
+def test_sql_stores_list_through_narrow_readers(tape, backend):
+    """SQLite and PostgreSQL select only the listed columns; other stores use the public interface."""
+    from graphtape.debug.listing import PostgresReader, Reader, SqliteReader, reader_for
+
+    expected = {"sqlite": SqliteReader, "postgresql": PostgresReader}.get(backend, Reader)
+    assert type(reader_for(tape.store)) is expected

@@ -11,6 +11,7 @@ checkpoints never touches a checkpoint body or an event it does not show
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -240,10 +241,9 @@ def reader_for(store: Any) -> Reader:
 
     if isinstance(store, SqliteTapeStore):
         return SqliteReader(store)
-    try:
-        from graphtape.store.postgres import PostgresTapeStore
-    except ImportError:  # the postgres extra is not installed: no store of that kind either
-        return Reader(store)
-    if isinstance(store, PostgresTapeStore):
+    # Not imported here: without the postgres extra the import fails, and a store of that
+    # kind exists only if its module was imported to open it.
+    postgres = sys.modules.get("graphtape.store.postgres")
+    if postgres is not None and isinstance(store, postgres.PostgresTapeStore):
         return PostgresReader(store)
     return Reader(store)

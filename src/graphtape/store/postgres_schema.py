@@ -147,7 +147,7 @@ MIGRATIONS: list[str] = [
     END
     $$;
     """,
-    # 5: the writers of each checkpoint, known when it is written (see CheckpointRow.writers)
+    # 4: the writers of each checkpoint, known when it is written (see CheckpointRow.writers)
     """
     ALTER TABLE gt_checkpoints ADD COLUMN writers text;
     """,
