@@ -184,7 +184,8 @@ def _shape(tape, thread: str, namespaces: bool) -> list[tuple]:
     h = tape.history(thread, namespaces=namespaces)
     runs = {r: i for i, r in enumerate(dict.fromkeys(e.run_id for e in h))}
     return [(runs[e.run_id], e.ns.split(":")[0], e.step, e.source, sorted(e.writers),
-             None if e.next is None else sorted(e.next), sorted((c["kind"], c["node_path"]) for c in e.calls),
+             None if e.next is None else sorted(e.next),
+             sorted((c["kind"], c["name"], c["source"], c["node_path"], c.get("error", False)) for c in e.calls),
              e.within is not None) for e in h]
 
 
@@ -196,12 +197,12 @@ def test_stored_writers_agree_with_the_task_events(tape, monkeypatch):
     stored = _run_scenarios(tape, "stored")
     for thread in stored:
         rows = tape.store.list_checkpoints(thread_id=thread)
-        assert rows and all(r.writers is not None for r in rows if r.run_id is not None), thread
+        assert rows and all(r.writers is not None and r.calls is not None for r in rows if r.run_id is not None), thread
     with monkeypatch.context() as m:
-        m.setattr(GraphtapeSaver, "_writers", staticmethod(lambda *a, **k: None))
+        m.setattr(GraphtapeSaver, "_listed", staticmethod(lambda *a, **k: (None, None)))
         unknown = _run_scenarios(tape, "unknown")
     for thread in unknown:
-        assert all(r.writers is None for r in tape.store.list_checkpoints(thread_id=thread)), thread
+        assert all(r.writers is None and r.calls is None for r in tape.store.list_checkpoints(thread_id=thread)), thread
     for a, b in zip(stored, unknown):
         assert _shape(tape, a, False) == _shape(tape, b, False), a
         # parallel subgraphs' checkpoints interleave differently in each recording
@@ -211,12 +212,33 @@ def test_stored_writers_agree_with_the_task_events(tape, monkeypatch):
     assert [row[4] for row in _shape(tape, "stored-lin", False)] == [[], ["__start__"], ["start"], ["write"], ["rate"]]
 
 
+def test_a_finished_run_is_listed_without_reading_task_or_call_events(tape, monkeypatch):
+    """Its rows carry their writers and calls; only labels are read from the events."""
+    from graphtape.debug import listing
+
+    g = tape.record(graphs.build_agent())
+    g.invoke({"messages": [HumanMessage("find cats")]}, cfg("lean-calls"))
+    expected = [(e.writers, e.calls) for e in tape.history("lean-calls")]
+    assert any(calls for _, calls in expected)
+    asked: list[tuple[str, ...]] = []
+    for cls in (listing.Reader, listing.SqliteReader):
+        original = cls.events
+
+        def spy(self, run_ids, kinds, _original=original):
+            asked.append(tuple(kinds))
+            return _original(self, run_ids, kinds)
+
+        monkeypatch.setattr(cls, "events", spy)
+    assert [(e.writers, e.calls) for e in tape.history("lean-calls")] == expected
+    assert asked and all(set(kinds) <= {"label"} for kinds in asked), asked
+
+
 @pytest.mark.parametrize("stored", [True, False], ids=["stored-writers", "from-events"])
 def test_a_retried_task_is_a_writer_of_its_step(tape, stored, monkeypatch):
     if not stored:
         from graphtape.runtime.saver import GraphtapeSaver
 
-        monkeypatch.setattr(GraphtapeSaver, "_writers", staticmethod(lambda *a, **k: None))
+        monkeypatch.setattr(GraphtapeSaver, "_listed", staticmethod(lambda *a, **k: (None, None)))
     from typing import TypedDict
 
     from langgraph.graph import END, START, StateGraph

@@ -147,7 +147,7 @@ def build_tree(tape: Tape, reader: Reader, thread_id: str, thread_runs: list[Run
     runs not in ``labels_read_for`` (replays in other threads).
     """
     # rows are Row-shaped tuples, oldest first
-    root_rows = [r for r in rows if not r[5]] if nested else rows
+    root_rows = [r for r in rows if not r[6]] if nested else rows
     first_root: dict[str, tuple[Any, ...]] = {}
     last_root: dict[str, tuple[Any, ...]] = {}
     # a thread's runs follow one another (one writer per thread): their rows are runs of equal ids

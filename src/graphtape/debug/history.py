@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -464,33 +465,41 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
                     continue
                 cid = data.get("checkpoint_id")
                 cp_events.setdefault(cid, (cid, data.get("parent_id"), data.get("step"), iso(ts),
-                                           row_key(run_id, data.get("source"), None),
+                                           row_key(run_id, data.get("source"), None), None,
                                            *((ns,) if namespaces else ())))
             else:  # task_interrupted / task_failed
                 bad.add((run_id, (data or {}).get("task") or ""))
 
-    # Calls and labels are always read (an index scan of those kinds). Task events are
-    # read only where the rows do not say enough: rows without stored writers (written
-    # beside another saver, or before graphtape stored them), subgraph levels, the run a
-    # resumed run continues (tasks it finished in the step the next run completed), runs
-    # that stopped (the tasks pending on their last checkpoint), nested calls' steps.
-    take(reader.events(event_runs, [*CALL_KINDS, LABEL_KIND] + (["checkpoint"] if source == "events" else [])))
+    # Labels are always read (an index scan of that kind). Call and task events are read
+    # only where the rows do not say enough: rows without stored writers and calls
+    # (written beside another saver, or before graphtape stored them), the run a resumed
+    # run continues (what it did in the step the next run completed); task events also
+    # for subgraph levels, runs that stopped (the tasks pending on their last
+    # checkpoint) and the steps of nested calls.
+    take(reader.events(event_runs, [LABEL_KIND] + (["checkpoint"] if source == "events" else [])))
     if source == "events":
         rows = sorted(cp_events.values(), key=lambda r: r[0])
+    listed = set(event_runs)
+    continued = {r.parent_run_id for rid in event_runs if (r := by_run.get(rid)) is not None
+                 and r.parent_run_id in listed}
+    if source == "events":
+        call_runs = set(event_runs)
+    else:
+        call_runs = {keys[r[4]][0] for r in rows if r[5] is None} & listed | continued
+    if call_runs:
+        take(reader.events([r for r in event_runs if r in call_runs], CALL_KINDS))
     if source == "events" or namespaces:
         task_runs = set(event_runs)
     else:
-        listed = set(event_runs)
         unknown = (keys[k] for k in {r[4] for r in rows})
         task_runs = {run_id for run_id, _, writers in unknown if writers is None and run_id in listed}
+        task_runs |= continued  # type: ignore[arg-type]
         for rid in event_runs:
             r = by_run.get(rid)
             if r is None:
                 continue
             if r.status != "finished":  # it stopped with tasks pending on its last checkpoint
                 task_runs.add(rid)
-            if r.parent_run_id in listed:
-                task_runs.add(r.parent_run_id)  # type: ignore[arg-type]
         task_runs.update(rid for rid, _, d in raw_calls if "|" in (d.get("task") or ""))
     if task_runs:
         take(reader.events([r for r in event_runs if r in task_runs], _TASK_KINDS))
@@ -530,6 +539,17 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     )
 
 
+def _parse_calls(listed: str) -> list[dict[str, Any]]:
+    """A row's stored calls (``CheckpointRow.calls``) as the entries show them."""
+    out = []
+    for kind, name, source, call_id, node_path, error in json.loads(listed):
+        info = {"kind": kind, "name": name, "source": source, "call_id": call_id, "node_path": node_path}
+        if error:
+            info["error"] = True
+        out.append(info)
+    return out
+
+
 def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: dict[str, RunRecord],
              tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]], bad: set[tuple[str, str]],
              calls: dict[tuple[str, str, int], list[dict[str, Any]]], task_step: dict[tuple[str, str], int],
@@ -547,16 +567,16 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
     if tasks:
         seen: set[tuple[Any, Any]] = set()
         for i, r in enumerate(rows):
-            at = (keys[r[4]][0], r[5] if nested else "")
+            at = (keys[r[4]][0], r[6] if nested else "")
             if at[0] is not None and at not in seen:
                 seen.add(at)
                 prev_run = by_run[at[0]].parent_run_id if at[0] in by_run else None
                 if prev_run is not None and (prev_run, at[1], r[2]) in tasks:
                     first_of[i] = prev_run
         if first_of:
-            cp_keys = {(keys[r[4]][0], r[5] if nested else "", r[2]) for r in rows}
+            cp_keys = {(keys[r[4]][0], r[6] if nested else "", r[2]) for r in rows}
             first_of = {i: p for i, p in first_of.items()
-                        if (p, rows[i][5] if nested else "", rows[i][2]) not in cp_keys}
+                        if (p, rows[i][6] if nested else "", rows[i][2]) not in cp_keys}
 
     row_by_id: dict[str, tuple[Any, ...]] | None = None
     child_writers: dict[Any, tuple[str, ...]] = {}  # parent (id, or (ns, id) when nested) -> oldest child's writers
@@ -566,28 +586,31 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
     append = out.append
     for i in range(len(rows) - 1, -1, -1):
         if nested:
-            cid, parent_id, step, created, key, ns = rows[i]
+            cid, parent_id, step, created, key, listed_calls, ns = rows[i]
         else:
-            cid, parent_id, step, created, key = rows[i]
+            cid, parent_id, step, created, key, listed_calls = rows[i]
         run_id, src, writers = keys[key]
         if only_run is not None and run_id != only_run:
             continue
         if writers is not None:
-            step_calls = calls.get((run_id, ns, step)) if calls else None
+            step_calls = None
         else:
             key = (run_id, ns, step)
             found = tasks.get(key)
             if found is not None and bad:
                 found = [ev for ev in found if (run_id, ev[6] or "") not in bad]
             writers = tuple(dict.fromkeys(ev[5] or "?" for ev in found)) if found else ()
-            step_calls = calls.get(key) if calls else None
+        if listed_calls is not None:
+            step_calls = _parse_calls(listed_calls) if listed_calls else None
+        else:
+            step_calls = calls.get((run_id, ns, step)) if calls else None
         if first_of and i in first_of:
             # a resumed step: tasks the previous run finished before it stopped wrote here too
             prev_run = first_of[i]
             carry = (prev_run, ns, step)
             done = [ev[5] or "?" for ev in tasks[carry] if (prev_run, ev[6] or "") not in bad]
             writers = tuple(dict.fromkeys([*done, *writers]))
-            step_calls = calls.get(carry, []) + (step_calls or [])
+            step_calls = [*calls.get(carry, ()), *(step_calls or ())]
         if not writers and src == "loop" and parent_id is not None:
             if row_by_id is None:
                 row_by_id = {r[0]: r for r in rows}

@@ -35,6 +35,7 @@ class Row(NamedTuple):
     step: int | None
     created_at: str | None
     key: str
+    calls: str | None  # the step's calls as graphtape's saver stored them (CheckpointRow.calls); None: not known
     ns: str = ""
 
 
@@ -90,6 +91,7 @@ class Reader:
         self._copies[thread_id] = self._copies_in(r for r in rows if not r.checkpoint_ns)
         out = [
             (r.checkpoint_id, r.parent_id, r.step, r.created_at or None, row_key(r.run_id, r.source, r.writers),
+             r.calls,
              *((r.checkpoint_ns,) if all_ns else ()))
             for r in rows
         ]
@@ -157,7 +159,7 @@ class SqliteReader(Reader):
     def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
         # every column is in the gt_checkpoints_listing index: the bodies are never read
         sql = ("SELECT checkpoint_id, parent_id, step, created_at, "
-               "ifnull(run_id, '') || char(31) || ifnull(source, '') || char(31) || ifnull(writers, char(30))"
+               "ifnull(run_id, '') || char(31) || ifnull(source, '') || char(31) || ifnull(writers, char(30)), calls"
                + (", checkpoint_ns FROM gt_checkpoints WHERE thread_id=? ORDER BY checkpoint_id" if all_ns else
                   " FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns='' ORDER BY checkpoint_id"))
         return self._q(sql, (thread_id,))
@@ -223,8 +225,8 @@ class PostgresReader(Reader):
 
     def rows(self, thread_id: str, all_ns: bool) -> list[tuple[Any, ...]]:
         sql = ("SELECT checkpoint_id, parent_id, step, created_at, "
-               "coalesce(run_id, '') || chr(31) || coalesce(source, '') || chr(31) || coalesce(writers, chr(30))"
-               + (", checkpoint_ns FROM gt_checkpoints WHERE thread_id = %s ORDER BY checkpoint_id" if all_ns else
+               "coalesce(run_id, '') || chr(31) || coalesce(source, '') || chr(31) || coalesce(writers, chr(30)), "
+               "calls" + (", checkpoint_ns FROM gt_checkpoints WHERE thread_id = %s ORDER BY checkpoint_id" if all_ns else
                   " FROM gt_checkpoints WHERE thread_id = %s AND checkpoint_ns = '' ORDER BY checkpoint_id"))
         return self.store._query(sql, (thread_id,))
 

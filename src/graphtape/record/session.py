@@ -218,6 +218,10 @@ class Session:
         #: started in that step and not interrupted or failed (so far): the writers
         #: of the step's checkpoint, stored on its row by graphtape's saver
         self.step_writers: dict[tuple[str, int], dict[str, str]] = {}
+        #: task namespace -> its step; (checkpoint namespace, step) -> the calls made in that step
+        #: at any depth, as listed (see note_call): stored with the step's checkpoint too
+        self.task_steps: dict[str, int] = {}
+        self.step_calls: dict[tuple[str, int], list[list[Any]]] = {}
         self._token: contextvars.Token | None = None
         # Addresses this run already wrote: not sent again. Per run, not per
         # process: garbage collection (``prune``) may delete a blob between two
@@ -635,6 +639,30 @@ class Session:
             self.counts[site.kind] += 1
             self.tokens += tokens_total
         self.event(f"{site.kind}_call", data)
+        self.note_call(site.kind, data)
+
+    def note_call(self, kind: str, data: dict[str, Any]) -> None:
+        """Count a call in the step of every level it was made at: the step of its own task, and of
+        each enclosing task (a subgraph's call belongs to the root step that ran the subgraph too),
+        so that the checkpoint of each step can list its calls without reading call events."""
+        summary = [kind, data.get("name") or data.get("model"), data.get("source") or "live",
+                   data.get("call_id"), data.get("node_path"), 1 if data.get("error") else 0]
+        task = data.get("task") or ""
+        keys: list[tuple[str, int]] = []
+        if not task or task == "(root)":
+            if isinstance(data.get("step"), int):
+                keys.append(("", data["step"]))
+        else:
+            segments = task.split("|")
+            for depth in range(len(segments)):
+                step = self.task_steps.get("|".join(segments[:depth + 1]))
+                if step is None and depth == len(segments) - 1:
+                    step = data.get("step")
+                if isinstance(step, int):
+                    keys.append(("|".join(segments[:depth]), step))
+        with self._lock:
+            for key in keys:
+                self.step_calls.setdefault(key, []).append(summary)
 
     # -- checkpoints and tasks ---------------------------------------------------------
 

@@ -56,6 +56,8 @@ class TaskRecorder(BaseCallbackHandler):
         key = (ns.rpartition("|")[0], step) if isinstance(step, int) else None
         if key is not None:
             self.session.step_writers.setdefault(key, {})[ns] = info["node_path"] or "?"
+            if ns:
+                self.session.task_steps[ns] = step
         self._open[run_id] = (time.perf_counter(), {"task": ns}, key)
         self.session.event("task_started", info)
         if self.session.debugger is not None:

@@ -95,26 +95,33 @@ class GraphtapeSaver(BaseCheckpointSaver):
         session.flush(extra=batch)
 
     @staticmethod
-    def _writers(config: RunnableConfig, checkpoint_ns: str, step: int | None, source: str | None,
-                 parent_source: str | None) -> str | None:
-        """The node paths whose tasks wrote this checkpoint, ``|``-joined (``|`` is not allowed in node names).
+    def _listed(config: RunnableConfig, checkpoint_ns: str, step: int | None, source: str | None,
+                parent_source: str | None) -> tuple[str | None, str | None]:
+        """What a history lists of this checkpoint beyond its metadata: its writers and its step's calls.
 
-        Stored on the row so that a history listing needs no task events: the
+        Writers: the node paths whose tasks wrote it, ``|``-joined (``|`` is
+        not allowed in node names). Calls: the LLM, tool and effect calls made
+        in the step, compact JSON (see ``CheckpointRow.calls``). Stored on the
+        row so that a history listing reads no task or call events: the
         recording session knows which tasks ran in the step (and which were
-        interrupted or failed). ``None`` outside a recorded run: not known.
-        Tasks a previous, interrupted run finished in the same step are not
-        included; the history adds them from that run's events.
+        interrupted or failed) and which calls they made. ``(None, None)``
+        outside a recorded run: not known. What a previous, interrupted run
+        did in the same step is not included; the history adds it from that
+        run's events.
         """
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
         session = _BY_RUN.get(rid) if rid else None
         if session is None or step is None:
-            return None
+            return None, None
         tasks = session.step_writers.pop((checkpoint_ns, step), None)
+        calls = session.step_calls.pop((checkpoint_ns, step), None)
+        listed_calls = json.dumps(calls, separators=(",", ":"), default=str) if calls else ""
         if tasks:
-            return "|".join(dict.fromkeys(tasks.values()))
+            return "|".join(dict.fromkeys(tasks.values())), listed_calls
         if source == "loop" and parent_source == "input":
-            return "__start__"  # the input's own task: LangGraph opens no callback run for it
-        return ""
+            # the input's own task: LangGraph opens no callback run for it
+            return "__start__", listed_calls
+        return "", listed_calls
 
     def _blob(self, value: Any, batch: WriteBatch) -> str:
         type_, data = self.serde.dumps_typed(value)
@@ -203,8 +210,8 @@ class GraphtapeSaver(BaseCheckpointSaver):
         full_metadata = _json_metadata(get_checkpoint_metadata(config, metadata))
         step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
         source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
-        writers = self._writers(config, checkpoint_ns, step, source,
-                                parent_source=last[3] if last is not None and last[0] == parent_id else None)
+        writers, calls = self._listed(config, checkpoint_ns, step, source,
+                                      parent_source=last[3] if last is not None and last[0] == parent_id else None)
         type_, data = self.serde.dumps_typed(body)
         row = CheckpointRow(
             thread_id=thread_id,
@@ -219,6 +226,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             body=_typed_blob(type_, data),
             values=addresses,
             writers=writers,
+            calls=calls,
         )
         batch.checkpoints.append(row)
         self._write(config, batch, (config, checkpoint, full_metadata))

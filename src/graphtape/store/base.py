@@ -188,6 +188,9 @@ class CheckpointRow:
     #: none), as the recording session knew them; ``None`` when not known
     #: (written outside a recorded run, or by graphtape before schema v5)
     writers: str | None = None
+    #: the LLM, tool and effect calls made in the step, as a listing shows them: compact JSON
+    #: ``[[kind, name, source, call_id, node_path, error], ...]`` ("" for none, ``None`` when not known)
+    calls: str | None = None
 
 
 @dataclasses.dataclass

@@ -365,7 +365,7 @@ class PostgresTapeStore(TapeStore):
                 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id,
                 None if c.step is None else int(c.step), c.source,
                 c.created_at, dump_meta(c.metadata), _jsonb_text(c.metadata), bytes(c.body), dump_meta(c.values),
-                c.writers)
+                c.writers, c.calls)
             for c in batch.checkpoints
         }.items())
         replaced: dict[tuple, tuple] = {}
@@ -403,15 +403,15 @@ class PostgresTapeStore(TapeStore):
                  "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %b::bytea[])", events)
         if checkpoints:
             part(f"INSERT INTO gt_checkpoints({_CP_COLUMNS_IN}) "
-                 "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr FROM unnest("
+                 "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr, ca FROM unnest("
                  "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
-                 "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[]) "
-                 "AS u(t, n, i, p, r, s, src, c, m, mj, b, v, wr) "
+                 "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[], %s::text[]) "
+                 "AS u(t, n, i, p, r, s, src, c, m, mj, b, v, wr, ca) "
                  "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
                  "parent_id = EXCLUDED.parent_id, run_id = EXCLUDED.run_id, step = EXCLUDED.step, "
                  "source = EXCLUDED.source, created_at = EXCLUDED.created_at, "
                  "metadata_text = EXCLUDED.metadata_text, metadata = EXCLUDED.metadata, "
-                 "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, writers = EXCLUDED.writers",
+                 "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, writers = EXCLUDED.writers, calls = EXCLUDED.calls",
                  (row for _, row in checkpoints))
         for rows, conflict in (
             (replaced, "DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel, "

@@ -147,9 +147,10 @@ MIGRATIONS: list[str] = [
     END
     $$;
     """,
-    # 4: the writers of each checkpoint, known when it is written (see CheckpointRow.writers)
+    # 4: the writers of each checkpoint and the calls of its step, known when it is written
+    # (see CheckpointRow.writers and .calls)
     """
-    ALTER TABLE gt_checkpoints ADD COLUMN writers text;
+    ALTER TABLE gt_checkpoints ADD COLUMN writers text, ADD COLUMN calls text;
     """,
 ]
 
@@ -161,9 +162,9 @@ _RUN_COLUMNS = (
     "llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta"
 )
 _CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-               "metadata_text, body, channel_values, writers")
+               "metadata_text, body, channel_values, writers, calls")
 _CP_COLUMNS_IN = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-                  "metadata_text, metadata, body, channel_values, writers")
+                  "metadata_text, metadata, body, channel_values, writers, calls")
 _WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value"
 
 #: One statement per lease operation; the server's clock is read once (``c.now``).
@@ -250,7 +251,7 @@ def _row_to_run(row: Sequence[Any]) -> RunRecord:
 
 def _row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
     return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
-                         json.loads(r[10]), r[11])
+                         json.loads(r[10]), r[11], r[12])
 
 
 def _decode_blob(enc: str, data: bytes) -> bytes:

@@ -98,8 +98,9 @@ def _migrate_v1(store: RedisTapeStore) -> None:
 #: Ordered schema changes; the ``schema`` key holds how many were applied. A
 #: later layout change appends a function that converts the keys in place.
 def _migrate_v2(store: RedisTapeStore) -> None:
-    """Checkpoint headers gain an eighth field, the writers. Old seven-field headers stay readable
-    (the writers are then not known); the version makes an older graphtape refuse the new ones."""
+    """Checkpoint headers gain two fields, the writers and the calls of the step. Old seven-field
+    headers stay readable (both are then not known); the version makes an older graphtape refuse
+    the new ones."""
 
 
 MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1, _migrate_v2]

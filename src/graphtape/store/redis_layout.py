@@ -329,16 +329,16 @@ def _decode_event(run_id: str, seq: bytes, stored: bytes) -> EventRow:
 
 
 def _encode_checkpoint(c: CheckpointRow) -> bytes:
-    header = dump_meta([c.parent_id, c.run_id, c.step, c.source, c.created_at, c.metadata, c.values, c.writers])
+    header = dump_meta([c.parent_id, c.run_id, c.step, c.source, c.created_at, c.metadata, c.values, c.writers, c.calls])
     return header.encode("utf-8") + b"\x00" + bytes(c.body)
 
 
 def _decode_checkpoint(thread_id: str, checkpoint_ns: str, checkpoint_id: str, stored: bytes) -> CheckpointRow:
     header, _, body = stored.partition(b"\x00")
-    # a header written before the writers were stored has seven fields
-    parent_id, run_id, step, source, created_at, metadata, values, *writers = json.loads(header)
+    # a header written before the writers and calls were stored has seven fields (then: not known)
+    parent_id, run_id, step, source, created_at, metadata, values, *listed = json.loads(header)
     return CheckpointRow(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at,
-                         metadata, body, values, writers[0] if writers else None)
+                         metadata, body, values, *listed)
 
 
 def _encode_run_field(name: str, value: Any) -> str:

@@ -136,17 +136,18 @@ MIGRATIONS: list[str] = [
         thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at);
     CREATE INDEX gt_events_kind ON gt_events(run_id, kind, seq);
     """,
-    # 5: the writers of each checkpoint (known when it is written), so that a history
-    # listing is one scan of one covering index; and the checkpoint a copy outside any
+    # 5: the writers of each checkpoint and the calls of its step (known when it is
+    # written), so that a history listing is one scan of one covering index; and the checkpoint a copy outside any
     # run came from (graphtape's fork), in a partial index that holds only the copies
     """
     ALTER TABLE gt_checkpoints ADD COLUMN writers TEXT;
+    ALTER TABLE gt_checkpoints ADD COLUMN calls TEXT;
     ALTER TABLE gt_checkpoints ADD COLUMN copied_from TEXT;
     UPDATE gt_checkpoints SET copied_from = json_extract(metadata, '$.graphtape_copied_from')
         WHERE run_id IS NULL AND json_extract(metadata, '$.graphtape_copied_from') IS NOT NULL;
     DROP INDEX gt_checkpoints_listing;
     CREATE INDEX gt_checkpoints_listing ON gt_checkpoints(
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, writers);
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, writers, calls);
     CREATE INDEX gt_checkpoints_copies ON gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, copied_from)
         WHERE copied_from IS NOT NULL;
     """,
@@ -307,10 +308,10 @@ class SqliteTapeStore(TapeStore):
                 if batch.checkpoints:
                     cur.executemany(
                         "INSERT OR REPLACE INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, "
-                        "run_id, step, source, created_at, metadata, body, channel_values, writers, copied_from) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "run_id, step, source, created_at, metadata, body, channel_values, writers, calls, "
+                        "copied_from) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         [(c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id, c.step, c.source,
-                          c.created_at, dump_meta(c.metadata), c.body, dump_meta(c.values), c.writers,
+                          c.created_at, dump_meta(c.metadata), c.body, dump_meta(c.values), c.writers, c.calls,
                           _copied_from(c)) for c in batch.checkpoints],
                     )
                 if batch.writes:
@@ -432,12 +433,12 @@ class SqliteTapeStore(TapeStore):
     # -- checkpoints ---------------------------------------------------------------
 
     _CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-                   "metadata, body, channel_values, writers")
+                   "metadata, body, channel_values, writers, calls")
 
     @staticmethod
     def _row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
         return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
-                             json.loads(r[10]), r[11])
+                             json.loads(r[10]), r[11], r[12])
 
     def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
         if checkpoint_id:

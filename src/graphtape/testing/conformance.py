@@ -154,18 +154,23 @@ class StoreConformance:
         assert {r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")} == {"c0", "c1", "c2", "c3", "c4", "s0"}
         assert len(conformance_store.list_checkpoints()) == 7
 
-    def test_checkpoint_writers_round_trip(self, conformance_store):
-        # None: not known (written outside a recorded run); "": known to be none; "a|b": two node paths
+    def test_checkpoint_writers_and_calls_round_trip(self, conformance_store):
+        # None: not known (written outside a recorded run); "": known to be none; else the listed value
+        writers = [None, "", "agent", "review_a|review_b", "sub/inner"]
+        calls = [None, "", '[["llm","m","live","c1","agent",0]]', "", '[["tool","search","tape","c2","tools",1]]']
         rows = []
-        for i, writers in enumerate([None, "", "agent", "review_a|review_b", "sub/inner"]):
+        for i, (w, c) in enumerate(zip(writers, calls)):
             row = _checkpoint("w", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop")
-            row.writers = writers
+            row.writers, row.calls = w, c
             rows.append(row)
         conformance_store.write(WriteBatch(checkpoints=rows))
         listed = conformance_store.list_checkpoints(thread_id="w", checkpoint_ns="")
-        assert [r.writers for r in reversed(listed)] == [None, "", "agent", "review_a|review_b", "sub/inner"]
-        assert conformance_store.get_checkpoint("w", "", "c3").writers == "review_a|review_b"
-        assert conformance_store.get_checkpoint("w", "", "c0").writers is None
+        assert [r.writers for r in reversed(listed)] == writers
+        assert [r.calls for r in reversed(listed)] == calls
+        got = conformance_store.get_checkpoint("w", "", "c3")
+        assert (got.writers, got.calls) == ("review_a|review_b", "")
+        got = conformance_store.get_checkpoint("w", "", "c0")
+        assert (got.writers, got.calls) == (None, None)
 
     def test_pending_writes_replace_or_keep_first(self, conformance_store):
         h1, d1 = _blob("v1")
