@@ -559,8 +559,8 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
     Built newest first: a checkpoint's children are seen before it, the
     oldest child (the one its run went on with) last, so ``next`` is known
     when the entry is made and every entry is made once. Rows of graphtape's
-    saver carry their writers; others take them from the task events. Equal
-    writer lists are one tuple, shared.
+    saver carry their writers and calls; others take them from the task and
+    call events. Equal writer lists are one tuple, shared.
     """
     # the first row of each run (and namespace) may finish a step its previous run began
     first_of: dict[int, str] = {}
@@ -592,9 +592,7 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
         run_id, src, writers = keys[key]
         if only_run is not None and run_id != only_run:
             continue
-        if writers is not None:
-            step_calls = None
-        else:
+        if writers is None:  # not stored: from the task events
             key = (run_id, ns, step)
             found = tasks.get(key)
             if found is not None and bad:
@@ -602,7 +600,7 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
             writers = tuple(dict.fromkeys(ev[5] or "?" for ev in found)) if found else ()
         if listed_calls is not None:
             step_calls = _parse_calls(listed_calls) if listed_calls else None
-        else:
+        else:  # not stored: from the call events
             step_calls = calls.get((run_id, ns, step)) if calls else None
         if first_of and i in first_of:
             # a resumed step: tasks the previous run finished before it stopped wrote here too
