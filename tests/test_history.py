@@ -164,7 +164,8 @@ def _parallel_interrupt_graph():
 
 
 def _run_scenarios(tape, prefix: str) -> list[str]:
-    """Threads with one run, interrupts answered across runs, a step finished by a resume, a subgraph, a fan-out."""
+    """Threads with one run (LLM calls and effects), interrupts answered across runs, a step finished by a
+    resume, a subgraph, a fan-out, an agent with tool calls."""
     g = tape.record(graphs.build_linear())
     g.invoke({}, cfg(f"{prefix}-lin"))
     g = tape.record(graphs.build_review())
@@ -176,7 +177,8 @@ def _run_scenarios(tape, prefix: str) -> list[str]:
     g.invoke(Command(resume="yes"), cfg(f"{prefix}-par"))
     tape.record(graphs.build_subgraph_node()).invoke({"question": "q"}, cfg(f"{prefix}-sub"))
     tape.record(graphs.build_fanout()).invoke({}, cfg(f"{prefix}-fan"))
-    return [f"{prefix}-{name}" for name in ("lin", "rev", "par", "sub", "fan")]
+    tape.record(graphs.build_agent()).invoke({"messages": [HumanMessage("find cats")]}, cfg(f"{prefix}-agent"))
+    return [f"{prefix}-{name}" for name in ("lin", "rev", "par", "sub", "fan", "agent")]
 
 
 def _shape(tape, thread: str, namespaces: bool) -> list[tuple]:
@@ -210,6 +212,8 @@ def test_stored_writers_agree_with_the_task_events(tape, monkeypatch):
     # and what they agree on is right (see the tests above for each case)
     assert _shape(tape, "stored-par", False)[-1][4] == ["fast", "slow"]
     assert [row[4] for row in _shape(tape, "stored-lin", False)] == [[], ["__start__"], ["start"], ["write"], ["rate"]]
+    kinds = {c[0] for thread in stored for row in _shape(tape, thread, True) for c in row[6]}
+    assert kinds == {"llm", "tool", "effect"}
 
 
 def test_a_finished_run_is_listed_without_reading_task_or_call_events(tape, monkeypatch):
