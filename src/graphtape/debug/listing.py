@@ -145,9 +145,10 @@ class SqliteReader(Reader):
 
     ``gt_checkpoints`` rows hold the checkpoint body beside the listed
     columns; the store's ``list_checkpoints`` returns it (and parses the
-    metadata and value addresses), which a listing does not need. Task
-    events are small JSON; SQLite's ``json_extract`` reads their three
-    fields without a Python round trip (deflated events are decoded here).
+    metadata and value addresses), which a listing does not need. Events
+    are read through the index of kinds; a task event stored as plain JSON
+    has its three fields picked by SQLite's ``json_extract``, a deflated one
+    (most are: the preset dictionary makes them smaller) is decoded here.
     """
 
     def _q(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
