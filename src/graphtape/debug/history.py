@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from graphtape.debug.branches import LABEL_KIND, LABEL_SEQ_BASE, Branch, BranchRun, build_tree
 from graphtape.debug.listing import Ev, Keys, Match, Reader, iso, reader_for, row_key
 from graphtape.errors import GraphtapeError, RunNotFound
-from graphtape.store.base import EventRow, RunRecord, WriteBatch
+from graphtape.store.base import EventRow, RunRecord, WriteBatch, call_levels, listed_call
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -376,15 +376,11 @@ def _parent_ns(task_ns: str) -> str:
     return task_ns.rpartition("|")[0] if "|" in task_ns else ""
 
 
-def _call_info(kind: str, d: dict[str, Any]) -> dict[str, Any]:
-    info = {
-        "kind": kind.removesuffix("_call"),
-        "name": d.get("name") or d.get("model"),
-        "source": d.get("source") or "live",
-        "call_id": d.get("call_id"),
-        "node_path": d.get("node_path"),
-    }
-    if d.get("error"):
+def _call_dict(listed: list[Any]) -> dict[str, Any]:
+    """A call in ``CheckpointRow.calls`` form (see ``listed_call``) as an entry shows it."""
+    kind, name, source, call_id, node_path, error = listed
+    info = {"kind": kind, "name": name, "source": source, "call_id": call_id, "node_path": node_path}
+    if error:
         info["error"] = True
     return info
 
@@ -512,19 +508,11 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     # calls: attributed to the step of every enclosing level shown
     calls: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for run_id, ev_kind, d in raw_calls:
-        task = d.get("task") or ""
-        info = _call_info(ev_kind, d)
-        if not task or task == "(root)":
-            if d.get("step") is not None:
-                calls.setdefault((run_id, "", d["step"]), []).append(info)
-            continue
-        segments = task.split("|")
-        for depth in range(len(segments) if namespaces else 1):
-            step = task_step.get((run_id, "|".join(segments[:depth + 1]))) if task_step else None
-            if step is None and depth == len(segments) - 1:
-                step = d.get("step")
-            if step is not None:
-                calls.setdefault((run_id, "|".join(segments[:depth]), step), []).append(info)
+        info = _call_dict(listed_call(ev_kind.removesuffix("_call"), d))
+        levels = call_levels(d.get("task") or "", d.get("step"),
+                             lambda t, run_id=run_id: task_step.get((run_id, t)), depth=None if namespaces else 1)
+        for ns, step in levels:
+            calls.setdefault((run_id, ns, step), []).append(info)
 
     entries = _entries(rows, keys, thread_id, by_run, tasks, bad, calls, task_step, copies,
                        only_run=run.run_id if kind == "run" and run is not None else None, nested=namespaces)
@@ -541,13 +529,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
 
 def _parse_calls(listed: str) -> list[dict[str, Any]]:
     """A row's stored calls (``CheckpointRow.calls``) as the entries show them."""
-    out = []
-    for kind, name, source, call_id, node_path, error in json.loads(listed):
-        info = {"kind": kind, "name": name, "source": source, "call_id": call_id, "node_path": node_path}
-        if error:
-            info["error"] = True
-        out.append(info)
-    return out
+    return [_call_dict(c) for c in json.loads(listed)]
 
 
 def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: dict[str, RunRecord],

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphtape import serde
 from graphtape.errors import Divergence, EffectBlocked
-from graphtape.store.base import EventRow, RunRecord, WriteBatch
+from graphtape.store.base import EventRow, RunRecord, WriteBatch, call_levels, listed_call
 
 if TYPE_CHECKING:
     from graphtape.replay.matcher import Matcher, RecordedCall
@@ -645,21 +645,8 @@ class Session:
         """Count a call in the step of every level it was made at: the step of its own task, and of
         each enclosing task (a subgraph's call belongs to the root step that ran the subgraph too),
         so that the checkpoint of each step can list its calls without reading call events."""
-        summary = [kind, data.get("name") or data.get("model"), data.get("source") or "live",
-                   data.get("call_id"), data.get("node_path"), 1 if data.get("error") else 0]
-        task = data.get("task") or ""
-        keys: list[tuple[str, int]] = []
-        if not task or task == "(root)":
-            if isinstance(data.get("step"), int):
-                keys.append(("", data["step"]))
-        else:
-            segments = task.split("|")
-            for depth in range(len(segments)):
-                step = self.task_steps.get("|".join(segments[:depth + 1]))
-                if step is None and depth == len(segments) - 1:
-                    step = data.get("step")
-                if isinstance(step, int):
-                    keys.append(("|".join(segments[:depth]), step))
+        summary = listed_call(kind, data)
+        keys = call_levels(data.get("task") or "", data.get("step"), self.task_steps.get)
         with self._lock:
             for key in keys:
                 self.step_calls.setdefault(key, []).append(summary)

@@ -193,6 +193,36 @@ class CheckpointRow:
     calls: str | None = None
 
 
+def listed_call(kind: str, data: dict[str, Any]) -> list[Any]:
+    """A call as a history lists it, in the form of ``CheckpointRow.calls``: built from the call
+    event's data by the recording session (stored) and by the history (from events) alike."""
+    return [kind, data.get("name") or data.get("model"), data.get("source") or "live",
+            data.get("call_id"), data.get("node_path"), 1 if data.get("error") else 0]
+
+
+def call_levels(task: str, step: Any, step_of: Callable[[str], Any], *,
+                depth: int | None = None) -> list[tuple[str, int]]:
+    """The (checkpoint namespace, step) of each level a call belongs to, outermost first.
+
+    ``task`` is the call's task namespace (``a:<id>|b:<id>``), ``step`` its
+    own task's step, ``step_of(task namespace)`` the step of an enclosing
+    task (``None`` if unknown). A call in a subgraph belongs to the
+    subgraph's step and to the step of every task that ran the subgraph.
+    ``depth``: at most that many levels (1: the root only).
+    """
+    if not task or task == "(root)":
+        return [("", step)] if isinstance(step, int) else []
+    segments = task.split("|")
+    levels = []
+    for d in range(len(segments) if depth is None else min(depth, len(segments))):
+        at = step_of("|".join(segments[:d + 1]))
+        if at is None and d == len(segments) - 1:
+            at = step
+        if isinstance(at, int):
+            levels.append(("|".join(segments[:d]), at))
+    return levels
+
+
 @dataclasses.dataclass
 class WriteRow:
     """A pending write of a task against a checkpoint; ``value`` is a blob address."""
