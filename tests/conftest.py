@@ -115,3 +115,22 @@ def _no_default_store(tmp_path, monkeypatch):
     """Tests must never write ``.graphtape/`` into the working directory."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GRAPHTAPE_URL", raising=False)
+
+
+# -- the fake OpenAI/Anthropic server (tests/providers.py) -------------------------------
+
+@pytest.fixture(scope="session")
+def _provider_server_session():
+    from tests.providers import ProviderServer
+
+    server = ProviderServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def provider_server(_provider_server_session):
+    """The fake provider server on 127.0.0.1, with a clean request log, script and failure queue."""
+    _provider_server_session.reset()
+    yield _provider_server_session
+    _provider_server_session.reset()
