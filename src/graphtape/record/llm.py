@@ -168,14 +168,23 @@ def _merge(chunks: list[Any]) -> list[BaseMessage]:
     return [message_chunk_to_message(total)]
 
 
-def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]):
+def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any],
+                  *, async_api: bool):
+    """Register a ``stream``/``astream`` call, unless langchain will answer it through ``(a)invoke``.
+
+    The question must be the one langchain's own ``stream``/``astream`` ask
+    (``async_api`` differs): a model with only ``_astream`` streams on
+    ``astream`` but falls back to ``invoke`` on ``stream``, and one with only
+    ``_stream`` streams on both. Asking the sync question for ``astream``
+    left async-only streaming models off the tape.
+    """
     from langchain_core.runnables.config import ensure_config
 
     session = current_session((config or {}).get("metadata") if isinstance(config, dict) else None)
     if session is None or _SERVING.get() is not None:
         return None, None
-    if not self._should_stream(async_api=False, **{**kwargs, "stream": True}):
-        return None, None  # falls back to invoke, which _gen records
+    if not self._should_stream(async_api=async_api, **{**kwargs, "stream": True}):
+        return None, None  # falls back to (a)invoke, which _gen/_agen record
     cfg = ensure_config(config)
     messages = self._convert_input(input).to_messages()
     call = begin_llm(session, self, messages, stop, kwargs, cfg.get("metadata"))
@@ -194,7 +203,7 @@ def _serve_via_invoke(self: BaseChatModel, session: Session, call: Call, input: 
 
 def _stream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
             **kwargs: Any) -> Iterator[AIMessageChunk]:
-    session, call = _stream_setup(self, input, config, stop, kwargs)
+    session, call = _stream_setup(self, input, config, stop, kwargs, async_api=False)
     if session is None:
         yield from _orig_stream(self, input, config, stop=stop, **kwargs)
         return
@@ -217,7 +226,7 @@ def _stream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[s
 
 async def _astream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
                    **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
-    session, call = _stream_setup(self, input, config, stop, kwargs)
+    session, call = _stream_setup(self, input, config, stop, kwargs, async_api=True)
     if session is None:
         async for chunk in _orig_astream(self, input, config, stop=stop, **kwargs):
             yield chunk
