@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import graphtape
 from graphtape.cli import app, main
 from graphtape.errors import GraphLoadError
 from graphtape.loading import load_graph
@@ -309,6 +310,7 @@ def test_runs_table_filters_and_json(cli, agent):
 
 
 def test_runs_on_an_empty_store(cli, url):
+    graphtape.connect(url).close()  # created, nothing recorded (a missing store is an error: test_store_open.py)
     assert "no runs in" in cli.ok("runs").stdout
     assert cli.json("runs") == []
 
@@ -592,6 +594,10 @@ def test_main_exit_codes(url, agent, capsys, monkeypatch):
             main(["--url", url, *args])
         return exc.value.code
 
+    assert run("runs") == 2  # no store at the URL yet: said on one line, nothing created
+    err = capsys.readouterr().err
+    assert err.startswith("error: no tape store at") and err.count("\n") == 1
+    graphtape.connect(url).close()
     assert run("runs") == 0
     assert "no runs" in capsys.readouterr().out
     assert run("show", "nope") == 2

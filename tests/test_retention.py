@@ -338,7 +338,7 @@ def test_cli_prune_deletes_with_a_summary(tape, store_url):
     assert run_ids(tape) == set()
 
 
-def test_cli_prune_errors(store_url):
+def test_cli_prune_errors(tape, store_url):  # tape: the store exists (a missing one is its own error)
     cli = Cli(store_url)
     assert "say what to prune" in one_line_error(cli("prune"))
     assert "--older-than: '3 days' is not a duration" in one_line_error(cli("prune", "--older-than", "3 days"))

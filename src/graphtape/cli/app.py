@@ -100,8 +100,13 @@ def echo_json(obj: Any) -> None:
 
 
 @contextlib.contextmanager
-def open_tape(ctx: typer.Context) -> Iterator[graphtape.Tape]:
-    tape = graphtape.connect((ctx.obj or {}).get("url"))
+def open_tape(ctx: typer.Context, *, create: bool = False, url: str | None = None) -> Iterator[graphtape.Tape]:
+    """The tape at ``--url`` (or ``url``). Only commands that record or import pass ``create=True``:
+    the others read, or act on runs that must already be there, so a mistyped URL is an error
+    rather than a new empty store (and another application's SQLite file gets no graphtape tables)."""
+    from graphtape.store import open_store
+
+    tape = graphtape.Tape(open_store(url or (ctx.obj or {}).get("url"), create=create))
     try:
         yield tape
     finally:
@@ -289,7 +294,7 @@ def run_cmd(
         from graphtape.loading import load_graph
 
         compiled = load_graph(graph)
-        with open_tape(ctx) as tape:
+        with open_tape(ctx, create=True) as tape:
             if resume is not None:
                 _check_resumable(tape, compiled, thread or "")
             thread_id = thread or str(uuid.uuid4())
@@ -524,19 +529,72 @@ def export_cmd(
             stdout().print(f"wrote {what} to {output} ({lines} lines, {_size(output)})")
 
 
+def _new_sqlite_file(url: str | None) -> tuple[Path, list[Path]] | None:
+    """For a ``sqlite:///`` store URL whose file does not exist yet: the file and the folders
+    that opening it will create (innermost first); else None."""
+    from graphtape.store import resolve_url
+
+    full = resolve_url(url)
+    scheme, sep, rest = full.partition("://")
+    if not sep:
+        scheme, rest = "sqlite", "/" + full
+    if scheme.lower() not in ("sqlite", "sqlite3", "file"):
+        return None
+    path = Path((rest[1:] if rest.startswith("/") else rest).partition("?")[0])
+    if not path.name or path.exists():
+        return None
+    folders = []
+    parent = path.parent
+    while not parent.exists():
+        folders.append(parent)
+        parent = parent.parent
+    return path, folders
+
+
+def _remove_new_sqlite(path: Path, folders: list[Path]) -> None:
+    """Remove a SQLite store this command created (with its WAL files) and the folders made for it."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            Path(str(path) + suffix).unlink()
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 @app.command("import")
 def import_cmd(
     ctx: typer.Context,
     file: Path = typer.Argument(..., help="A tape file written by `graphtape export`.", show_default=False),
+    into: Optional[str] = typer.Option(
+        None, "--into", help="The store to import into (default: --url, $GRAPHTAPE_URL or .graphtape/tape.db).",
+        show_default=False,
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the imported run ids as JSON."),
 ) -> None:
-    """Add the runs of an exported tape file to the store."""
-    with handle_errors(), open_tape(ctx) as tape:
-        ids = tape.import_file(file)
-        runs = [tape.store.get_run(i) for i in ids]
-        url = tape.url
+    """Add the runs of an exported tape file to the store (created if needed)."""
+    from graphtape.export import read_file
+
+    url = into or (ctx.obj or {}).get("url")
+    with handle_errors():
+        _, batch = read_file(file)  # a damaged or foreign file is refused before any store is created
+        new_file = _new_sqlite_file(url)
+        try:
+            with open_tape(ctx, create=True, url=url) as tape:
+                present = [r.run_id for r in batch.new_runs if tape.store.get_run(r.run_id) is not None]
+                if present:
+                    raise CliError(
+                        f"run {present[0]} is already in {tape.url}; nothing was imported (it is the same run: "
+                        "to copy it into another store, give that store with --into URL)"
+                    )
+                ids = tape.import_file(file)
+                runs = [tape.store.get_run(i) for i in ids]
+                url = tape.url
+        except BaseException:
+            if new_file is not None:
+                _remove_new_sqlite(*new_file)
+            raise
     if as_json:
-        echo_json({"path": str(file), "imported": ids})
+        echo_json({"path": str(file), "imported": ids, "into": url})
         return
     console = stdout()
     console.print(f"imported {len(ids)} run(s) from {file} into {url}")

@@ -7,6 +7,14 @@ the PostgreSQL store (install ``graphtape[postgres]``);
 ``redis://host:6379/0?prefix=graphtape:`` the Redis store on plain Redis 7
 (install ``graphtape[redis]``). With no URL, ``GRAPHTAPE_URL``
 is used, and without that ``.graphtape/tape.db`` in the working directory.
+
+SQLite URLs take ``?busy_timeout=SECONDS`` (how long a writer waits for
+another process's write lock before :class:`~graphtape.errors.DatabaseLocked`).
+
+``open_store(url, create=False)`` is for commands that only read (or act on
+runs that must already be there): it never creates a file, a schema or a
+table, and raises :class:`StoreNotFound` when there is no graphtape store at
+``url``, or when the SQLite file is some other application's database.
 """
 
 from __future__ import annotations
@@ -20,6 +28,28 @@ from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
 DEFAULT_PATH = Path(".graphtape") / "tape.db"
 
 
+class StoreNotFound(StoreError):
+    """There is no graphtape store at the URL, and the caller asked not to create one."""
+
+
+def _sqlite_options(url: str, query: str) -> dict[str, float]:
+    """The options of a ``sqlite:///`` URL's query string (today only ``busy_timeout`` in seconds)."""
+    from urllib.parse import parse_qsl
+
+    options: dict[str, float] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name != "busy_timeout":
+            raise StoreError(f"unknown option {name!r} in {url!r}; a sqlite:/// URL takes ?busy_timeout=SECONDS")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not seconds >= 0:
+            raise StoreError(f"busy_timeout={value!r} in {url!r} is not a number of seconds; e.g. ?busy_timeout=30")
+        options["busy_timeout"] = seconds
+    return options
+
+
 def resolve_url(url: str | None = None) -> str:
     """The store URL that ``connect(url)`` would use."""
     if url:
@@ -30,8 +60,12 @@ def resolve_url(url: str | None = None) -> str:
     return f"sqlite:///{DEFAULT_PATH}"
 
 
-def open_store(url: str | None = None) -> TapeStore:
-    """Open (creating if needed) the store at ``url``; see the module docstring."""
+def open_store(url: str | None = None, *, create: bool = True) -> TapeStore:
+    """Open the store at ``url``; see the module docstring.
+
+    ``create=True`` creates the file, schema or keys a new store needs;
+    ``create=False`` opens only an existing graphtape store (else :class:`StoreNotFound`).
+    """
     url = resolve_url(url)
     scheme, sep, rest = url.partition("://")
     if not sep:
@@ -41,17 +75,18 @@ def open_store(url: str | None = None) -> TapeStore:
         from graphtape.store.sqlite import SqliteTapeStore
 
         path = rest[1:] if rest.startswith("/") else rest
+        path, _, query = path.partition("?")
         if not path:
             raise StoreError(f"{url!r} names no file; use sqlite:///path/to/tape.db")
-        return SqliteTapeStore(path)
+        return SqliteTapeStore(path, create=create, **_sqlite_options(url, query))
     if scheme in ("postgresql", "postgres"):
         from graphtape.store.postgres import PostgresTapeStore
 
-        return PostgresTapeStore(url)
+        return PostgresTapeStore(url, create=create)
     if scheme in ("redis", "rediss"):
         from graphtape.store.redis import RedisTapeStore
 
-        return RedisTapeStore(url)
+        return RedisTapeStore(url, create=create)
     raise StoreError(
         f"unsupported store URL scheme {scheme!r} in {url!r}; "
         "use sqlite:///path/to/tape.db, postgresql://user@host:5432/dbname?schema=graphtape "
@@ -59,4 +94,4 @@ def open_store(url: str | None = None) -> TapeStore:
     )
 
 
-__all__ = ["EventRow", "RunRecord", "TapeStore", "WriteBatch", "open_store", "resolve_url"]
+__all__ = ["EventRow", "RunRecord", "StoreNotFound", "TapeStore", "WriteBatch", "open_store", "resolve_url"]

@@ -147,7 +147,7 @@ class PostgresTapeStore(TapeStore):
     """Tapes in a PostgreSQL schema (``postgresql://user@host:5432/db?schema=graphtape``)."""
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, lock_timeout: float = 10.0,
-                 connect_timeout: float = 10.0, pool_timeout: float = 30.0):
+                 connect_timeout: float = 10.0, pool_timeout: float = 30.0, create: bool = True):
         self._conninfo, self.schema, self.url = parse_url(url)
         self.lock_timeout = lock_timeout
         self.pool_timeout = pool_timeout
@@ -166,6 +166,8 @@ class PostgresTapeStore(TapeStore):
         try:
             with psycopg.connect(self._conninfo, **self._kwargs) as conn:
                 self._search_path = self._search_path_for(conn)
+                if not create:
+                    self._check_exists(conn)
                 self._migrate(conn)
         except psycopg.Error as exc:
             raise self._translate(exc) from None
@@ -230,6 +232,17 @@ class PostgresTapeStore(TapeStore):
                 "the URL (host, port, user, database) is right"
             )
         return StoreError(f"PostgreSQL error on {self.url}: {msg}")
+
+    def _check_exists(self, conn: psycopg.Connection) -> None:
+        """Refuse to go on (and so to create anything) when the schema holds no graphtape store."""
+        from graphtape.store import StoreNotFound
+
+        found = conn.execute("SELECT to_regclass(format('%%I.gt_schema', %s::text))", (self.schema,)).fetchone()
+        if found is None or found[0] is None:
+            raise StoreNotFound(
+                f"no tape store at {self.url}: schema {self.schema!r} has no graphtape tables; check --url or "
+                "GRAPHTAPE_URL (a store is created by recording a run, or by graphtape import)"
+            )
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         """Bring the schema to the current version, once, whoever else is opening it.

@@ -131,7 +131,7 @@ class RedisTapeStore(TapeStore):
     pool); processes and hosts coordinate through the server.
     """
 
-    def __init__(self, url: str, *, busy_timeout: float = 10.0):
+    def __init__(self, url: str, *, busy_timeout: float = 10.0, create: bool = True):
         client_url, prefix, self.url = _split_url(url)
         self.busy_timeout = busy_timeout
         if redis_client is None:
@@ -171,6 +171,13 @@ class RedisTapeStore(TapeStore):
                     raise StoreError(f"cannot use {self.url} as a Redis store URL: {_one_line(exc)}; "
                                      "remove the unknown parameter") from exc
                 self._check_server()
+                if not create and self.schema_version == 0:
+                    from graphtape.store import StoreNotFound
+
+                    raise StoreNotFound(
+                        f"no tape store at {self.url}: no graphtape keys under the prefix {self.prefix!r}; check "
+                        "--url or GRAPHTAPE_URL (a store is created by recording a run, or by graphtape import)"
+                    )
                 self._migrate()
         except BaseException:
             self._redis.close()

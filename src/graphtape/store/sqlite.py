@@ -196,25 +196,68 @@ def _copied_from(c: CheckpointRow) -> str | None:
 class SqliteTapeStore(TapeStore):
     """A tape in one SQLite file (``sqlite:///path/to/file.db``)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0):
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True):
         self.path = Path(path)
-        self.url = f"sqlite:///{self.path}"
+        self.url = f"sqlite:///{self.path}" + (f"?busy_timeout={busy_timeout:g}" if busy_timeout != 10.0 else "")
         self.busy_timeout = busy_timeout
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the folder for {self.path}: {exc.strerror}") from exc
+        if create:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder for {self.path}: {exc.strerror}") from exc
+        elif not self.path.is_file():
+            from graphtape.store import StoreNotFound
+
+            raise StoreNotFound(
+                f"no tape store at {self.path}: the file does not exist; check --url or GRAPHTAPE_URL "
+                "(a store is created by recording a run, or by graphtape import)"
+            )
         self._lock = threading.RLock()
         try:
+            if create:
+                target, uri = str(self.path), False
+            else:  # mode=rw: SQLite must not create the file if it vanished meanwhile
+                target, uri = f"{self.path.resolve().as_uri()}?mode=rw", True
             self._conn = sqlite3.connect(
-                str(self.path), timeout=busy_timeout, check_same_thread=False, isolation_level=None
+                target, timeout=busy_timeout, check_same_thread=False, isolation_level=None, uri=uri
             )
+            if not create:
+                self._check_is_store()
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
         except sqlite3.DatabaseError as exc:
+            self._close_quietly()
             raise self._translate(exc) from exc
+        except BaseException:
+            self._close_quietly()
+            raise
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
+    def _check_is_store(self) -> None:
+        """Refuse a database that graphtape never initialised (before anything is written to it).
+
+        A read-only command pointed at another application's database must not
+        add graphtape's tables to it, nor switch its journal to WAL.
+        """
+        from graphtape.store import StoreNotFound
+
+        if self._conn.execute("PRAGMA user_version").fetchone()[0] > 0:
+            return
+        tables = [r[0] for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        if tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreNotFound(
+                f"{self.path} is not a graphtape store (it holds other tables: {shown}); "
+                "point --url or GRAPHTAPE_URL at a tape store"
+            )
+        raise StoreNotFound(f"{self.path} holds no tape yet (an empty database); record a run into it first")
 
     # -- plumbing ----------------------------------------------------------
 
@@ -223,7 +266,8 @@ class SqliteTapeStore(TapeStore):
         if "locked" in msg or "busy" in msg:
             return DatabaseLocked(
                 f"{self.path} is locked by another process (waited {self.busy_timeout:g}s); "
-                "retry when it finishes, or raise the busy timeout"
+                f"retry when it finishes, or wait longer: add ?busy_timeout={max(30, 3 * self.busy_timeout):g} "
+                "(seconds) to the store URL"
             )
         if "not a database" in msg or "malformed" in msg:
             return StoreError(f"{self.path} is not a graphtape database (or is damaged): {msg}")
