@@ -17,6 +17,9 @@ The tree::
         └── EffectBlocked          an effect would run live and that was not allowed
             └── EffectInDoubt      an effect started before a crash and never reported back
 
+Warnings are :class:`GraphtapeWarning` (a ``UserWarning``): e.g. a tape value
+whose class is not allowed, decoded as plain data instead.
+
 Messages say what happened and what to do next: the CLI prints them as one
 line, so they must stand on their own.
 """
@@ -28,6 +31,10 @@ from typing import Any
 
 class GraphtapeError(Exception):
     """Base class of every error raised by graphtape."""
+
+
+class GraphtapeWarning(UserWarning):
+    """Something in a tape was handled conservatively (e.g. a value class that is not allowed came back as data)."""
 
 
 class StoreError(GraphtapeError):
@@ -114,6 +121,7 @@ __all__ = [
     "EffectInDoubt",
     "GraphLoadError",
     "GraphtapeError",
+    "GraphtapeWarning",
     "InvalidEdit",
     "LeaseLost",
     "ReplayError",
