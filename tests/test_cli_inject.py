@@ -105,3 +105,24 @@ def test_debug_strict_with_no_breakpoints_steps(cli, recorded):
     out = cli("debug", recorded, "-g", GRAPH, input="s\nq\n")
     assert out.exit_code == 0, out.stdout + out.stderr
     assert out.stdout.count("paused: super-step done") >= 2 and "stopped" in out.stdout
+
+
+def _written(store_url):
+    """Threads, checkpoints and runs the store holds."""
+    import graphtape
+
+    with graphtape.connect(store_url) as tape:
+        checkpoints = tape.store.list_checkpoints()
+        return ({c.thread_id for c in checkpoints}, len(checkpoints), len(tape.store.list_runs(limit=None)))
+
+
+def test_a_rejected_fork_writes_nothing(cli, store_url, recorded):
+    """An unknown key, a wrong type or an unknown --as-node is refused before the checkpoint is copied."""
+    cp = next(c["checkpoint_id"] for c in events(store_url, recorded, "checkpoint") if c["step"] == 1)
+    before = _written(store_url)
+    for args, words in ((["--set", "nope=1"], "unknown state key 'nope'"),
+                        (["--set", "draft=[1, 2]"], "does not fit its type"),
+                        (["--set", 'topic="dogs"', "--as-node", "nowhere"], "unknown node 'nowhere'")):
+        bad = cli("fork", cp, "-g", GRAPH, *args)
+        assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr
+        assert _written(store_url) == before

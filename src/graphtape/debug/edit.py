@@ -60,10 +60,17 @@ def validate_edit(graph: Any, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def apply_edit(recorder: Any, config: dict[str, Any], values: dict[str, Any], as_node: str | None) -> dict[str, Any]:
-    """Validate and apply an edit to the latest checkpoint of ``config``'s thread (a LangGraph update)."""
-    checked = validate_edit(recorder.original, values)
-    nodes = set(getattr(recorder.original, "nodes", {}) or {})
+def check_edit(graph: Any, values: dict[str, Any], as_node: str | None) -> dict[str, Any]:
+    """The validated edit, or :class:`InvalidEdit`. A fork calls this before it copies anything,
+    so a rejected edit leaves no thread behind."""
+    checked = validate_edit(graph, values)
+    nodes = set(getattr(graph, "nodes", {}) or {})
     if as_node is not None and nodes and as_node not in nodes:
         raise InvalidEdit(f"unknown node {as_node!r} for as_node; the graph has: {', '.join(sorted(nodes))}")
+    return checked
+
+
+def apply_edit(recorder: Any, config: dict[str, Any], values: dict[str, Any], as_node: str | None) -> dict[str, Any]:
+    """Validate and apply an edit to the latest checkpoint of ``config``'s thread (a LangGraph update)."""
+    checked = check_edit(recorder.original, values, as_node)
     return recorder.graph.update_state(config, checked, as_node=as_node)

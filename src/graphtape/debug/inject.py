@@ -52,6 +52,11 @@ def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] |
     owner, event = find_checkpoint(tape, checkpoint_id, run_id)
     if event.get("ns"):
         raise ReplayError("fork from a checkpoint of the root graph (this one belongs to a subgraph)")
+    if values is not None:
+        from graphtape.debug.edit import check_edit
+
+        # before the replay copies the checkpoint into a new thread: a rejected edit writes nothing
+        check_edit(getattr(graph, "original", graph), values, as_node)
     return replay(
         tape, owner, graph, mode=mode, allow_live_effects=allow_live_effects,
         from_checkpoint=event["checkpoint_id"], edit=values, as_node=as_node,
