@@ -210,3 +210,62 @@ def test_left_out_pairs_fail_in_langchain_itself(model_name, api):
             asyncio.run(call_async(model, api))
         else:
             call_sync(model, api)
+
+
+# -- batch: identical inputs are answered in their recorded slots ----------------------------
+
+import random as _random  # noqa: E402
+import time as _time  # noqa: E402
+
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler  # noqa: E402
+
+
+class _Jitter(BaseCallbackHandler):
+    """Sleeps a random moment as each request starts: batch threads reach the model in a random order."""
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        _time.sleep(_random.random() * 0.02)
+
+
+class _AJitter(AsyncCallbackHandler):
+    async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        await asyncio.sleep(_random.random() * 0.02)
+
+
+class Answers(TypedDict, total=False):
+    answers: list[str]
+
+
+def build_batch(api: str):
+    model = Both(callbacks=[_AJitter() if api == "abatch" else _Jitter()])
+    same = [HumanMessage("the same question")]
+    b = StateGraph(Answers)
+    if api == "abatch":
+        async def ask(s: Answers):
+            return {"answers": [m.content for m in await model.abatch([same] * 5)]}
+    elif api == "batch_as_completed":
+        def ask(s: Answers):
+            done = dict(model.batch_as_completed([same] * 5))
+            return {"answers": [done[i].content for i in range(5)]}
+    else:
+        def ask(s: Answers):
+            return {"answers": [m.content for m in model.batch([same] * 5)]}
+    b.add_node("ask", ask)
+    b.add_edge(START, "ask")
+    b.add_edge("ask", END)
+    return b.compile()
+
+
+@pytest.mark.parametrize("api", ["batch", "abatch", "batch_as_completed"])
+def test_batch_of_identical_inputs_is_served_in_recorded_slot_order(tape, api):
+    rec = tape.record(build_batch(api), name="batch")
+    cfg = {"configurable": {"thread_id": "b"}}
+    out = asyncio.run(rec.ainvoke({}, cfg)) if api == "abatch" else rec.invoke({}, cfg)
+    recorded = out["answers"]
+    assert len(set(recorded)) == 5, "five live calls, five different answers"
+    for _ in range(3):  # each replay starts the threads in another random order
+        with forbid():
+            result = tape.replay(rec.last_run_id, build_batch(api), mode="strict")
+        assert result.status == "finished", result.error
+        assert result.served == 5
+        assert result.output["answers"] == recorded

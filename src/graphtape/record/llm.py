@@ -13,8 +13,10 @@ So graphtape wraps ``BaseChatModel._generate_with_cache`` /
 ``ainvoke``, ``batch``, ``abatch`` and ``generate``; it sits *outside* the
 model's cache lookup, so the user's caches keep working and ``cache=False``
 changes nothing) and the public ``stream``/``astream`` (which never reach
-it when the model implements ``_stream``). The wrappers cost one ContextVar
-read when no run is being recorded. Callbacks still fire for served calls
+it when the model implements ``_stream``). ``batch``/``abatch`` (and the
+``_as_completed`` forms) are wrapped only to give each input a stable slot
+(see ``_slotted``). The wrappers cost one ContextVar read when no run is
+being recorded. Callbacks still fire for served calls
 because the wrappers run inside langchain's callback bracket.
 """
 
@@ -31,7 +33,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from graphtape import serde
-from graphtape.record.session import Call, Session, current_session
+from graphtape.record.session import BATCH_SLOT_KEY, Call, Session, current_session
 
 _installed = False
 _install_lock = threading.Lock()
@@ -39,6 +41,8 @@ _orig_gen = BaseChatModel._generate_with_cache
 _orig_agen = BaseChatModel._agenerate_with_cache
 _orig_stream = BaseChatModel.stream
 _orig_astream = BaseChatModel.astream
+_orig_batch = {name: getattr(BaseChatModel, name)
+               for name in ("batch", "abatch", "batch_as_completed", "abatch_as_completed")}
 
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
 #: already been answered from the tape and the inner call must not be
@@ -64,7 +68,9 @@ def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage
     head = session.put_messages(hashes)
     name = model_name(model, params)
     request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
-    fingerprint = serde.digest(serde.canonical_json({"messages": hashes, "request": request}))
+    # canonical message keys, not blob addresses: stored blobs keep key order, fingerprints must not
+    keys = [session.message_key(m) for m in messages]
+    fingerprint = serde.digest(serde.canonical_json({"messages": keys, "request": request}))
     return session.begin(
         "llm", metadata, request, fingerprint, messages_ref=head,
         summary={"model": name}, messages_view=msg_json,
@@ -254,6 +260,46 @@ async def _astream(self: BaseChatModel, input: Any, config: Any = None, *, stop:
     _finish_live(session, call, _merge(chunks))
 
 
+def _slotted(inputs: Any, config: Any) -> Any:
+    """One config per input, each carrying the input's index (its slot) in its metadata.
+
+    ``batch`` runs one thread (``abatch`` one task) per input, and they reach
+    the model in any order. The metadata travels into ``_gen``/``_agen``
+    through the run manager and becomes part of the call site, so on replay
+    slot ``i`` is answered with what slot ``i`` was answered when recorded,
+    even when all the inputs are the same request.
+    """
+    from langchain_core.runnables.config import get_config_list
+
+    configs = get_config_list(config, len(inputs))
+    return [{**c, "metadata": {**(c.get("metadata") or {}), BATCH_SLOT_KEY: i}} for i, c in enumerate(configs)]
+
+
+def _batch_wrapper(name: str) -> Any:
+    """``name`` (a batch method) with slotted configs while a run is recorded or replayed."""
+    orig = _orig_batch[name]
+
+    def configs(inputs: Any, config: Any) -> Any:
+        meta = config.get("metadata") if isinstance(config, dict) else None
+        return _slotted(inputs, config) if inputs and current_session(meta) is not None else config
+
+    if name == "abatch":
+        async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
+            return await orig(self, inputs, configs(inputs, config), **kwargs)
+    elif name == "abatch_as_completed":
+        async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None,  # type: ignore[misc]
+                          **kwargs: Any) -> Any:
+            async for item in orig(self, inputs, configs(inputs, config), **kwargs):
+                yield item
+    else:
+        def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:  # type: ignore[misc]
+            return orig(self, inputs, configs(inputs, config), **kwargs)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = orig.__doc__
+    return wrapper
+
+
 def install() -> None:
     """Install the wrappers once per process (idempotent, inert outside runs)."""
     global _installed
@@ -264,4 +310,6 @@ def install() -> None:
         BaseChatModel._agenerate_with_cache = _agen  # type: ignore[method-assign]
         BaseChatModel.stream = _stream  # type: ignore[method-assign]
         BaseChatModel.astream = _astream  # type: ignore[method-assign]
+        for name in _orig_batch:
+            setattr(BaseChatModel, name, _batch_wrapper(name))
         _installed = True

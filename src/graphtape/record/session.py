@@ -42,6 +42,9 @@ _BY_RUN: dict[str, Session] = {}
 _UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 RUN_META_KEY = "graphtape_run_id"
+#: Put by graphtape's ``BaseChatModel.batch``/``abatch`` wrapper into each input's config metadata:
+#: the input's index, so a batch's calls are matched by slot, not by the order their threads started.
+BATCH_SLOT_KEY = "graphtape_batch_slot"
 
 #: Beside a foreign checkpoint saver, the tape is written at most this often
 #: (and at the end of every run): one extra transaction per super-step was
@@ -143,7 +146,14 @@ def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[s
         branch = branch_of(metadata)
     step = metadata.get("langgraph_step")
     task = ns or "(root)"
-    return CallSite(kind, node, node_path, branch, step, task, counter(task, kind))
+    counted = task
+    slot = metadata.get(BATCH_SLOT_KEY)
+    if slot is not None:
+        # One input of a model.batch(): its slot is part of the site, and ordinals are
+        # counted per slot, because the batch's threads reach this point in any order.
+        branch = f"{branch}#{slot}"
+        counted = f"{task}#{slot}"
+    return CallSite(kind, node, node_path, branch, step, task, counter(counted, kind))
 
 
 @dataclasses.dataclass
