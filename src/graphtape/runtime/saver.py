@@ -63,6 +63,27 @@ def _json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         return serde.to_jsonable(metadata)
 
 
+def _redacted_metadata(config: RunnableConfig, metadata: dict[str, Any]) -> dict[str, Any]:
+    """Checkpoint metadata with the values of secret-looking keys replaced by ``serde.REDACTED``.
+
+    LangGraph's ``get_checkpoint_metadata`` copies every string and number of
+    the run's ``configurable`` and ``metadata`` into each checkpoint's
+    metadata, so an ``openai_api_key`` passed in the config would be stored
+    with every checkpoint. Only top-level keys are LangGraph's copies (its own
+    ``parents`` maps namespaces, which may contain any node name); the keys
+    stay so a listing shows that a value was given. Keys the user named with
+    ``connect(redact=[...])`` are known from the recording run's tape.
+    """
+    rid = (config.get("metadata") or {}).get(RUN_META_KEY)
+    session = _BY_RUN.get(rid) if rid else None
+    extra = session.tape.redact_keys if session is not None else frozenset()
+    out = dict(metadata)
+    for key, value in metadata.items():
+        if value not in (None, "") and (serde.SECRET_KEY_PATTERN.search(str(key)) or key in extra):
+            out[key] = serde.REDACTED
+    return out
+
+
 class GraphtapeSaver(BaseCheckpointSaver):
     """A ``BaseCheckpointSaver`` storing checkpoints beside the tape, in the same transactions."""
 
@@ -207,7 +228,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
         addresses: dict[str, str] = {}
         for channel, value in values.items():
             addresses[channel] = reusable.get(channel) or self._blob(value, batch)
-        full_metadata = _json_metadata(get_checkpoint_metadata(config, metadata))
+        full_metadata = _json_metadata(_redacted_metadata(config, get_checkpoint_metadata(config, metadata)))
         step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
         source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
         writers, calls = self._listed(config, checkpoint_ns, step, source,

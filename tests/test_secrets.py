@@ -1,0 +1,109 @@
+"""Secrets passed in a run's config are stored nowhere: not in a table, an export, or any output.
+
+A run is recorded with secrets in ``configurable`` (keys that look like
+secrets, and a key the user added with ``connect(redact=[...])``) and in the
+config's ``metadata``; LangGraph copies such string values into every
+checkpoint's metadata. Then every byte the backend holds, an export file,
+the CLI's JSON output and the ``/metrics`` page are searched for them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import graphtape
+from graphtape.cli import app
+from tests import graphs
+from tests.store_raw import raw_dump
+
+SECRETS = {
+    "openai_api_key": "sk-SECRET-123",
+    "db_password": "hunter2-XYZ",
+    "customer_ref": "cust-SECRET-789",  # not secret-looking: redacted because the user asked
+}
+META_SECRET = "tok-SECRET-456"
+ALL = [*SECRETS.values(), META_SECRET]
+ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb", "GRAPHTAPE_URL": None}
+
+
+def found_in(data: bytes | str) -> list[str]:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return [s for s in ALL if s in text]
+
+
+def record_with_secrets(store_url: str) -> tuple[str, str]:
+    with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
+        agent = tape.record(graphs.build_linear(), name="linear")
+        config = {"configurable": {"thread_id": "secret-thread", **SECRETS},
+                  "metadata": {"auth_token": META_SECRET, "team": "blue"}}
+        agent.invoke({}, config)
+        run_id = agent.last_run_id
+        assert tape.run(run_id).status == "finished"
+        with graphs.forbid():  # replay still works, serving every call (the redacted values are not passed on)
+            result = tape.replay(run_id, graphs.build_linear(), mode="strict")
+        assert result.status == "finished" and result.output_matches, result.to_dict()
+    return run_id, result.run_id
+
+
+def test_secrets_in_the_config_are_in_no_table(store_url):
+    run_id, replay_id = record_with_secrets(store_url)
+    dump = raw_dump(store_url)
+    assert b"secret-thread" in dump and b"blue" in dump  # the dump does see the config's other values
+    assert found_in(dump) == []
+    # checkpoint metadata keeps the keys, redacted, so a listing shows that something was there
+    with graphtape.connect(store_url) as tape:
+        metas = [r.metadata for r in tape.store.list_checkpoints(thread_id="secret-thread")]
+    assert metas and all(m.get("openai_api_key") == "**redacted**" for m in metas)
+    assert all(m.get("auth_token") == "**redacted**" and m.get("team") == "blue" for m in metas)
+
+
+def test_secrets_are_in_no_export_or_output(store_url, tmp_path):
+    run_id, replay_id = record_with_secrets(store_url)
+    with graphtape.connect(store_url) as tape:
+        tape.export_thread("secret-thread", tmp_path / "thread.jsonl")
+        tape.export_run(replay_id, tmp_path / "replay.jsonl")
+        checkpoint = tape.store.list_checkpoints(thread_id="secret-thread")[0].checkpoint_id
+    for name in ("thread.jsonl", "replay.jsonl"):
+        assert found_in((tmp_path / name).read_bytes()) == []
+
+    runner = CliRunner()
+    for args in (["runs", "--json"], ["runs"], ["show", run_id, "--json"], ["show", run_id],
+                 ["history", run_id, "--json"], ["history", "secret-thread"], ["state", checkpoint, "--json"],
+                 ["show", replay_id, "--json"], ["stats", "--json"], ["stats", "--prometheus"]):
+        result = runner.invoke(app, ["--url", store_url, *args], env=ENV)
+        assert result.exit_code == 0, (args, result.stdout, result.stderr)
+        assert found_in(result.stdout) == [], args
+
+
+def test_secrets_are_not_in_metrics(store_url):
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from graphtape.server import create_app
+    from tests.test_server_metrics import Served
+
+    record_with_secrets(store_url)
+    with graphtape.connect(store_url) as tape, Served(create_app(tape, cache_seconds=0)) as served:
+        status, _, body = served.get("/metrics")
+        assert status == 200 and b"graphtape_runs" in body
+        assert found_in(body) == []
+        status, _, body = served.get("/healthz")
+        assert status == 200 and found_in(body) == []
+
+
+def test_a_foreign_saver_gets_what_langgraph_gives_it_and_the_tape_stays_clean(store_url):
+    """With the user's own saver, graphtape's tape holds no secret; the saver's own storage is the user's."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
+        agent = tape.record(graphs.build_linear().builder.compile(checkpointer=saver))
+        agent.invoke({}, {"configurable": {"thread_id": "own-saver", **SECRETS},
+                          "metadata": {"auth_token": META_SECRET}})
+    assert found_in(raw_dump(store_url)) == []
+    stored = saver.get_tuple({"configurable": {"thread_id": "own-saver"}})
+    assert stored is not None
+    # documented: LangGraph copies string config values into the metadata the user's saver stores
+    assert json.dumps(stored.metadata, default=str).count(SECRETS["openai_api_key"]) == 1
