@@ -269,3 +269,116 @@ def test_batch_of_identical_inputs_is_served_in_recorded_slot_order(tape, api):
         assert result.status == "finished", result.error
         assert result.served == 5
         assert result.output["answers"] == recorded
+
+
+# -- structured output: the schema sent is part of the request ----------------------------------
+
+from pydantic import BaseModel, Field  # noqa: E402
+
+
+def make_schema(edited: bool) -> type[BaseModel]:
+    """A fresh ``Verdict`` class on every call (same name, module and repr); ``edited`` adds a field."""
+
+    class Verdict(BaseModel):
+        """The verdict on a text."""
+
+        label: str = Field(description="one word")
+        if edited:
+            confidence: float = Field(description="between 0 and 1")
+
+    return Verdict
+
+
+class Judged(TypedDict, total=False):
+    verdict: Any
+
+
+def build_fake_structured(edited: bool):
+    """A model bound with ``response_format=<class>``, the way ChatOpenAI's json_schema method passes it."""
+    model = SyncOnly().bind(response_format=make_schema(edited))
+
+    def judge(s: Judged):
+        return {"verdict": model.invoke([HumanMessage("judge: fine")]).content}
+
+    b = StateGraph(Judged)
+    b.add_node("judge", judge)
+    b.add_edge(START, "judge")
+    b.add_edge("judge", END)
+    return b.compile()
+
+
+def test_response_format_class_is_fingerprinted_by_its_schema(tape):
+    assert repr(make_schema(False)) == repr(make_schema(True)), "the classes differ only in their fields"
+    rec = tape.record(build_fake_structured(False), name="judge")
+    rec.invoke({}, {"configurable": {"thread_id": "j"}})
+    run_id = rec.last_run_id
+    with forbid():
+        same = tape.replay(run_id, build_fake_structured(False), mode="strict")
+    assert (same.status, same.served, same.live) == ("finished", 1, 0)
+    with forbid():
+        edited = tape.replay(run_id, build_fake_structured(True), mode="strict")
+    assert edited.status == "diverged"
+    assert edited.divergence["node_path"] == "judge"
+    assert edited.divergence["reason"] == "its request differs from the recorded one"
+    assert "+" in edited.divergence["diff"] and "confidence" in edited.divergence["diff"]
+    before = sum(LIVE.values())
+    flight = tape.replay(run_id, build_fake_structured(True), mode="flight")
+    assert (flight.status, flight.served, flight.live) == ("finished", 0, 1)
+    assert sum(LIVE.values()) == before + 1
+
+
+def _provider_model(provider: str, server: Any) -> BaseChatModel:
+    if provider == "openai":
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(base_url=server.openai_base_url, api_key="sk-test", model="gpt-4o-mini", max_retries=0)
+    from langchain_anthropic import ChatAnthropic
+
+    return ChatAnthropic(base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5",
+                         max_retries=0)
+
+
+def build_provider_structured(provider: str, method: str, server: Any, edited: bool):
+    structured = _provider_model(provider, server).with_structured_output(make_schema(edited), method=method)
+
+    def judge(s: Judged):
+        return {"verdict": structured.invoke("judge: fine").model_dump()}
+
+    b = StateGraph(Judged)
+    b.add_node("judge", judge)
+    b.add_edge(START, "judge")
+    b.add_edge("judge", END)
+    return b.compile()
+
+
+STRUCTURED = [("openai", "json_schema"), ("openai", "function_calling"),
+              ("anthropic", "function_calling"), ("anthropic", "json_schema")]
+
+
+@pytest.mark.parametrize(("provider", "method"), STRUCTURED, ids=[f"{p}-{m}" for p, m in STRUCTURED])
+def test_structured_output_schema_edit_is_a_changed_request(tape, provider_server, provider, method):
+    def build(edited: bool):
+        return build_provider_structured(provider, method, provider_server, edited)
+
+    rec = tape.record(build(False), name="judge")
+    out = rec.invoke({}, {"configurable": {"thread_id": "j"}})
+    assert set(out["verdict"]) == {"label"}
+    run_id = rec.last_run_id
+    sent = len(provider_server.requests)
+    assert sent == 1
+
+    same = tape.replay(run_id, build(False), mode="strict")
+    assert (same.status, same.served, same.live) == ("finished", 1, 0), same.error
+    assert same.output == out
+    assert len(provider_server.requests) == sent, "an unchanged schema is served from the tape"
+
+    edited = tape.replay(run_id, build(True), mode="strict")
+    assert edited.status == "diverged", "an edited schema must not be answered from the tape"
+    assert edited.divergence["node_path"] == "judge"
+    assert "confidence" in edited.divergence["diff"], "the diff shows the schema change"
+    assert len(provider_server.requests) == sent
+
+    flight = tape.replay(run_id, build(True), mode="flight")
+    assert (flight.status, flight.served, flight.live) == ("finished", 0, 1), flight.error
+    assert len(provider_server.requests) == sent + 1
+    assert set(flight.output["verdict"]) == {"label", "confidence"}

@@ -58,9 +58,64 @@ def model_name(model: BaseChatModel, params: dict[str, Any]) -> str:
     return params.get("_type") or type(model).__name__
 
 
+#: Call arguments langchain uses for tracing only and never sends (popped by ``generate``
+#: before ``_generate_with_cache``, but still present where ``stream`` is intercepted).
+_TRACING_ONLY = ("ls_structured_output_format", "structured_output_format")
+
+
+def schema_of(cls: type, key: str | None = None) -> Any:
+    """The JSON Schema a provider is sent for a class given as a call parameter.
+
+    ``with_structured_output(Model)`` on ChatOpenAI (``json_schema``, the
+    default) passes ``response_format=Model`` down to the ``openai`` SDK,
+    which turns it into a strict JSON Schema. Described by its ``repr`` the
+    class looks the same after its fields were edited, and an edited schema
+    was served from the tape. So a class is described by its schema: for
+    ``response_format`` exactly as the OpenAI SDK sends it, otherwise its
+    Pydantic or langchain JSON Schema; a class with no schema (none is
+    sent for it) by its qualified name.
+    """
+    if key == "response_format":
+        try:
+            from openai.lib._parsing._completions import type_to_response_format_param
+
+            return type_to_response_format_param(cls)
+        except Exception:  # openai not installed, or not a type it can send
+            pass
+    try:
+        if hasattr(cls, "model_json_schema"):
+            return cls.model_json_schema()
+        if hasattr(cls, "schema") and hasattr(cls, "__fields__"):  # Pydantic v1 models
+            return cls.schema()
+    except Exception:
+        pass
+    try:
+        import enum
+
+        if issubclass(cls, enum.Enum):
+            return {"title": cls.__name__, "enum": [serde.to_jsonable(m.value) for m in cls]}
+        from langchain_core.utils.function_calling import convert_to_json_schema
+
+        return convert_to_json_schema(cls)  # TypedDict and the like
+    except Exception:
+        return {"class": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+def sent_form(value: Any, key: str | None = None) -> Any:
+    """``value`` with every class replaced by the schema it is sent as (see :func:`schema_of`)."""
+    if isinstance(value, type):
+        return schema_of(value, key)
+    if isinstance(value, dict):
+        return {k: sent_form(v, k if isinstance(k, str) else None) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sent_form(v, key) for v in value]
+    return value
+
+
 def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage], stop: Any,
               kwargs: dict[str, Any], metadata: dict[str, Any] | None) -> Call:
-    params = model._get_invocation_params(stop=stop, **kwargs)
+    sent = {k: v for k, v in kwargs.items() if k not in _TRACING_ONLY}
+    params = sent_form(model._get_invocation_params(stop=stop, **sent))
     params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
     blobs = [session.message_blob(m) for m in messages]
     msg_json = [js for js, _ in blobs]
