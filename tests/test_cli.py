@@ -9,6 +9,7 @@ colour so assertions on text are stable.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -331,9 +332,12 @@ def test_show_renders_steps_tasks_and_calls(cli, agent):
     assert "versions" in out and "langgraph" in out
     assert "step 1" in out and "step 2" in out
     assert "├── write" in out or "└── write" in out
-    assert "llm graphtape-fake-1  live" in out
-    assert "tool lookup  live" in out and "facts about cats" in out
-    assert "effect notify  live" in out and "sent" in out
+    calls = {e["kind"]: e["data"]["call_id"] for e in cli.json("show", rid)["events"] if e["kind"].endswith("_call")}
+    assert set(calls) == {"llm_call", "tool_call", "effect_call"}
+    # each call with the short id that `graphtape override RUN CALL` takes
+    assert f"llm graphtape-fake-1  #{calls['llm_call'][:8]}  live" in out
+    assert f"tool lookup  #{calls['tool_call'][:8]}  live" in out and "facts about cats" in out
+    assert f"effect notify  #{calls['effect_call'][:8]}  live" in out and "sent" in out
     assert "checkpoint " in out and "(loop)" in out
     assert "run finished" in out and 'topic: "cats"' in out
     # the llm line shows the start of the answer
@@ -375,7 +379,7 @@ def test_replay_strict_serves_everything(cli, agent):
     table = cli.ok("runs").stdout
     assert "strict" in table and rid[:8] in table
     shown = cli.ok("show", data["run_id"]).stdout
-    assert "llm graphtape-fake-1  tape" in shown and "saved" in shown
+    assert re.search(r"llm graphtape-fake-1  #\w{8}  tape", shown) and "saved" in shown
 
 
 def test_replay_diverges_after_a_prompt_edit(cli, agent):
@@ -413,8 +417,8 @@ def test_replay_flight_runs_only_the_changed_call_live(cli, agent):
     assert (data["served"], data["live"], data["unused"]) == (2, 1, 1)
     assert data["live_tokens"] > 0
     shown = cli.ok("show", data["run_id"]).stdout
-    assert "llm graphtape-fake-1  live" in shown
-    assert "tool lookup  tape" in shown and "effect notify  tape" in shown
+    assert re.search(r"llm graphtape-fake-1  #\w{8}  live", shown)
+    assert re.search(r"tool lookup  #\w{8}  tape", shown) and re.search(r"effect notify  #\w{8}  tape", shown)
 
 
 def test_replay_flight_with_a_changed_effect_needs_permission(cli, agent):
@@ -443,6 +447,51 @@ def test_replay_from_a_checkpoint(cli, agent):
     assert "ambiguous" in line
     line = assert_one_line_error(cli("replay", rid, "--graph", f"{agent}:graph", "-c", "nope"))
     assert "not one of the checkpoints" in line
+
+
+def test_replay_explains_unused_calls(cli, agent):
+    """Recorded calls a replay did not need are explained (before the start, or asked differently), not flagged."""
+    rid = cli.record(agent)
+    after_write = next(e["data"]["checkpoint_id"] for e in cli.json("show", rid)["events"]
+                       if e["kind"] == "checkpoint" and e["data"]["step"] == 1 and not e["data"]["ns"])
+    data = cli.json("replay", rid, "--graph", f"{agent}:graph", "-c", after_write)
+    assert data["unused"] == 2 and data["unused_reasons"] == {"before_start": 2}
+    out = " ".join(cli.ok("replay", rid, "--graph", f"{agent}:graph", "-c", after_write).stdout.split())
+    assert "2 recorded call(s) not needed by this replay" in out
+    assert "2: made before the checkpoint the replay started from" in out
+    agent.write_text(AGENT.replace("Write a joke about", "Write a PUN about"))
+    data = cli.json("replay", rid, "--graph", f"{agent}:graph", "--mode", "flight")
+    assert data["unused"] == 1 and data["unused_reasons"] == {"replaced": 1}
+    out = " ".join(cli.ok("replay", rid, "--graph", f"{agent}:graph", "--mode", "flight").stdout.split())
+    assert "1: asked differently now" in out and "not asked for" not in out
+
+
+def test_invalidate_from_on_the_command_line(cli, agent):
+    rid = cli.record(agent)
+    data = cli.json("invalidate-from", rid[:8], "send", "-g", f"{agent}:graph", "--allow-live-effects")
+    assert data["status"] == "finished" and (data["served"], data["live"]) == (2, 1)
+    assert data["unused_reasons"] == {"replaced": 1}
+    assert cli.json("show", data["run_id"])["run"]["meta"]["invalidate_from"] == "send"
+    line = assert_one_line_error(cli("invalidate-from", rid, "nowhere", "-g", f"{agent}:graph"))
+    assert "no node 'nowhere'" in line and "send, write" in line
+    # the effect in `send` is not re-sent without permission
+    blocked = cli("invalidate-from", rid, "send", "-g", f"{agent}:graph", "--json")
+    assert blocked.exit_code == 1 and "allow-live-effects" in json.loads(blocked.stdout)["error"]
+
+
+def test_a_crashed_run_shows_its_real_call_counts(cli, agent, url):
+    """A run whose process died has no counters on its row; runs and show count its call events."""
+    from graphtape.store.base import WriteBatch
+
+    rid = cli.record(agent)
+    with graphtape.connect(url) as tape:
+        tape.store.write(WriteBatch(run_updates=[(rid, {"status": "crashed", "llm_calls": 0, "tool_calls": 0,
+                                                        "effect_calls": 0})]))
+    row = next(r for r in cli.json("runs") if r["run_id"] == rid)
+    assert (row["llm_calls"], row["tool_calls"], row["effect_calls"], row["calls"]) == (1, 1, 1, 3)
+    assert "1/1/1" in cli.ok("runs").stdout
+    assert cli.json("show", rid)["run"]["calls"] == 3
+    assert "1 llm, 1 tool, 1 effect" in cli.ok("show", rid).stdout
 
 
 # ---------------------------------------------------------------------------

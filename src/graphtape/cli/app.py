@@ -29,6 +29,7 @@ from rich.text import Text
 import graphtape
 from graphtape import serde
 from graphtape.cli import render
+from graphtape.cli.explain import counted_calls, unused_reasons
 from graphtape.errors import GraphtapeError
 from graphtape.store.base import RUN_STATUSES
 
@@ -191,7 +192,7 @@ def runs_cmd(
         if limit < 0:
             raise CliError("--limit must be 0 (all) or more")
         with open_tape(ctx) as tape:
-            runs = tape.runs(thread_id=thread, status=status, limit=limit or None)
+            runs = [counted_calls(tape, r) for r in tape.runs(thread_id=thread, status=status, limit=limit or None)]
             url = tape.url
         if as_json:
             echo_json([render.run_to_json(r) for r in runs])
@@ -219,7 +220,7 @@ def show_cmd(
 ) -> None:
     """Show one run: steps, node tasks, every call and where its answer came from."""
     with handle_errors(), open_tape(ctx) as tape:
-        record = tape.run(run)
+        record = counted_calls(tape, tape.run(run))
         events = tape.events(record.run_id)
         if as_json:
             echo_json(render.run_json(record, events, tape.payload))
@@ -463,16 +464,21 @@ def replay_cmd(
                     from_checkpoint=checkpoint, progress=on_segment,
                 )
                 progress.update(task, completed=progress.tasks[0].total or 1)
-        print_replay_result(result, as_json, checkpoint)
+            reasons = unused_reasons(tape, result)
+        print_replay_result(result, as_json, checkpoint, reasons)
 
 
-def print_replay_result(result: Any, as_json: bool, note: str | None = None) -> None:
-    """A replay's result as a panel (and its divergence) or JSON; exit 1 if it diverged or failed."""
+def print_replay_result(result: Any, as_json: bool, note: str | None = None,
+                        reasons: dict[str, int] | None = None) -> None:
+    """A replay's result as a panel (and its divergence) or JSON; exit 1 if it diverged or failed.
+
+    ``reasons``: why recorded calls went unused (``explain.unused_reasons``, read while the tape is open).
+    """
     if as_json:
-        echo_json(result.to_dict())
+        echo_json({**result.to_dict(), "unused_reasons": reasons or {}})
     else:
         console = stdout()
-        console.print(render.replay_panel(result, note))
+        console.print(render.replay_panel(result, note, reasons))
         if result.divergence is not None:
             console.print(render.divergence_view(result))
     if result.status in ("diverged", "failed"):

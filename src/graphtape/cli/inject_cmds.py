@@ -14,6 +14,7 @@ from typing import Any, Optional
 import typer
 
 from graphtape.cli import render
+from graphtape.cli.explain import unused_reasons
 from graphtape.cli.app import (
     EXIT_BAD_RESULT,
     CliError,
@@ -66,7 +67,8 @@ def fork_cmd(
         with open_tape(ctx) as tape:
             result = tape.fork(checkpoint, load_graph(graph_spec), values=values, as_node=as_node,
                                mode=mode.value, allow_live_effects=allow_live_effects)
-    print_replay_result(result, as_json)
+            reasons = unused_reasons(tape, result)
+    print_replay_result(result, as_json, reasons=reasons)
 
 
 @app.command("override")
@@ -90,7 +92,34 @@ def override_cmd(
             target = tape.run(run)
             result = tape.override(target.run_id, call, value, load_graph(graph_spec), mode=mode.value,
                                    allow_live_effects=allow_live_effects, from_start=from_start)
-    print_replay_result(result, as_json)
+            reasons = unused_reasons(tape, result)
+    print_replay_result(result, as_json, reasons=reasons)
+
+
+@app.command("invalidate-from")
+def invalidate_from_cmd(
+    ctx: typer.Context,
+    run: str = typer.Argument(..., help="The recorded run (id or prefix).", show_default=False),
+    node: str = typer.Argument(..., help="The node from whose first execution on every call runs live.",
+                               show_default=False),
+    graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
+    allow_live_effects: bool = typer.Option(False, "--allow-live-effects", help="Let effects from NODE on run for real."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Re-run with every call from the first execution of NODE on made live; earlier calls are served."""
+    with handle_errors():
+        from graphtape.loading import load_graph
+
+        with open_tape(ctx) as tape:
+            target = tape.run(run)
+            graph = load_graph(graph_spec)
+            nodes = set(getattr(graph, "nodes", {}) or {})
+            if nodes and node not in nodes and node.split("/")[0] not in nodes:
+                raise CliError(f"the graph has no node {node!r}; its nodes: "
+                               f"{', '.join(sorted(n for n in nodes if not n.startswith('__')))}")
+            result = tape.invalidate_from(target.run_id, node, graph, allow_live_effects=allow_live_effects)
+            reasons = unused_reasons(tape, result)
+    print_replay_result(result, as_json, reasons=reasons)
 
 
 @app.command("resume")

@@ -325,6 +325,8 @@ def _call_label(ev: EventRow, payload: Callable[[str], Any]) -> Text:
     label = Text()
     label.append(f"{kind} ", style="bold cyan" if kind == "llm" else "bold blue" if kind == "tool" else "bold magenta")
     label.append(str(name))
+    if d.get("call_id"):  # what `graphtape override RUN CALL` takes (a unique prefix is enough)
+        label.append(f"  #{str(d['call_id'])[:8]}", style="dim")
     source = d.get("source") or "live"
     label.append("  ")
     label.append(source, style=SOURCE_STYLES.get(source, ""))
@@ -568,7 +570,17 @@ def run_json(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
 # ---------------------------------------------------------------------------
 
 
-def replay_panel(result: Any, from_checkpoint: str | None = None) -> Panel:
+def unused_text(result: Any, reasons: dict[str, int] | None) -> Text:
+    """What the unused recorded calls were, one reason per line (see ``cli/explain.py``)."""
+    from graphtape.cli.explain import REASONS
+
+    text = Text(f"{result.unused} recorded call(s) not needed by this replay")
+    for reason, n in (reasons or {}).items():
+        text.append(f"\n{n}: {REASONS.get(reason, reason)}", style="dim")
+    return text
+
+
+def replay_panel(result: Any, from_checkpoint: str | None = None, reasons: dict[str, int] | None = None) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -589,7 +601,7 @@ def replay_panel(result: Any, from_checkpoint: str | None = None) -> Panel:
     if result.live:
         grid.add_row("spent live", f"{result.live_tokens} tokens, {fmt_cost(result.live_cost)}")
     if result.unused:
-        grid.add_row("unused", Text(f"{result.unused} recorded call(s) were not asked for", style="yellow"))
+        grid.add_row("unused", unused_text(result, reasons))
     if result.output_matches is not None:
         grid.add_row(
             "output",
