@@ -5,6 +5,7 @@ from __future__ import annotations
 import graphtape
 
 EXPECTED = {
+    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",
@@ -12,6 +13,7 @@ EXPECTED = {
     "EventRow",
     "GraphLoadError",
     "GraphtapeError",
+    "GraphtapeWarning",
     "InvalidEdit",
     "LeaseLost",
     "RecordedCall",
@@ -28,6 +30,7 @@ EXPECTED = {
     "ThreadBusy",
     "connect",
     "effect",
+    "register_types",
 }
 
 
@@ -50,7 +53,7 @@ def test_public_names_come_from_one_place():
 def test_every_error_is_a_graphtape_error():
     for name in graphtape.__all__:
         obj = getattr(graphtape, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
+        if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning):
             assert issubclass(obj, graphtape.GraphtapeError)
 
 

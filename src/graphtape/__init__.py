@@ -9,12 +9,14 @@ when it drifts.
 """
 
 from graphtape.errors import (
+    ControlError,
     DatabaseLocked,
     Divergence,
     EffectBlocked,
     EffectInDoubt,
     GraphLoadError,
     GraphtapeError,
+    GraphtapeWarning,
     InvalidEdit,
     LeaseLost,
     ReplayError,
@@ -30,10 +32,12 @@ from graphtape.replay.engine import ReplayResult
 from graphtape.replay.matcher import RecordedCall
 from graphtape.store.base import EventRow, RunRecord, TapeStore
 from graphtape.tape import Tape, connect
+from graphtape.typepolicy import register_types
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",
@@ -41,6 +45,7 @@ __all__ = [
     "EventRow",
     "GraphLoadError",
     "GraphtapeError",
+    "GraphtapeWarning",
     "InvalidEdit",
     "LeaseLost",
     "RecordedCall",
@@ -57,4 +62,5 @@ __all__ = [
     "ThreadBusy",
     "connect",
     "effect",
+    "register_types",
 ]

@@ -13,6 +13,15 @@ section is sorted, so exporting an imported tape gives the same bytes.
 Blobs are checked against their hash on import, and an import is one
 transaction: a damaged file adds nothing. Secrets were redacted when the
 run was recorded, so an export never contains them.
+
+A tape is data, and an export file is untrusted input (it is attached to
+bug reports). Decoding never imports or calls what a file names (see
+:mod:`graphtape.typepolicy`); on top of that, import refuses, with
+:class:`TapeFormatError`, a file whose values or recorded errors name
+something that can never be a data class (``os:system``,
+``subprocess:Popen``, ``builtins:eval``): no recording produces such a
+name, so the file was crafted. Names that may be legitimate classes
+(a module not imported here) are accepted and decode as plain data.
 """
 
 from __future__ import annotations
@@ -148,6 +157,7 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
             raise TapeFormatError(f"{p}: chain node {cid} names a blob the file does not hold")
     if not batch.new_runs:
         raise TapeFormatError(f"{p} holds no runs")
+    check_names(batch, p)
     for blob in batch.blobs.values():
         refs: set[str] = set()
         chains: set[str] = set()
@@ -156,6 +166,37 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
         if refs - set(batch.blobs) or chains - set(batch.chains):
             raise TapeFormatError(f"{p} refers to payloads it does not hold (damaged or truncated file)")
     return header, batch
+
+
+#: Event keys that hold the address of an encoded value (``serde.encode_value``).
+_VALUE_KEYS = {"run_started": ("input",), "resume": ("value",), "llm_call": ("response",),
+               "tool_call": ("response",), "effect_call": ("response",)}
+
+
+def check_names(batch: WriteBatch, path: Path) -> None:
+    """Refuse a file whose values or errors name a callable that is not a data class (nothing is imported)."""
+    from graphtape import typepolicy
+    from graphtape.record import errors_codec
+
+    for ev in batch.events:
+        named: list[tuple[str, str]] = []
+        try:
+            if isinstance(ev.data.get("error"), dict):
+                named += errors_codec.classes_named(ev.data["error"])
+            for key in _VALUE_KEYS.get(ev.kind, ()):
+                blob = batch.blobs.get(ev.data.get(key)) if isinstance(ev.data.get(key), str) else None
+                if blob is not None and (b'"c":' in blob):
+                    named += serde.classes_named(json.loads(blob))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise TapeFormatError(f"{path}: event {ev.seq} of run {ev.run_id} is damaged: {exc}") from None
+        for name, kind in named:
+            why = typepolicy.clearly_not_data(name, kind)
+            if why is not None:
+                raise TapeFormatError(
+                    f"{path} was refused: event {ev.seq} ({ev.kind}) of run {ev.run_id} names {name!r} as "
+                    f"{typepolicy.LABELS[kind]}, but {why}; a tape is data and may only name data classes. "
+                    "Nothing was imported; do not replay this file"
+                )
 
 
 def import_file(tape: Tape, path: str | Path) -> list[str]:

@@ -94,6 +94,16 @@ class RecordedGraph:
         # Set by the replayer: how the next sessions answer calls.
         self._replay: dict[str, Any] | None = None
 
+    @property
+    def types(self) -> Any:
+        """The classes values and errors of this graph's runs may be rebuilt as (graphtape.typepolicy)."""
+        policy = self.__dict__.get("_types")
+        if policy is None:
+            from graphtape.typepolicy import TypePolicy
+
+            policy = self.__dict__["_types"] = TypePolicy.for_graph(self.original)
+        return policy
+
     def __getattr__(self, name: str) -> Any:
         # get_state, get_state_history, update_state, get_graph, ... of the graph.
         return getattr(self.graph, name)
@@ -130,6 +140,7 @@ class RecordedGraph:
         session.lease = lease
         session.durable = self.durable
         session.debugger = replay.get("debugger")
+        session.types = self.types
         if replay.get("recovering"):
             session.recovering = True
             session.recovery_runs = list(replay.get("recovery_runs", ()))

@@ -9,10 +9,16 @@ Two different jobs live here:
   ``datetime`` and so on. Tools that stored ``str(message)`` and handed
   strings to LangGraph are a known failure of earlier recorders; the round
   trip is tested. Pickle is deliberately *not* used: importing a tape from
-  someone else must never execute code.
+  someone else must never execute code. Classes named in a tape are looked
+  up in an allow-list (:mod:`graphtape.typepolicy`), never imported.
 * **Canonical JSON and fingerprints** for requests: sorted keys, no
   whitespace, message ids stripped, so the same request always hashes the
   same and ids that LangGraph regenerates never make a call look changed.
+  Canonical JSON is for hashing only: payloads are *stored* as
+  order-preserving compact JSON (:func:`stored_json`), because key order is
+  part of a value (``json.dumps(args)`` of a served tool call, a
+  ``Command(resume={...})`` answer) and sorted keys change the text code
+  renders from it.
 
 Redaction happens here too, before anything is hashed or written, so a
 secret never reaches the store or an export file.
@@ -26,19 +32,19 @@ import datetime as _dt
 import decimal
 import enum
 import hashlib
-import importlib
 import json
 import re
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.load import dumpd, load
 from langchain_core.load.serializable import Serializable
 from langchain_core.messages import BaseMessage
 
-from graphtape.errors import ReplayError
+from graphtape import typepolicy
+from graphtape.errors import GraphtapeWarning, ReplayError
 
 REDACTED = "**redacted**"
 
@@ -61,6 +67,11 @@ def canonical_json(obj: Any) -> str:
 
 def canonical_bytes(obj: Any) -> bytes:
     return canonical_json(obj).encode("utf-8")
+
+
+def stored_json(obj: Any) -> bytes:
+    """A payload as stored: compact JSON in the value's own key order (addressed by its digest)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_fallback).encode("utf-8")
 
 
 def digest(data: bytes | str) -> str:
@@ -141,16 +152,7 @@ def to_jsonable(obj: Any) -> Any:
 # Typed envelopes: values that must be restored exactly.
 # --------------------------------------------------------------------------
 
-def _qualname(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _import_qualname(name: str) -> Any:
-    module, _, attr = name.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+_qualname = typepolicy.qualname
 
 
 Put = Callable[[Any], str]
@@ -211,6 +213,27 @@ def encode_value(obj: Any, put: Put | None = None) -> dict[str, Any]:
     return {"t": "repr", "c": _qualname(type(obj)), "v": repr(obj)}
 
 
+def classes_named(env: Any) -> Iterator[tuple[str, str]]:
+    """``(module:Class, kind)`` of every class an encoded value would rebuild (for import checks)."""
+    if not isinstance(env, dict):
+        return
+    t, v = env.get("t"), env.get("v")
+    if t in ("enum", "pydantic", "dataclass"):
+        yield str(env.get("c")), t
+    if t in ("list", "tuple") and isinstance(v, list):
+        for x in v:
+            yield from classes_named(x)
+    elif t in ("dict", "dataclass") and isinstance(v, dict):
+        for x in v.values():
+            yield from classes_named(x)
+    elif t == "pairs" and isinstance(v, list):
+        for pair in v:
+            for x in pair if isinstance(pair, list) else ():
+                yield from classes_named(x)
+    elif t == "enum":
+        yield from classes_named(v)
+
+
 def _is_plain_json(v: Any) -> bool:
     if v is None or isinstance(v, (bool, str)):
         return True
@@ -223,8 +246,16 @@ def _is_plain_json(v: Any) -> bool:
     return False
 
 
-def decode_value(env: dict[str, Any], get: Get | None = None) -> Any:
-    """Inverse of :func:`encode_value`; ``get`` fetches a JSON value by address."""
+def decode_value(env: dict[str, Any], get: Get | None = None,
+                 policy: typepolicy.TypePolicy | None = None) -> Any:
+    """Inverse of :func:`encode_value`; ``get`` fetches a JSON value by address.
+
+    Nothing named in ``env`` is imported or called unless ``policy`` (default:
+    registered and trusted classes only) allows that class for that kind of
+    envelope; a value of any other class comes back as plain data (its
+    recorded JSON) with a :class:`~graphtape.errors.GraphtapeWarning`.
+    """
+    policy = policy or typepolicy.DEFAULT
     t = env.get("t")
     v = env.get("v")
     if t == "json":
@@ -237,7 +268,9 @@ def decode_value(env: dict[str, Any], get: Get | None = None) -> Any:
     if t == "lc":
         return load_lc(v)
     if t == "enum":
-        return _import_qualname(env["c"])(decode_value(v, get))
+        value = decode_value(v, get, policy)
+        cls = _allowed(env, "enum", policy)
+        return value if cls is None else cls(value)
     if t == "datetime":
         return _dt.datetime.fromisoformat(v)
     if t == "date":
@@ -251,18 +284,20 @@ def decode_value(env: dict[str, Any], get: Get | None = None) -> Any:
     if t == "bytes":
         return base64.b64decode(v)
     if t == "tuple":
-        return tuple(decode_value(x, get) for x in v)
+        return tuple(decode_value(x, get, policy) for x in v)
     if t == "list":
-        return [decode_value(x, get) for x in v]
+        return [decode_value(x, get, policy) for x in v]
     if t == "dict":
-        return {k: decode_value(x, get) for k, x in v.items()}
+        return {k: decode_value(x, get, policy) for k, x in v.items()}
     if t == "pairs":
-        return {decode_value(k, get): decode_value(x, get) for k, x in v}
+        return {decode_value(k, get, policy): decode_value(x, get, policy) for k, x in v}
     if t == "pydantic":
-        return _import_qualname(env["c"]).model_validate(v)
+        cls = _allowed(env, "pydantic", policy)
+        return v if cls is None else cls.model_validate(v)  # type: ignore[attr-defined]
     if t == "dataclass":
-        cls = _import_qualname(env["c"])
-        return cls(**{k: decode_value(x, get) for k, x in v.items()})
+        fields = {k: decode_value(x, get, policy) for k, x in v.items()}
+        cls = _allowed(env, "dataclass", policy)
+        return fields if cls is None else cls(**fields)
     if t == "repr":
         raise ReplayError(
             f"cannot replay a recorded value of type {env.get('c')}: it was stored only as its repr; "
@@ -271,11 +306,47 @@ def decode_value(env: dict[str, Any], get: Get | None = None) -> Any:
     raise ReplayError(f"unknown value encoding {t!r} in the tape; upgrade graphtape")
 
 
+def _allowed(env: dict[str, Any], kind: str, policy: typepolicy.TypePolicy) -> type | None:
+    """The class an envelope names, if the policy allows it; else None, with a warning."""
+    name = env.get("c")
+    cls = policy.resolve(name, kind) if isinstance(name, str) else None
+    if cls is None:
+        warnings.warn(
+            f"the tape names {kind} class {name}, which is not an allowed class: the value is returned as "
+            "plain data; if the class is yours, pass it to graphtape.register_types (or declare it in the "
+            "graph's state schema or beside its nodes)",
+            GraphtapeWarning, stacklevel=3,
+        )
+    return cls
+
+
+def _lc_data_classes() -> list[type]:
+    """The langchain-core classes a tape may hold: messages, documents, generations, prompt values.
+
+    langchain-core's own ``allowed_objects="core"`` also admits prompt
+    templates and runnables, whose constructors take configuration (it warns
+    that it is unsafe for untrusted input); a tape needs only data.
+    """
+    from langchain_core import messages as m
+    from langchain_core.agents import AgentAction, AgentActionMessageLog, AgentFinish
+    from langchain_core.documents import Document
+    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
+    from langchain_core.prompt_values import ChatPromptValue, ChatPromptValueConcrete, StringPromptValue
+
+    return [
+        m.AIMessage, m.AIMessageChunk, m.HumanMessage, m.HumanMessageChunk, m.SystemMessage,
+        m.SystemMessageChunk, m.ToolMessage, m.ToolMessageChunk, m.ChatMessage, m.ChatMessageChunk,
+        m.FunctionMessage, m.FunctionMessageChunk, m.RemoveMessage, Document, Generation, GenerationChunk,
+        ChatGeneration, ChatGenerationChunk, StringPromptValue, ChatPromptValue, ChatPromptValueConcrete,
+        AgentAction, AgentActionMessageLog, AgentFinish,
+    ]
+
+
 def load_lc(v: Any) -> Any:
-    """Revive a serialised langchain object, allowing only langchain-core classes."""
+    """Revive a serialised langchain object: data classes only, no secrets from the environment."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return load(v, allowed_objects="core")
+        return load(v, allowed_objects=_lc_data_classes(), secrets_from_env=False, secrets_map={})
 
 
 def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
@@ -334,8 +405,8 @@ def usage_tokens(usage: dict[str, Any] | None) -> tuple[int, int, int]:
 
 
 def json_round_trip(env: Any) -> Any:
-    """``env`` as it comes back from the store (through canonical JSON)."""
-    return json.loads(canonical_json(env))
+    """``env`` as it comes back from the store (through the stored JSON form)."""
+    return json.loads(stored_json(env))
 
 
 def blob_refs(obj: Any, blobs: set[str], chains: set[str]) -> None:

@@ -245,12 +245,12 @@ class Debugger:
             "node": site.node_path,
             "call_id": recorded.call_id if recorded is not None else None,
             "request": "\n".join(lines),
-            "recorded": self._recorded_value(recorded),
+            "recorded": self._recorded_value(recorded, session.types),
         }
         command = self._wait(Pause("call", node=site.node_path, step=site.step, call=info))
         return command if command[0] in ("use", "live") else ("default", None)
 
-    def _recorded_value(self, recorded: Any) -> Any:
+    def _recorded_value(self, recorded: Any, types: Any = None) -> Any:
         """The recorded answer as the objects the code would receive (messages for an LLM call)."""
         if recorded is None or recorded.response_ref is None:
             return None
@@ -258,7 +258,7 @@ class Debugger:
 
         store = self.tape.store
         try:
-            return serde.decode_value(store.get_json(recorded.response_ref), store.get_json)
+            return serde.decode_value(store.get_json(recorded.response_ref), store.get_json, types)
         except Exception:  # an answer that cannot be rebuilt here is shown as stored
             return self.tape.payload(recorded.response_ref)
 

@@ -29,8 +29,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from graphtape import serde
+from graphtape import serde, typepolicy
 from graphtape.errors import Divergence, EffectBlocked
+# Recorded errors are written and rebuilt in errors_codec (``_error_info`` keeps its old name here).
+from graphtape.record.errors_codec import error_info as _error_info
+from graphtape.record.errors_codec import rebuild_error
 from graphtape.store.base import EventRow, RunRecord, WriteBatch, call_levels, listed_call
 
 if TYPE_CHECKING:
@@ -238,7 +241,8 @@ class Session:
         # runs, and a later run must then write it again, not point at nothing.
         self._written_blobs: set[str] = set()
         #: id(message) -> (message, ids of its field values, request JSON, blob address): see message_blob
-        self._messages: dict[int, tuple[Any, tuple[int, ...], dict[str, Any], str]] = {}
+        #: (and, once asked for, its canonical key: see message_key)
+        self._messages: dict[int, list[Any]] = {}
         self._last_flush = time.monotonic()
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self._write_seconds: list[float] = []
@@ -251,6 +255,8 @@ class Session:
         self.durable = False
         #: a graphtape.debug.Debugger stepping through this run, if any
         self.debugger: Any = None
+        #: the classes this run's values and errors may be rebuilt as (set from the graph by the recorder)
+        self.types: typepolicy.TypePolicy = typepolicy.DEFAULT
         #: set by recovery: the crashed runs whose effect intents must be honoured
         self.recovering = False
         self.recovery_runs: list[str] = []
@@ -343,7 +349,8 @@ class Session:
     # -- buffering ----------------------------------------------------------------
 
     def put_json(self, obj: Any) -> str:
-        data = serde.canonical_bytes(obj)
+        """Store a JSON value in its own key order (hash what is matched on: ``serde.canonical_json``)."""
+        data = serde.stored_json(obj)
         h = serde.digest(data)
         if h not in self._written_blobs:
             with self._lock:
@@ -355,7 +362,8 @@ class Session:
         return serde.encode_value(obj, self.put_json)
 
     def decode(self, env: dict[str, Any]) -> Any:
-        return serde.decode_value(env, self.store.get_json)
+        """A recorded value back, rebuilding only the classes ``self.types`` allows."""
+        return serde.decode_value(env, self.store.get_json, self.types)
 
     def message_blob(self, msg: Any) -> tuple[dict[str, Any], str]:
         """A message's request JSON and its blob address, computed once per message object in a run.
@@ -373,8 +381,21 @@ class Session:
             return hit[2], hit[3]
         js = serde.message_for_request(msg)
         h = self.put_json(js)
-        self._messages[id(msg)] = (msg, fields, js, h)
+        self._messages[id(msg)] = [msg, fields, js, h, None]
         return js, h
+
+    def message_key(self, msg: Any) -> str:
+        """The digest of a message's *canonical* JSON: what request fingerprints are built from.
+
+        The blob address (``message_blob``) hashes the stored, order-preserving
+        JSON; fingerprints must not depend on key order (and must stay what
+        tapes recorded before blobs kept their order), so they use this key.
+        """
+        self.message_blob(msg)
+        entry = self._messages[id(msg)]
+        if entry[4] is None:
+            entry[4] = serde.digest(serde.canonical_bytes(entry[2]))
+        return entry[4]
 
     def message_ref(self, msg: Any) -> dict[str, Any]:
         ref: dict[str, Any] = {"$m": self.message_blob(msg)[1]}
@@ -590,7 +611,7 @@ class Session:
             self.stats.cost_saved += rec.cost
             self.stats.time_saved += rec.latency
         if error is not None:
-            return None, _rebuild_error(error)
+            return None, rebuild_error(error, self.types)
         return self.decode(value_env), None
 
     def end_live(self, call: Call, *, result: Any = None, error: BaseException | None = None,
@@ -722,22 +743,3 @@ def _one_line(error: BaseException | None) -> str | None:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}".strip()
 
-
-def _error_info(error: BaseException | None) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    return {"type": f"{type(error).__module__}:{type(error).__qualname__}", "message": str(error)}
-
-
-class RecordedError(Exception):
-    """Stands in for a recorded exception whose class cannot be rebuilt."""
-
-
-def _rebuild_error(info: dict[str, Any]) -> BaseException:
-    try:
-        cls = serde._import_qualname(info["type"])
-        if isinstance(cls, type) and issubclass(cls, Exception):
-            return cls(info.get("message", ""))
-    except Exception:
-        pass
-    return RecordedError(f"{info.get('type')}: {info.get('message')}")

@@ -110,7 +110,10 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     wrote_checkpoint = bool(store.events(run.run_id, ["checkpoint"]))
     run_input: Any = None
     if not wrote_checkpoint and started:
-        run_input = serde.decode_value(store.get_json(started[0].data["input"]), store.get_json)
+        from graphtape.typepolicy import TypePolicy
+
+        run_input = serde.decode_value(store.get_json(started[0].data["input"]), store.get_json,
+                                       TypePolicy.for_graph(graph))
 
     # The crashed run is closed first, so that a recovery that crashes in turn
     # is the one picked up next time (and serves this run's calls too).

@@ -1,0 +1,223 @@
+"""A tape is data, never code: decoding imports and calls nothing the tape names.
+
+Every hostile payload here would create the file ``pwned-by-tape`` in the
+working directory (``tmp_path``) if a decoder imported or called what it
+names; each test checks that the file does not exist afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.load import dumpd
+from langchain_core.prompts import PromptTemplate
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+import graphtape
+from graphtape import export, serde
+from graphtape.errors import GraphtapeWarning, TapeFormatError
+from graphtape.record.errors_codec import RecordedError, rebuild_error
+from graphtape.typepolicy import TypePolicy, register_types
+from tests import graphs
+from tests.graphs import forbid
+
+HOSTILE = Path(__file__).parent / "tapes" / "hostile"
+MARKER = "pwned-by-tape"
+PAYLOAD_MODULE = "gt_hostile_payload"
+
+
+@pytest.fixture
+def payload_module(tmp_path, monkeypatch):
+    """A module on sys.path whose import creates the marker: a decoder that imports by name runs it."""
+    (tmp_path / f"{PAYLOAD_MODULE}.py").write_text(
+        f"open({MARKER!r}, 'w').close()\n"
+        "class Order:\n    pass\n"
+        "class Boom(Exception):\n    pass\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop(PAYLOAD_MODULE, None)
+    yield
+    sys.modules.pop(PAYLOAD_MODULE, None)
+
+
+def nothing_ran() -> bool:
+    return not Path(MARKER).exists() and PAYLOAD_MODULE not in sys.modules
+
+
+# -- decoding envelopes that name callables -----------------------------------------------------
+
+HOSTILE_VALUES = [
+    {"t": "enum", "c": "os:system", "v": {"t": "json", "v": f"touch {MARKER}"}},
+    {"t": "enum", "c": "builtins:exec", "v": {"t": "json", "v": f"open({MARKER!r}, 'w').close()"}},
+    {"t": "dataclass", "c": "subprocess:Popen", "v": {"args": {"t": "json", "v": ["touch", MARKER]}}},
+    {"t": "pydantic", "c": "subprocess:Popen", "v": ["touch", MARKER]},
+    {"t": "pydantic", "c": f"{PAYLOAD_MODULE}:Order", "v": {"order": "A-1"}},
+    {"t": "dataclass", "c": "os:system.__call__", "v": {}},
+]
+
+
+@pytest.mark.parametrize("env", HOSTILE_VALUES, ids=lambda e: f"{e['t']}-{e['c']}")
+def test_a_value_naming_a_callable_decodes_as_plain_data(env, payload_module):
+    with pytest.warns(GraphtapeWarning, match="not an allowed class"):
+        value = serde.decode_value(serde.json_round_trip(env))
+    assert nothing_ran()
+    inner = env["v"]
+    expected = inner["v"] if env["t"] == "enum" else inner
+    if env["t"] == "dataclass":
+        expected = {k: x["v"] for k, x in inner.items()}
+    assert value == expected
+
+
+@pytest.mark.parametrize("name", ["os:system", "builtins:eval", "subprocess:Popen", f"{PAYLOAD_MODULE}:Boom",
+                                  "builtins:SystemExit", "not a name"])
+def test_a_recorded_error_naming_a_callable_comes_back_as_recorded_error(name, payload_module):
+    info = {"type": name, "message": f"touch {MARKER}",
+            "detail": json.dumps({"args": [{"t": "json", "v": f"touch {MARKER}"}]})}
+    with pytest.warns(GraphtapeWarning, match="not an allowed class"):
+        error = rebuild_error(info)
+    assert type(error) is RecordedError and str(error) == f"{name}: touch {MARKER}"
+    assert nothing_ran()
+
+
+def test_langchain_payloads_revive_data_classes_only(monkeypatch):
+    template = dumpd(PromptTemplate.from_template("hello {name}"))
+    with pytest.raises(ValueError, match="not allowed"):
+        serde.load_lc(template)
+    monkeypatch.setenv("GT_TEST_SECRET", "s3cret")
+    leak = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
+            "kwargs": {"content": {"lc": 1, "type": "secret", "id": ["GT_TEST_SECRET"]}}}
+    try:
+        msg = serde.load_lc(leak)
+    except (ValueError, KeyError, TypeError):
+        return  # refused outright: fine
+    assert "s3cret" not in str(msg.content)
+
+
+# -- what is allowed ------------------------------------------------------------------------------
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Order(BaseModel):
+    id: str
+    colour: Colour
+    at: Point | None = None
+
+
+class Helper(BaseModel):  # declared by no graph: must be registered
+    n: int
+
+
+class Plan(TypedDict):
+    orders: list[Order]
+
+
+def test_the_graph_declares_its_types_recursively():
+    from langgraph.graph import END, START, StateGraph
+
+    def node(s: Plan) -> Plan:
+        return s
+
+    b = StateGraph(Plan)
+    b.add_node("node", node)
+    b.add_edge(START, "node")
+    b.add_edge("node", END)
+    policy = TypePolicy.for_graph(b.compile())
+    value = Order(id="A-1", colour=Colour.RED, at=Point(1, 2))
+    again = serde.decode_value(serde.json_round_trip(serde.encode_value(value)), policy=policy)
+    assert again == value and type(again) is Order and type(again.colour) is Colour
+
+
+def test_registered_types_and_kinds(monkeypatch):
+    from graphtape import typepolicy
+
+    monkeypatch.setattr(typepolicy, "_REGISTERED", {})
+    env = serde.encode_value({"h": Helper(n=1), "p": Point(1, 2)})
+    policy = TypePolicy([Point])
+    with pytest.warns(GraphtapeWarning, match="Helper"):
+        assert serde.decode_value(env, policy=policy) == {"h": {"n": 1}, "p": Point(1, 2)}
+    register_types(Helper)
+    assert serde.decode_value(env, policy=policy) == {"h": Helper(n=1), "p": Point(1, 2)}
+    # the class must be of the kind the envelope claims
+    wrong = {"t": "pydantic", "c": f"{Point.__module__}:{Point.__qualname__}", "v": {"x": 1, "y": 2}}
+    with pytest.warns(GraphtapeWarning):
+        assert serde.decode_value(wrong, policy=policy) == {"x": 1, "y": 2}
+    with pytest.raises(TypeError, match="not a pydantic model"):
+        graphtape.register_types(os.system)
+
+
+def test_langgraph_command_is_trusted():
+    from langgraph.types import Command
+
+    cmd = Command(resume={"z": 1, "a": 2})
+    assert serde.decode_value(serde.json_round_trip(serde.encode_value(cmd))) == cmd
+
+
+# -- hostile golden tapes -------------------------------------------------------------------------
+
+REFUSED = {
+    "os_system.must_refuse.jsonl": "'os:system' as an enum",
+    "subprocess_popen.must_refuse.jsonl": "'subprocess:Popen' as a dataclass",
+    "builtins_eval.must_refuse.jsonl": "'builtins:eval' as an exception class",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_import_refuses_a_tape_that_names_code(name, tape, payload_module):
+    with pytest.raises(TapeFormatError, match=REFUSED[name]):
+        tape.import_file(HOSTILE / name)
+    assert tape.runs() == []
+    assert nothing_ran()
+
+
+def test_cli_import_refuses_a_tape_that_names_code(tmp_path, payload_module):
+    from typer.testing import CliRunner
+
+    from graphtape.cli import app
+
+    result = CliRunner().invoke(app, ["import", str(HOSTILE / "os_system.must_refuse.jsonl"),
+                                      "--into", f"sqlite:///{tmp_path}/t.db"])
+    assert result.exit_code != 0
+    assert "os:system" in result.output and "refused" in result.output
+    assert nothing_ran()
+
+
+@pytest.mark.parametrize("name", sorted([*REFUSED, "unknown_module.as_data.jsonl"]))
+def test_replaying_a_hostile_tape_runs_nothing(name, tape, payload_module, monkeypatch):
+    """Even past the import check (written straight into the store), replay decodes data only."""
+    monkeypatch.setattr(export, "check_names", lambda batch, path: None)
+    (run_id,) = tape.import_file(HOSTILE / name)
+    with forbid(), pytest.warns(GraphtapeWarning, match="not an allowed class"):
+        result = tape.replay(run_id, graphs.build_linear(), mode="strict")
+    assert nothing_ran()
+    assert result.live == 0
+    # what came back is data: the run failed on the stand-in error, or the plain data made the
+    # replay write another state (a divergence), or it went on with the data
+    if "eval" in name:
+        assert result.status == "failed" and "RecordedError: builtins:eval" in (result.error or "")
+    elif "unknown" in name:
+        assert result.status in ("failed", "diverged")
+
+
+def test_a_tape_naming_an_unimported_module_is_imported_and_decodes_as_data(tape, payload_module):
+    (run_id,) = tape.import_file(HOSTILE / "unknown_module.as_data.jsonl")
+    call = next(c for c in tape.calls(run_id) if c.kind == "tool")
+    with pytest.warns(GraphtapeWarning, match=f"{PAYLOAD_MODULE}:Order"):
+        value = serde.decode_value(tape.store.get_json(call.response_ref), tape.store.get_json)
+    assert value == {"order": "A-1"}
+    assert nothing_ran()
