@@ -50,6 +50,34 @@ def code_fingerprint(graph: Any) -> str:
 
 
 def _with_callback(config: dict[str, Any], handler: TaskRecorder) -> dict[str, Any]:
+def replayable_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The call's keyword arguments that a replay passes again: the JSON-able ones.
+
+    ``version="v2"``, ``stream_mode``, ``output_keys``, ``subgraphs``,
+    ``interrupt_before``/``interrupt_after`` and ``durability`` change what a
+    run returns or where it stops; replayed without them, unchanged code
+    would return something else. Objects (``control``, a dataclass
+    ``context``) are not kept: a tape is data.
+    """
+    out: dict[str, Any] = {}
+    for key, value in (kwargs or {}).items():
+        if isinstance(value, tuple):
+            value = list(value)
+        if _plain_json(value):
+            out[key] = value
+    return out
+
+
+def _plain_json(value: Any) -> bool:
+    if value is None or type(value) in (bool, int, float, str):  # not enums that subclass str/int
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
+    return False
+
+
     cbs = config.get("callbacks")
     if cbs is None:
         config["callbacks"] = [handler]
@@ -110,7 +138,8 @@ class RecordedGraph:
 
     # -- session plumbing ---------------------------------------------------------
 
-    def _open(self, run_input: Any, config: dict[str, Any] | None, api: str) -> tuple[Session, dict[str, Any]]:
+    def _open(self, run_input: Any, config: dict[str, Any] | None, api: str,
+              kwargs: dict[str, Any] | None = None) -> tuple[Session, dict[str, Any]]:
         config = dict(config or {})
         configurable = dict(config.get("configurable") or {})
         configurable.setdefault("thread_id", str(uuid.uuid4()))
@@ -142,12 +171,13 @@ class RecordedGraph:
         session.debugger = replay.get("debugger")
         session.types = self.types
         if replay.get("recovering"):
+        session.state_check = replay.get("state_check")
             session.recovering = True
             session.recovery_runs = list(replay.get("recovery_runs", ()))
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
         _with_callback(config, TaskRecorder(session))
         try:
-            session.start(run_input, config)
+            session.start(run_input, config, call_kwargs=replayable_kwargs(kwargs))
         except BaseException:
             lease.release()
             raise
@@ -200,7 +230,7 @@ class RecordedGraph:
     # -- the graph API -------------------------------------------------------------
 
     def invoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        session, config = self._open(input, config, "invoke")
+        session, config = self._open(input, config, "invoke", kwargs)
         session.activate()
         try:
             out = self.graph.invoke(input, config, **kwargs)
@@ -212,7 +242,7 @@ class RecordedGraph:
         return out
 
     async def ainvoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        session, config = self._open(input, config, "ainvoke")
+        session, config = self._open(input, config, "ainvoke", kwargs)
         session.activate()
         try:
             out = await self.graph.ainvoke(input, config, **kwargs)
@@ -227,7 +257,7 @@ class RecordedGraph:
         return out
 
     def stream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
-        session, config = self._open(input, config, "stream")
+        session, config = self._open(input, config, "stream", kwargs)
         session.register()
         try:
             yield from self.graph.stream(input, config, **kwargs)
@@ -251,7 +281,7 @@ class RecordedGraph:
             yield item
 
     async def _astream_api(self, api: str, fn: Any, input: Any, config: dict[str, Any] | None, **kwargs: Any):
-        session, config = self._open(input, config, api)
+        session, config = self._open(input, config, api, kwargs)
         session.register()
         try:
             async for item in fn(input, config, **kwargs):

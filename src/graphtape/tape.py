@@ -210,6 +210,24 @@ class Tape:
             result.raise_for_divergence()
         return result
 
+    async def areplay(self, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False,
+                      from_checkpoint: str | None = None, raise_on_divergence: bool = False, progress: Any = None):
+        """:meth:`replay` in the running event loop (notebooks, FastAPI handlers, async tests).
+
+        Runs recorded with ``ainvoke``/``astream``/``astream_events`` are
+        awaited in the caller's loop; runs recorded with the sync API run in
+        a worker thread. Same arguments and result as :meth:`replay`.
+        """
+        from graphtape.replay.engine import areplay
+
+        if hasattr(graph, "original"):
+            graph = graph.original
+        result = await areplay(self, run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
+                               from_checkpoint=from_checkpoint, progress=progress)
+        if raise_on_divergence:
+            result.raise_for_divergence()
+        return result
+
     # -- logic injection -------------------------------------------------------------
 
     def fork(self, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
@@ -244,33 +262,51 @@ class Tape:
 
         return invalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
 
+    async def afork(self, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
+                    as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
+                    run_id: str | None = None):
+        """:meth:`fork` in the running event loop."""
+        from graphtape.debug.inject import afork
+
+        return await afork(self, checkpoint_id, graph, values=values, as_node=as_node, mode=mode,
+                           allow_live_effects=allow_live_effects, run_id=run_id)
+
+    async def aoverride(self, run_id: str, call_id: str, output: Any, graph: Any, *, mode: str = "flight",
+                        allow_live_effects: bool = False, from_start: bool = False):
+        """:meth:`override` in the running event loop."""
+        from graphtape.debug.inject import aoverride
+
+        return await aoverride(self, run_id, call_id, output, graph, mode=mode,
+                               allow_live_effects=allow_live_effects, from_start=from_start)
+
+    async def ainvalidate_from(self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False):
+        """:meth:`invalidate_from` in the running event loop."""
+        from graphtape.debug.inject import ainvalidate_from
+
+        return await ainvalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
+
     def resume(self, thread_id: str, graph: Any, value: Any = None, *, by_id: dict[str, Any] | None = None,
                name: str | None = None):
         """Answer the pending ``interrupt()`` of a thread (several at once with ``by_id``); a recorded run.
 
         Returns the recorded graph wrapper; its ``last_run_id`` is the new run.
         """
-        from langgraph.types import Command
+        recorded, config = self._resume_target(thread_id, graph, name)
+        recorded.invoke(_resume_command(thread_id, recorded.get_state(config).interrupts, value, by_id), config)
+        return recorded
 
-        from graphtape.errors import ReplayError
+    async def aresume(self, thread_id: str, graph: Any, value: Any = None, *, by_id: dict[str, Any] | None = None,
+                      name: str | None = None):
+        """:meth:`resume` in the running event loop (the run is recorded with ``ainvoke``)."""
+        recorded, config = self._resume_target(thread_id, graph, name)
+        pending = (await recorded.aget_state(config)).interrupts
+        await recorded.ainvoke(_resume_command(thread_id, pending, value, by_id), config)
+        return recorded
 
+    def _resume_target(self, thread_id: str, graph: Any, name: str | None) -> tuple[Any, dict[str, Any]]:
         last = self.runs(thread_id=thread_id, limit=1)
         recorded = self.record(graph, name=name or (last[0].graph if last else None))
-        config = {"configurable": {"thread_id": thread_id}}
-        pending = recorded.get_state(config).interrupts
-        if not pending:
-            raise ReplayError(f"thread {thread_id} has no pending interrupt to answer")
-        if by_id is not None:
-            unknown = set(by_id) - {i.id for i in pending}
-            if unknown:
-                raise ReplayError(f"no pending interrupt {sorted(unknown)[0]!r} on thread {thread_id}; "
-                                  f"pending: {', '.join(i.id for i in pending)}")
-            recorded.invoke(Command(resume=by_id), config)
-        else:
-            if len(pending) > 1:
-                raise ReplayError(f"thread {thread_id} has {len(pending)} pending interrupts; answer them by id")
-            recorded.invoke(Command(resume=value), config)
-        return recorded
+        return recorded, {"configurable": {"thread_id": thread_id}}
 
     # -- durability ------------------------------------------------------------------
 
@@ -341,6 +377,25 @@ class Tape:
         from graphtape.export import import_file
 
         return import_file(self, path)
+
+
+def _resume_command(thread_id: str, pending: Any, value: Any, by_id: dict[str, Any] | None) -> Any:
+    """The ``Command(resume=...)`` answering a thread's pending interrupts, checked against them."""
+    from langgraph.types import Command
+
+    from graphtape.errors import ReplayError
+
+    if not pending:
+        raise ReplayError(f"thread {thread_id} has no pending interrupt to answer")
+    if by_id is not None:
+        unknown = set(by_id) - {i.id for i in pending}
+        if unknown:
+            raise ReplayError(f"no pending interrupt {sorted(unknown)[0]!r} on thread {thread_id}; "
+                              f"pending: {', '.join(i.id for i in pending)}")
+        return Command(resume=by_id)
+    if len(pending) > 1:
+        raise ReplayError(f"thread {thread_id} has {len(pending)} pending interrupts; answer them by id")
+    return Command(resume=value)
 
 
 def connect(url: str | None = None, *, redact: Iterable[str] = (),

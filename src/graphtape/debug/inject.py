@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from graphtape import serde
 from graphtape.errors import ReplayError, RunNotFound
-from graphtape.replay.engine import ReplayResult, replay, run_chain
+from graphtape.replay.engine import ReplayResult, areplay, replay, run_chain
 
 if TYPE_CHECKING:
     from graphtape.replay.matcher import RecordedCall
@@ -48,7 +48,7 @@ def find_checkpoint(tape: Tape, checkpoint_id: str, run_id: str | None = None) -
 
 def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
          as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
-         run_id: str | None = None) -> ReplayResult:
+         run_id: str | None = None, _runner: Any = replay) -> ReplayResult:
     owner, event = find_checkpoint(tape, checkpoint_id, run_id)
     if event.get("ns"):
         raise ReplayError("fork from a checkpoint of the root graph (this one belongs to a subgraph)")
@@ -57,7 +57,7 @@ def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] |
 
         # before the replay copies the checkpoint into a new thread: a rejected edit writes nothing
         check_edit(getattr(graph, "original", graph), values, as_node)
-    return replay(
+    return _runner(
         tape, owner, graph, mode=mode, allow_live_effects=allow_live_effects,
         from_checkpoint=event["checkpoint_id"], edit=values, as_node=as_node,
         meta={"fork_of": event["checkpoint_id"], **({"edit": serde.to_jsonable(values)} if values else {})},
@@ -93,21 +93,22 @@ def override_envelope(call: RecordedCall, output: Any) -> dict[str, Any]:
 
 
 def override(tape: Tape, run_id: str, call_id: str, output: Any, graph: Any, *, mode: str = "flight",
-             allow_live_effects: bool = False, from_start: bool = False) -> ReplayResult:
+             allow_live_effects: bool = False, from_start: bool = False, _runner: Any = replay) -> ReplayResult:
     call = find_call(tape, call_id, run_id)
     checkpoint = None
     if not from_start and "/" not in call.node_path and call.step is not None:
         for ev in tape.store.events(call.run_id, ["checkpoint"]):
             if not ev.data.get("ns") and ev.data.get("step") == call.step - 1:
                 checkpoint = ev.data["checkpoint_id"]
-    return replay(
+    return _runner(
         tape, call.run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
         overrides={call.call_id: override_envelope(call, output)}, from_checkpoint=checkpoint,
         meta={"override_of": call.call_id},
     )
 
 
-def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False) -> ReplayResult:
+def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False,
+                    _runner: Any = replay) -> ReplayResult:
     chain = run_chain(tape, tape.run(run_id))
     live: set[str] = set()
     found = False
@@ -121,5 +122,22 @@ def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_liv
                 live.add(ev.data["call_id"])
     if not found:
         raise ReplayError(f"node {node!r} never ran in run {chain[-1].run_id} or the runs before it on its thread")
-    return replay(tape, chain[-1].run_id, graph, mode="flight", allow_live_effects=allow_live_effects,
-                  live_from=live, meta={"invalidate_from": node})
+    return _runner(tape, chain[-1].run_id, graph, mode="flight", allow_live_effects=allow_live_effects,
+                   live_from=live, meta={"invalidate_from": node})
+
+
+# -- in the caller's event loop: the same preparation, the replay awaited (engine.areplay) ----------
+
+async def afork(tape: Tape, checkpoint_id: str, graph: Any, **kwargs: Any) -> ReplayResult:
+    """:func:`fork` in the running event loop."""
+    return await fork(tape, checkpoint_id, graph, _runner=areplay, **kwargs)
+
+
+async def aoverride(tape: Tape, run_id: str, call_id: str, output: Any, graph: Any, **kwargs: Any) -> ReplayResult:
+    """:func:`override` in the running event loop."""
+    return await override(tape, run_id, call_id, output, graph, _runner=areplay, **kwargs)
+
+
+async def ainvalidate_from(tape: Tape, run_id: str, node: str, graph: Any, **kwargs: Any) -> ReplayResult:
+    """:func:`invalidate_from` in the running event loop."""
+    return await invalidate_from(tape, run_id, node, graph, _runner=areplay, **kwargs)

@@ -257,6 +257,8 @@ class Session:
         self.debugger: Any = None
         #: the classes this run's values and errors may be rebuilt as (set from the graph by the recorder)
         self.types: typepolicy.TypePolicy = typepolicy.DEFAULT
+        #: strict replay: a graphtape.replay.statecheck.StateCheck comparing each task's writes with the tape's
+        self.state_check: Any = None
         #: set by recovery: the crashed runs whose effect intents must be honoured
         self.recovering = False
         self.recovery_runs: list[str] = []
@@ -286,7 +288,7 @@ class Session:
                 pass
             self._token = None
 
-    def start(self, run_input: Any, config: dict[str, Any]) -> None:
+    def start(self, run_input: Any, config: dict[str, Any], call_kwargs: dict[str, Any] | None = None) -> None:
         from graphtape import versions
 
         run = RunRecord(
@@ -312,6 +314,8 @@ class Session:
                 "input": input_ref,
                 "config": self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
                 "versions": self.put_json(versions.package_versions()),
+                # the call's JSON-able arguments (version="v2", stream_mode, ...): replayed as recorded
+                **({"kwargs": serde.redact(call_kwargs, self.tape.redact_keys)} if call_kwargs else {}),
             },
         )
         if _is_resume(run_input):
@@ -541,6 +545,12 @@ class Session:
             call.override = override
             return call
         if self.mode == "strict":
+            if rec.code is not None and call.summary.get("code") not in (None, rec.code):
+                # the tool's or effect's code changed since the recording: listed in the replay's
+                # result; in flight mode a tool runs live (an effect only with allow_live_effects)
+                call.summary["code_changed"] = True
+                if override is None and self.mode in ("flight", "live") and (kind == "tool" or self.allow_live_effects):
+                    return call
             self._diverge(call, request)
         if kind == "effect" and not self.allow_live_effects:
             expected = self.matcher.expected(site)

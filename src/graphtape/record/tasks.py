@@ -28,8 +28,9 @@ class TaskRecorder(BaseCallbackHandler):
     @property
     def raise_error(self) -> bool:  # type: ignore[override]
         # A recording must never break the user's graph, so handler errors are
-        # swallowed; under the debugger, stopping is done by raising here.
-        return self.session.debugger is not None
+        # swallowed; under the debugger, stopping is done by raising here, and a
+        # strict replay stops here at the first task whose writes differ.
+        return self.session.debugger is not None or self.session.state_check is not None
 
     def __init__(self, session: Session):
         self.session = session
@@ -60,8 +61,9 @@ class TaskRecorder(BaseCallbackHandler):
                 self.session.task_steps[ns] = step
         self._open[run_id] = (time.perf_counter(), {"task": ns}, key)
         self.session.event("task_started", info)
-        if self.session.debugger is not None:
+        if self.session.debugger is not None or self.session.state_check is not None:
             self._info[run_id] = info
+        if self.session.debugger is not None:
             self.session.debugger.on_task_start(info)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -70,8 +72,9 @@ class TaskRecorder(BaseCallbackHandler):
             return
         started, info, _ = opened
         session = self.session
+        full = self._info.pop(run_id, info)
         if session.debugger is not None:
-            session.debugger.on_task_end(self._info.pop(run_id, info), outputs)
+            session.debugger.on_task_end(full, outputs)
         session.event(
             "task_finished",
             {
@@ -81,12 +84,15 @@ class TaskRecorder(BaseCallbackHandler):
                 "writes": Lazy(lambda: session.put_json(session.view(outputs))),
             },
         )
+        if session.state_check is not None:
+            session.state_check.check(session, full, outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.pop(run_id, None)
         if opened is None:
             return
         started, info, key = opened
+        self._info.pop(run_id, None)
         kind = "task_interrupted" if _is_control_flow(error) else "task_failed"
         if key is not None:
             # not a writer of the step's checkpoint (unless a retry starts it again)

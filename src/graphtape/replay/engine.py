@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import uuid
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from graphtape import serde
@@ -56,6 +58,8 @@ class ReplayResult:
     output_matches: bool | None
     divergence: dict[str, Any] | None = None
     error: str | None = None
+    #: tools and effects whose code changed since the recording (strict: still served; flight: tools ran live)
+    changed_code: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def diverged(self) -> bool:
@@ -136,45 +140,92 @@ def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
     return value
 
 
-def replay(
-    tape: Tape,
-    run_id: str,
-    graph: Any,
-    *,
-    mode: str = "strict",
-    allow_live_effects: bool = False,
-    overrides: dict[str, Any] | None = None,
-    live_from: set[str] | None = None,
-    thread_id: str | None = None,
-    from_checkpoint: str | None = None,
-    edit: dict[str, Any] | None = None,
-    as_node: str | None = None,
-    meta: dict[str, Any] | None = None,
-    progress: Any = None,
-    debugger: Any = None,
-) -> ReplayResult:
-    """Replay ``run_id`` on ``graph``; see the module docstring.
+ASYNC_APIS = ("ainvoke", "astream", "astream_events")
+#: recorded call arguments the replay leaves out: they only print
+_NOT_REPLAYED = ("debug", "print_mode")
 
-    With ``from_checkpoint``, the replay starts from that checkpoint of the
-    run's thread instead of from the first input: the checkpoint is copied
-    into the new thread and execution continues from it; ``edit`` then
-    changes the state there first (as node ``as_node``), which makes the
-    replay a fork. ``mode="live"`` calls models and tools live and serves
-    only unchanged effects.
-    """
-    if mode not in MODES:
-        raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
-    if edit is not None and from_checkpoint is None:
-        raise ReplayError("a state edit needs a checkpoint to start from (from_checkpoint=...)")
+
+@dataclasses.dataclass
+class _Step:
+    """One recorded run to re-execute, the way it was called (API and arguments)."""
+
+    recorder: Any
+    api: str
+    value: Any
+    config: dict[str, Any]
+    kwargs: dict[str, Any]
+
+    @property
+    def is_async(self) -> bool:
+        return self.api in ASYNC_APIS
+
+    def run(self) -> Any:
+        rec = self.recorder
+        if self.api == "stream":
+            for _ in rec.stream(self.value, self.config, **self.kwargs):
+                pass
+            snap = rec.get_state(self.config)
+            return snap.values if snap is not None else None
+        return rec.invoke(self.value, self.config, **self.kwargs)
+
+    async def arun(self) -> Any:
+        rec = self.recorder
+        if self.api in ("astream", "astream_events"):
+            async for _ in getattr(rec, self.api)(self.value, self.config, **self.kwargs):
+                pass
+            snap = await rec.aget_state(self.config)
+            return snap.values if snap is not None else None
+        return await rec.ainvoke(self.value, self.config, **self.kwargs)
+
+
+def _plan(tape: Tape, run_id: str, from_checkpoint: str | None) -> tuple[RunRecord, list[RunRecord], int]:
+    """The target run, its chain and the index of the first run to re-execute."""
     target = tape.run(run_id)
     chain = run_chain(tape, target)
-    start_index = 0
-    if from_checkpoint is not None:
-        start_index = _checkpoint_segment(tape, chain, from_checkpoint)
+    start_index = _checkpoint_segment(tape, chain, from_checkpoint) if from_checkpoint is not None else 0
+    return target, chain, start_index
+
+
+def _uses_async(runs: list[RunRecord]) -> bool:
+    return any((r.meta or {}).get("api", "invoke") in ASYNC_APIS for r in runs)
+
+
+def _core(
+    tape: Tape,
+    target: RunRecord,
+    chain: list[RunRecord],
+    start_index: int,
+    graph: Any,
+    *,
+    mode: str,
+    allow_live_effects: bool,
+    overrides: dict[str, Any] | None,
+    live_from: set[str] | None,
+    thread_id: str | None,
+    from_checkpoint: str | None,
+    edit: dict[str, Any] | None,
+    as_node: str | None,
+    meta: dict[str, Any] | None,
+    progress: Any,
+    debugger: Any,
+) -> Generator[_Step, Any, ReplayResult]:
+    """The replay itself, as a generator: it yields each run to execute and is sent its output.
+
+    The sync and async entry points (:func:`replay`, :func:`areplay`) only
+    differ in how they execute a :class:`_Step`; everything else (which runs,
+    with what input, how results are judged) lives here once.
+    """
+    from graphtape.replay.statecheck import StateCheck
+
     matcher = Matcher.from_store(
         tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
     )
+    # A strict replay of unchanged code reproduces every task's writes; a fork
+    # with an edit, an override or a debugger's injection changes them on purpose.
+    state_check = None
+    if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
+        state_check = StateCheck.from_store(tape, [r.run_id for r in chain[start_index:]])
     new_thread = thread_id or f"replay-{uuid.uuid4()}"
     recorder = tape.record(graph, name=target.graph)
     recorder._replay = {
@@ -183,6 +234,7 @@ def replay(
         "allow_live_effects": allow_live_effects,
         "meta": {"replay_mode": mode, **(meta or {})},
         "debugger": debugger,
+        "state_check": state_check,
     }
     output: Any = None
     status = "finished"
@@ -209,17 +261,17 @@ def replay(
         if "recursion_limit" in rec_config:
             config["recursion_limit"] = rec_config["recursion_limit"]
         recorder._replay["replay_of"] = original.run_id
-        use_async = (original.meta or {}).get("api", "invoke") in ("ainvoke", "astream", "astream_events")
         if progress is not None:
             progress(index, len(chain), original)
-        extra = {"durability": "sync"} if debugger is not None else {}
+        # the run's own arguments (version="v2", stream_mode, interrupt_before, ...) shape its output
+        kwargs = {k: v for k, v in (started.get("kwargs") or {}).items() if k not in _NOT_REPLAYED}
         if debugger is not None:
+            kwargs["durability"] = "sync"  # the debugger shows every step's checkpoint
             debugger.thread_id = new_thread
+        api = (original.meta or {}).get("api", "invoke")
         try:
-            if use_async:
-                output = _run_async(recorder.ainvoke(value, config, **extra))
-            else:
-                output = recorder.invoke(value, config, **extra)
+            output = yield _Step(recorder, api if api in ("invoke", "stream", *ASYNC_APIS) else "invoke",
+                                 value, config, kwargs)
         except Divergence as div:
             divergence, error, status = div.report, str(div), "diverged"
         except Exception as exc:  # the replayed code failed: a result, not a crash
@@ -260,6 +312,173 @@ def replay(
         error=error,
         **totals,
     )
+
+
+def _start(tape: Tape, run_id: str, graph: Any, mode: str, edit: Any, from_checkpoint: str | None,
+           **opts: Any) -> tuple[list[RunRecord], Generator[_Step, Any, ReplayResult]]:
+    if mode not in MODES:
+        raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
+    if edit is not None and from_checkpoint is None:
+        raise ReplayError("a state edit needs a checkpoint to start from (from_checkpoint=...)")
+    if hasattr(graph, "original"):  # a RecordedGraph: replay its graph
+        graph = graph.original
+    target, chain, start_index = _plan(tape, run_id, from_checkpoint)
+    core = _core(tape, target, chain, start_index, graph, mode=mode, edit=edit,
+                 from_checkpoint=from_checkpoint, **opts)
+    return chain[start_index:], core
+
+
+def replay(
+    tape: Tape,
+    run_id: str,
+    graph: Any,
+    *,
+    mode: str = "strict",
+    allow_live_effects: bool = False,
+    overrides: dict[str, Any] | None = None,
+    live_from: set[str] | None = None,
+    thread_id: str | None = None,
+    from_checkpoint: str | None = None,
+    edit: dict[str, Any] | None = None,
+    as_node: str | None = None,
+    meta: dict[str, Any] | None = None,
+    progress: Any = None,
+    debugger: Any = None,
+) -> ReplayResult:
+    """Replay ``run_id`` on ``graph``; see the module docstring.
+
+    With ``from_checkpoint``, the replay starts from that checkpoint of the
+    run's thread instead of from the first input: the checkpoint is copied
+    into the new thread and execution continues from it; ``edit`` then
+    changes the state there first (as node ``as_node``), which makes the
+    replay a fork. ``mode="live"`` calls models and tools live and serves
+    only unchanged effects.
+
+    Runs recorded with an async API (``ainvoke``, ``astream``,
+    ``astream_events``) are replayed with it, all of them in ONE event loop
+    owned by this replay: a provider client the graph creates in the first
+    run is still usable in the next. Inside a running event loop use
+    :func:`areplay` (``await tape.areplay(...)``).
+    """
+    runs, core = _start(tape, run_id, graph, mode, edit, from_checkpoint,
+                        allow_live_effects=allow_live_effects, overrides=overrides, live_from=live_from,
+                        thread_id=thread_id, as_node=as_node, meta=meta, progress=progress, debugger=debugger)
+    if _uses_async(runs) and _loop_running():
+        core.close()
+        raise ReplayError(
+            "this run was recorded with an async API and an event loop is running in this thread "
+            "(a notebook, a web handler, an async test): use `await tape.areplay(...)` "
+            "(or afork/aoverride/ainvalidate_from)"
+        )
+    loop = _ReplayLoop()
+    try:
+        return _drive(core, lambda step: loop.run(step.arun()) if step.is_async else step.run())
+    finally:
+        loop.close()
+
+
+async def areplay(
+    tape: Tape,
+    run_id: str,
+    graph: Any,
+    *,
+    mode: str = "strict",
+    allow_live_effects: bool = False,
+    overrides: dict[str, Any] | None = None,
+    live_from: set[str] | None = None,
+    thread_id: str | None = None,
+    from_checkpoint: str | None = None,
+    edit: dict[str, Any] | None = None,
+    as_node: str | None = None,
+    meta: dict[str, Any] | None = None,
+    progress: Any = None,
+) -> ReplayResult:
+    """:func:`replay` in the caller's event loop (notebooks, web handlers, async tests).
+
+    Async-recorded runs are awaited in this loop; runs recorded with the
+    sync API run in a worker thread (``asyncio.to_thread``) so that the loop
+    is not blocked. Store reads and writes between runs are short and
+    synchronous.
+    """
+    _runs, core = _start(tape, run_id, graph, mode, edit, from_checkpoint,
+                         allow_live_effects=allow_live_effects, overrides=overrides, live_from=live_from,
+                         thread_id=thread_id, as_node=as_node, meta=meta, progress=progress, debugger=None)
+    try:
+        step = next(core)
+    except StopIteration as stop:
+        return stop.value
+    while True:
+        try:
+            out = await step.arun() if step.is_async else await asyncio.to_thread(step.run)
+        except Exception as exc:
+            advance = functools.partial(core.throw, exc)
+        else:
+            advance = functools.partial(core.send, out)
+        try:
+            step = advance()
+        except StopIteration as stop:
+            return stop.value
+
+
+def _drive(core: Generator[_Step, Any, ReplayResult], execute: Callable[[_Step], Any]) -> ReplayResult:
+    """Run the replay's steps with ``execute`` until it returns its result."""
+    try:
+        step = next(core)
+    except StopIteration as stop:
+        return stop.value
+    while True:
+        try:
+            out = execute(step)
+        except Exception as exc:
+            advance = functools.partial(core.throw, exc)
+        else:
+            advance = functools.partial(core.send, out)
+        try:
+            step = advance()
+        except StopIteration as stop:
+            return stop.value
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _ReplayLoop:
+    """The one event loop of a sync replay, created on first use and closed at its end.
+
+    ``asyncio.run`` per run closed the loop after each run of a thread, and an
+    async client the graph had created (``ChatOpenAI``'s HTTP pool, anything
+    holding an asyncio primitive) failed in the next run with "Event loop is
+    closed". Closing mirrors ``asyncio.run``: cancel leftovers, finish async
+    generators and the default executor.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, coro: Any) -> Any:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
 
 def _checkpoint_segment(tape: Tape, chain: list[RunRecord], checkpoint_id: str) -> int:
@@ -304,13 +523,16 @@ def _copy_checkpoint(saver: Any, thread_id: str, checkpoint_id: str, new_thread:
 
 
 def _sum_stats(tape: Tape, run_ids: list[str]) -> dict[str, Any]:
-    out = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
-           "live_tokens": 0, "live_cost": 0.0}
+    out: dict[str, Any] = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
+                           "live_tokens": 0, "live_cost": 0.0}
+    changed: set[str] = set()
     for rid in run_ids:
         if not rid:
             continue
         for ev in tape.store.events(rid, ["llm_call", "tool_call", "effect_call"]):
             d = ev.data
+            if d.get("code_changed"):
+                changed.add(str(d.get("name") or "?"))
             if d.get("source") in ("tape", "override"):
                 out["served"] += 1
                 if d.get("source") == "tape":
@@ -321,6 +543,7 @@ def _sum_stats(tape: Tape, run_ids: list[str]) -> dict[str, Any]:
                 out["live"] += 1
                 out["live_tokens"] += int(d.get("tokens") or 0)
                 out["live_cost"] += float(d.get("cost") or 0.0)
+    out["changed_code"] = sorted(changed)
     return out
 
 
@@ -329,11 +552,3 @@ def _last_session_divergence(tape: Tape, recorder: Any) -> dict[str, Any] | None
         return None
     evs = tape.store.events(recorder.last_run_id, ["divergence"])
     return evs[0].data if evs else None
-
-
-def _run_async(coro: Any) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    raise ReplayError("this run was recorded with an async API; inside an event loop use `await tape.areplay(...)`")

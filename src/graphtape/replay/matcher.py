@@ -44,6 +44,8 @@ class RecordedCall:
     cost: float
     latency: float
     name: str | None
+    #: fingerprint of the tool's or effect's code when recorded (None on older tapes)
+    code: str | None = None
 
     @classmethod
     def from_event(cls, ev: EventRow) -> "RecordedCall":
@@ -67,6 +69,7 @@ class RecordedCall:
             cost=float(d.get("cost") or 0.0),
             latency=float(d.get("latency") or 0.0),
             name=d.get("name") or d.get("model"),
+            code=d.get("code"),
         )
 
     def response_env(self, store: TapeStore) -> Any:
@@ -139,6 +142,13 @@ class Matcher:
                 c.seq,
             ),
         )
+
+    def has_fingerprint(self, kind: str, fingerprint: str) -> bool:
+        """Whether any recorded call of ``kind`` has this request fingerprint (e.g. an effect's older name)."""
+        with self._lock:
+            if not hasattr(self, "_fingerprints"):
+                self._fingerprints = {(c.kind, c.fingerprint) for c in self.calls}
+            return (kind, fingerprint) in self._fingerprints
 
     def override_for(self, call_id: str) -> Any:
         return self.overrides.get(call_id)

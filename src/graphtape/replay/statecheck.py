@@ -1,0 +1,172 @@
+"""Strict replay compares the state, not only the calls.
+
+A node that reads the clock or a random number directly (``datetime.now()``,
+``random.random()``, ``uuid4()``) makes no call the tape could serve: every
+call of the replay matches, yet the state differs. Strict replay promises
+"the same states step by step", so each task the replay finishes is compared
+with the tape as it finishes, and the first difference stops the replay
+with a :class:`~graphtape.errors.Divergence` that names the node, the step,
+the channels written differently and shows the diff.
+
+What is compared: a task's *writes* (the value its node returned: the state
+update, a ``Command``, a functional-API task's result), with the recorded
+writes of a task of the same node path at the same step. They are compared
+through the structural view of :mod:`graphtape.debug.diff`: message ids,
+tool-call ids, usage and response metadata are left out, because LangGraph
+and the providers regenerate them on every execution. Several tasks of one
+node in one step (``Send`` fan-out, parallel functional-API tasks) finish in
+any order, so they are matched as a multiset: a replayed task matches any
+recorded one of its node and step that is equal and not yet matched.
+
+Only a plain strict replay compares: a fork with an edited state, an
+override, ``invalidate_from`` and flight runs change the state on purpose.
+A tape recorded before task writes were kept (no ``writes`` on its
+``task_finished`` events) is not compared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from graphtape import serde
+from graphtape.errors import Divergence
+
+if TYPE_CHECKING:
+    from graphtape.record.session import Session
+    from graphtape.tape import Tape
+
+HINT = (
+    "a node that reads the clock, random numbers, uuids or the outside world directly writes a different "
+    "state on every run: wrap that source in a function marked @graphtape.effect (or make it a tool) so "
+    "that the replay serves the recorded value"
+)
+
+
+@dataclasses.dataclass
+class _RecordedTask:
+    run_id: str
+    writes_ref: str | None
+    used: bool = False
+    _value: Any = None
+    _loaded: bool = False
+
+
+class StateCheck:
+    """The recorded writes of a chain of runs, consumed as the replay finishes tasks."""
+
+    def __init__(self, tape: Tape, tasks: dict[tuple[str, Any], list[_RecordedTask]]):
+        self.tape = tape
+        self.tasks = tasks
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_store(cls, tape: Tape, run_ids: list[str]) -> StateCheck | None:
+        """The check for these runs, or ``None`` when the tape kept no task writes to compare with."""
+        tasks: dict[tuple[str, Any], list[_RecordedTask]] = defaultdict(list)
+        for rid in run_ids:
+            started: dict[str, tuple[str, Any]] = {}  # task namespace -> (node path, step)
+            for ev in tape.store.events(rid, ["task_started", "task_finished"]):
+                ns = ev.data.get("task") or ""
+                if ev.kind == "task_started":
+                    started[ns] = (ev.data.get("node_path") or "", ev.data.get("step"))
+                elif ns in started:
+                    tasks[started[ns]].append(_RecordedTask(rid, ev.data.get("writes")))
+        if not any(t.writes_ref for group in tasks.values() for t in group):
+            return None
+        return cls(tape, dict(tasks))
+
+    def check(self, session: Session, info: dict[str, Any], outputs: Any) -> None:
+        """Raise a :class:`Divergence` (and note it on the session) if ``outputs`` differs from the tape."""
+        from graphtape.debug.diff import diff_states
+
+        node_path, step = info.get("node_path") or "", info.get("step")
+        replayed = _shape(outputs)
+        with self._lock:
+            group = [t for t in self.tasks.get((node_path, step), ()) if not t.used]
+            first_diff = None
+            for rec in group:
+                if rec.writes_ref is None:  # nothing kept to compare with: accept it
+                    rec.used = True
+                    return
+                diff = diff_states(self._recorded(rec), replayed, a_label="recorded", b_label="replay")
+                if diff.equal:
+                    rec.used = True
+                    return
+                first_diff = first_diff or diff
+        raise _divergence(session, node_path, step, first_diff)
+
+    def _recorded(self, rec: _RecordedTask) -> Any:
+        if not rec._loaded:
+            rec._value = _revive(self.tape, self.tape.store.get_json(rec.writes_ref))
+            rec._loaded = True
+        return rec._value
+
+
+def _shape(obj: Any) -> Any:
+    """``obj`` structured the way the tape's views are (see ``Session.view``), messages kept as messages."""
+    from langchain_core.messages import BaseMessage
+
+    if isinstance(obj, BaseMessage):
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): _shape(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_shape(v) for v in obj]
+    if hasattr(obj, "model_dump") and not isinstance(obj, type) and hasattr(type(obj), "model_fields"):
+        return {k: _shape(getattr(obj, k)) for k in type(obj).model_fields}
+    return serde.to_jsonable(obj)
+
+
+def _revive(tape: Tape, view: Any) -> Any:
+    """A stored view with its message references turned back into messages."""
+    if isinstance(view, dict):
+        if isinstance(view.get("$m"), str):
+            msg = serde.message_from_json(tape.store.get_json(view["$m"]))
+            return msg.model_copy(update={"id": view["id"]}) if isinstance(view.get("id"), str) else msg
+        if isinstance(view.get("$chain"), str):
+            hashes = tape.store.get_chain(view["$chain"])
+            blobs = tape.store.get_blobs(hashes)
+            return [serde.message_from_json(json.loads(blobs[h])) for h in hashes]
+        return {k: _revive(tape, v) for k, v in view.items()}
+    if isinstance(view, list):
+        return [_revive(tape, v) for v in view]
+    return view
+
+
+def _divergence(session: Session, node_path: str, step: Any, diff: Any) -> Divergence:
+    replayed = session.replay_of or "?"
+    where = f"node {node_path or '?'}" + (f" step {step}" if step is not None else "")
+    if diff is None:
+        reason = "the recorded run has no finished task of this node at this step"
+        channels: list[str] = []
+        text = "(no recorded task to compare with)"
+    else:
+        channels = sorted({str(c.segments[0]) if c.segments else "(return value)" for c in diff.changes})
+        reason = f"it wrote a different state ({', '.join(channels)}) than the recorded run"
+        text = diff.render(width=200)
+    message = f"replay of run {replayed} diverged at {where}: {reason}; {HINT}"
+    report = {
+        "message": message,
+        "run_id": replayed,
+        "replay_run_id": session.run_id,
+        "kind": "state",
+        "name": node_path.rpartition("/")[2] or "?",
+        "node": node_path.rpartition("/")[2],
+        "node_path": node_path,
+        "step": step,
+        "ordinal": None,
+        "reason": reason,
+        "channels": channels,
+        "recorded_call_id": None,
+        "recorded_step": step,
+        "diff": f"--- recorded\n+++ replay\n{text}",
+        "hint": HINT,
+    }
+    div = Divergence(message, report)
+    session.divergence = div
+    session.event("divergence", report)
+    return div
