@@ -614,6 +614,81 @@ def test_unwrapped_nondeterminism_in_state_fails_strict_replay(tape, source):
         tape.replay(rec.last_run_id, build_stamped(source), mode="strict", raise_on_divergence=True)
 
 
+STAMPED_FILE = """
+from datetime import datetime, timezone
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class Stamped(TypedDict, total=False):
+    at: Any
+
+
+def stamp(s):
+    return {"at": datetime.now(timezone.utc).isoformat()}
+
+
+b = StateGraph(Stamped)
+b.add_node(stamp)
+b.add_edge(START, "stamp")
+b.add_edge("stamp", END)
+graph = b.compile()
+"""
+
+
+def test_unwrapped_nondeterminism_fails_the_cli_and_the_pytest_fixture(tmp_path, graphtape_replay):
+    from typer.testing import CliRunner
+
+    from graphtape.cli import app
+
+    app_file = tmp_path / "stamped_app.py"
+    app_file.write_text(STAMPED_FILE, encoding="utf-8")
+    url = f"sqlite:///{tmp_path}/cli.db"
+    env = {"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb", "GRAPHTAPE_URL": None}
+    runner = CliRunner()
+    recorded = runner.invoke(app, ["--url", url, "run", f"{app_file}:graph", "--input", "{}", "--json"], env=env)
+    assert recorded.exit_code == 0, (recorded.stdout, recorded.stderr)
+    run_id = json.loads(recorded.stdout)["run_id"]
+    replayed = runner.invoke(app, ["--url", url, "replay", run_id, "--graph", f"{app_file}:graph"], env=env)
+    assert replayed.exit_code != 0, replayed.stdout
+    assert "stamp" in replayed.stdout + replayed.stderr
+
+    exported = tmp_path / "stamped.jsonl"
+    assert runner.invoke(app, ["--url", url, "export", run_id, "-o", str(exported)], env=env).exit_code == 0
+    from graphtape.loading import load_graph
+
+    with pytest.raises(pytest.fail.Exception, match="stamp"):
+        graphtape_replay(exported, load_graph(f"{app_file}:graph"))
+
+
+# -- 8b. invoke(..., version="v2") is replayed as recorded -------------------------------------------------
+
+
+def test_invoke_version_v2_replays_as_recorded(sqlite_tape, provider_server):
+    from langgraph.types import GraphOutput
+
+    tape, server = sqlite_tape, provider_server
+
+    def build():
+        return create_agent(openai_model(server), tools=[send_email],
+                            middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})])
+
+    rec = tape.record(build(), name="mailer-v2")
+    cfg = {"configurable": {"thread_id": "v2"}}
+    first = rec.invoke({"messages": [HumanMessage("mail bob")]}, cfg, version="v2")
+    assert isinstance(first, GraphOutput) and len(first.interrupts) == 1
+    out = rec.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg, version="v2")
+    assert isinstance(out, GraphOutput) and not out.interrupts
+
+    result, sent = replay_strict(tape, rec.last_run_id, build(), server)
+    assert len(server.requests) == sent
+    assert result.status == "finished", (result.status, result.error, result.divergence)
+    assert result.divergence is None and result.live == 0 and result.output_matches is True
+    assert isinstance(result.output, GraphOutput)
+    assert plain(result.output.value) == plain(out.value)
+
+
 # -- 10. streaming with the real provider classes ---------------------------------------------------------------
 
 
