@@ -15,7 +15,7 @@ error). A class is allowed when it is
   functions and tools (see :meth:`TypePolicy.for_graph`);
 * from a small trusted set of packages (:data:`TRUSTED_PACKAGES`: Python's
   builtin exceptions, langchain, LangGraph, pydantic, graphtape, the
-  provider SDKs and httpx); for recorded errors, also the exception classes
+  provider SDKs and their langchain integrations, httpx); for recorded errors, also the exception classes
   of the standard library (``json.JSONDecodeError``,
   ``subprocess.CalledProcessError``): an exception is rebuilt without
   running code of its own (see ``record/errors_codec.py``).
@@ -46,7 +46,7 @@ from typing import Any
 #: Top-level packages whose classes are trusted (resolved only if already imported).
 TRUSTED_PACKAGES = frozenset({
     "builtins", "langchain_core", "langchain", "langgraph", "pydantic", "pydantic_core",
-    "graphtape", "openai", "anthropic", "httpx",
+    "graphtape", "openai", "anthropic", "httpx", "httpx2", "langchain_openai", "langchain_anthropic",
 })
 
 

@@ -43,6 +43,9 @@ from typing import Any
 from graphtape import serde, typepolicy
 from graphtape.errors import GraphtapeWarning
 
+#: The HTTP libraries whose requests and responses are recorded (and rebuilt only if already imported).
+_HTTP_LIBS = ("httpx", "httpx2")
+
 #: Response headers never recorded (beside what ``serde.redact`` removes).
 _DROPPED_HEADERS = frozenset({"set-cookie", "cookie"})
 
@@ -101,12 +104,12 @@ def _value(value: Any, depth: int) -> dict[str, Any] | None:
         if depth >= 2:
             return None
         return {"t": "gt.error", "v": error_info_nested(value, depth + 1)}
-    httpx = sys.modules.get("httpx")
-    if httpx is not None and isinstance(value, httpx.Request):
-        return {"t": "gt.http_request", "method": value.method, "url": str(value.url)}
-    if httpx is not None and isinstance(value, httpx.Response):
+    lib = _http_lib(value)
+    if lib is not None and isinstance(value, sys.modules[lib].Request):
+        return {"t": "gt.http_request", "lib": lib, "method": value.method, "url": str(value.url)}
+    if lib is not None and isinstance(value, sys.modules[lib].Response):
         headers = {k: v for k, v in value.headers.items() if k.lower() not in _DROPPED_HEADERS}
-        env: dict[str, Any] = {"t": "gt.http_response", "status": value.status_code,
+        env: dict[str, Any] = {"t": "gt.http_response", "lib": lib, "status": value.status_code,
                                "headers": serde.redact(headers)}
         try:
             env["request"] = _value(value.request, depth)
@@ -120,6 +123,15 @@ def _value(value: Any, depth: int) -> dict[str, Any] | None:
     except Exception:
         return None
     return None if _has_repr(env) else env
+
+
+def _http_lib(value: Any) -> str | None:
+    """``"httpx"`` or ``"httpx2"`` (the fork the openai SDK uses) when ``value`` is one of its requests or responses."""
+    for name in _HTTP_LIBS:
+        lib = sys.modules.get(name)
+        if lib is not None and isinstance(value, (lib.Request, lib.Response)):
+            return name
+    return None
 
 
 def error_info_nested(error: BaseException, depth: int) -> dict[str, Any]:
@@ -226,7 +238,8 @@ def _decode(env: Any, policy: typepolicy.TypePolicy) -> Any:
     t = env.get("t")
     if t == "gt.error":
         return rebuild_error(env.get("v") or {}, policy)
-    httpx = sys.modules.get("httpx")
+    lib = env.get("lib") if env.get("lib") in _HTTP_LIBS else "httpx"
+    httpx = sys.modules.get(lib) if t in ("gt.http_request", "gt.http_response") else None
     if t == "gt.http_request":
         if httpx is None:
             return None
