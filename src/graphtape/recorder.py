@@ -15,6 +15,7 @@ used as the graphtape run id, so callers can also choose it up front.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import uuid
@@ -49,7 +50,6 @@ def code_fingerprint(graph: Any) -> str:
     return h.hexdigest()
 
 
-def _with_callback(config: dict[str, Any], handler: TaskRecorder) -> dict[str, Any]:
 def replayable_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """The call's keyword arguments that a replay passes again: the JSON-able ones.
 
@@ -78,6 +78,7 @@ def _plain_json(value: Any) -> bool:
     return False
 
 
+def _with_callback(config: dict[str, Any], handler: TaskRecorder) -> dict[str, Any]:
     cbs = config.get("callbacks")
     if cbs is None:
         config["callbacks"] = [handler]
@@ -170,8 +171,8 @@ class RecordedGraph:
         session.durable = self.durable
         session.debugger = replay.get("debugger")
         session.types = self.types
-        if replay.get("recovering"):
         session.state_check = replay.get("state_check")
+        if replay.get("recovering"):
             session.recovering = True
             session.recovery_runs = list(replay.get("recovery_runs", ()))
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
@@ -214,6 +215,11 @@ class RecordedGraph:
                interrupts: list[dict[str, Any]] | None = None) -> None:
         if session.divergence is not None:
             status, error = "diverged", session.divergence
+        elif isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
+            # Ctrl-C (or a cancelled task): the run did not fail, it was stopped where it was.
+            # ``graphtape recover`` continues it from its last checkpoint (runtime/recovery.py).
+            session.meta["stopped_by"] = type(error).__name__
+            status, error = "interrupted", type(error)("stopped before the end; `graphtape recover` continues it")
         try:
             if isinstance(error, StoreError):
                 # The store itself failed (connection lost, server restarting,

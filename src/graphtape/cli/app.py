@@ -257,6 +257,14 @@ def _check_resumable(tape: graphtape.Tape, graph: Any, thread: str) -> None:
         )
 
 
+def stopped_by_ctrl_c(tape: graphtape.Tape, run_id: str | None, how: str) -> NoReturn:
+    """After Ctrl-C: say which run was left ``interrupted`` and how to continue it; exit 130 (as shells do)."""
+    run = tape.store.get_run(run_id) if run_id else None
+    if run is None:
+        fail("stopped by Ctrl-C before a run was recorded", 130)
+    fail(f"stopped by Ctrl-C: run {run.run_id} on thread {run.thread_id} is left {run.status}; {how}", 130)
+
+
 def _invoke(recorded: Any, value: Any, config: dict[str, Any], use_async: bool) -> Any:
     if use_async:
         return asyncio.run(recorded.ainvoke(value, config))
@@ -303,8 +311,11 @@ def run_cmd(
             use_async = _needs_async(compiled)
             failure: BaseException | None = None
             output: Any = None
+            continue_it = f"continue it with: graphtape recover --run {{}} --graph {graph}"
             try:
                 output = _invoke(recorded, value, {"configurable": {"thread_id": thread_id}}, use_async)
+            except KeyboardInterrupt:
+                stopped_by_ctrl_c(tape, recorded.last_run_id, continue_it.format(recorded.last_run_id))
             except GraphtapeError:
                 raise
             except Exception as exc:
@@ -316,6 +327,8 @@ def run_cmd(
                 failure = None
                 try:
                     output = _invoke(recorded, value, {"configurable": {"thread_id": thread_id}}, True)
+                except KeyboardInterrupt:
+                    stopped_by_ctrl_c(tape, recorded.last_run_id, continue_it.format(recorded.last_run_id))
                 except GraphtapeError:
                     raise
                 except Exception as exc:
@@ -449,6 +462,7 @@ def replay_cmd(
             target = tape.run(run)
             checkpoint = _resolve_checkpoint(tape, target, from_checkpoint) if from_checkpoint else None
             graph = load_graph(graph_spec)
+            replays_before = {r.run_id for r in tape.runs(limit=20)}
             err = stderr()
             with _progress(err) as progress:
                 task = progress.add_task(f"replaying {render.short_id(target.run_id)}", total=None)
@@ -459,10 +473,18 @@ def replay_cmd(
                         description=f"replaying run {render.short_id(original.run_id)}",
                     )
 
-                result = tape.replay(
-                    target.run_id, graph, mode=mode.value, allow_live_effects=allow_live_effects,
-                    from_checkpoint=checkpoint, progress=on_segment,
-                )
+                try:
+                    result = tape.replay(
+                        target.run_id, graph, mode=mode.value, allow_live_effects=allow_live_effects,
+                        from_checkpoint=checkpoint, progress=on_segment,
+                    )
+                except KeyboardInterrupt:
+                    progress.stop()
+                    stopped = [r for r in tape.runs(limit=20) if r.replay_of and (r.meta or {}).get("stopped_by")
+                               and r.run_id not in replays_before]
+                    stopped_by_ctrl_c(tape, stopped[0].run_id if stopped else None,
+                                      f"run the replay again to finish: graphtape replay {target.run_id} "
+                                      f"--graph {graph_spec} --mode {mode.value}")
                 progress.update(task, completed=progress.tasks[0].total or 1)
             reasons = unused_reasons(tape, result)
         print_replay_result(result, as_json, checkpoint, reasons)
@@ -639,6 +661,7 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("Aborted!", err=True)
         sys.exit(EXIT_BAD_RESULT)
     except KeyboardInterrupt:
+        typer.echo("error: stopped by Ctrl-C", err=True)
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: bad option, missing argument
         # one line, like every other error, with where to look next

@@ -283,11 +283,27 @@ def recover_cmd(
                      for o in orphans}
             now = time.time()
             if dry_run:
+                from graphtape.runtime.recovery import held_runs
+
+                held = held_runs(tape) if run is None else []
                 if as_json:
-                    echo_json([{**render.run_to_json(o), "graph_spec": specs[o.run_id],
-                                "needs_graph": specs[o.run_id] is None} for o in orphans])
+                    echo_json([{**render.run_to_json(o), "graph_spec": specs[o.run_id], "lease_held": False,
+                                "needs_graph": specs[o.run_id] is None} for o in orphans]
+                              + [{**render.run_to_json(h), "lease_held": True, "lease_owner": owner,
+                                  "lease_expires_in": round(max(0.0, expires - now), 1)} for h, owner, expires in held])
                     return
                 console = stdout()
+                if held:
+                    console.print(
+                        f"{len(held)} run(s) marked running whose thread's lease is still held: a live process is "
+                        "running them, or their process died less than a lease ago; recover them once the lease "
+                        "expires:", style="yellow")
+                    table = _ops_table("run", "thread", "started", "lease expires in", "held by", fold=("held by",))
+                    for h, owner, expires in held:
+                        table.add_row(render.short_id(h.run_id), render.short_thread(h.thread_id),
+                                      _age(h.started_at, now) + " ago", render.fmt_duration(max(0.0, expires - now)),
+                                      owner)
+                    console.print(table)
                 if not orphans:
                     console.print(f"no orphaned runs in {tape.url}")
                     return

@@ -50,12 +50,46 @@ class Recovery:
         return dataclasses.asdict(self)
 
 
+def stopped_by_user(run: RunRecord) -> bool:
+    """Whether a run was stopped by Ctrl-C (or cancelled) and not continued yet.
+
+    Such a run is ``interrupted`` (it did not fail) with ``meta.stopped_by``;
+    unlike a run paused at an ``interrupt()``, it waits for nobody's answer,
+    so :func:`recover` continues it as it does a crashed run. Replays are not
+    continued this way: running the replay again is how to finish one.
+    """
+    meta = run.meta or {}
+    return (run.status == "interrupted" and bool(meta.get("stopped_by")) and not meta.get("recovered_by")
+            and run.mode in ("record", "recover"))
+
+
 def orphaned_runs(tape: Tape) -> list[RunRecord]:
-    """Runs still marked ``running`` whose thread nobody holds: their process is gone."""
+    """Runs to finish: still ``running`` with nobody holding their thread (their process is gone),
+    or stopped by Ctrl-C while they were the newest run of their thread."""
     out = []
     for run in tape.store.list_runs(status="running", limit=None, newest_first=False):
         if tape.store.lease_holder(lease_name(run.thread_id)) is None:
             out.append(run)
+    for run in tape.store.list_runs(status="interrupted", limit=None, newest_first=False):
+        if stopped_by_user(run) and tape.store.lease_holder(lease_name(run.thread_id)) is None:
+            newest = tape.store.list_runs(thread_id=run.thread_id, limit=1)
+            if newest and newest[0].run_id == run.run_id:
+                out.append(run)
+    out.sort(key=lambda r: r.started_at)
+    return out
+
+
+def held_runs(tape: Tape) -> list[tuple[RunRecord, str, float]]:
+    """``(run, lease owner, lease expiry)`` of runs marked ``running`` whose thread's lease is held.
+
+    Either a live process is running them, or their process died less than a
+    lease time-to-live ago: :func:`recover` leaves them alone until the lease expires.
+    """
+    out = []
+    for run in tape.store.list_runs(status="running", limit=None, newest_first=False):
+        holder = tape.store.lease_holder(lease_name(run.thread_id))
+        if holder is not None:
+            out.append((run, holder[0], holder[1]))
     return out
 
 
@@ -117,7 +151,8 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
 
     # The crashed run is closed first, so that a recovery that crashes in turn
     # is the one picked up next time (and serves this run's calls too).
-    store.write(WriteBatch(run_updates=[(run.run_id, {"status": "crashed"})]))
+    if run.status == "running":  # a run stopped by Ctrl-C keeps ``interrupted``; ``recovered_by`` marks it done
+        store.write(WriteBatch(run_updates=[(run.run_id, {"status": "crashed"})]))
     matcher = Matcher.from_store(store, list(reversed(chain)))
     recorder = tape.record(graph, name=run.graph)
     recorder._replay = {
