@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from graphtape import serde
+from graphtape.record.codeprint import code_fingerprint, effect_module
 from graphtape.record.session import Call, Session, current_session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,8 +32,8 @@ NOT_DONE = object()
 reconcilers: dict[str, Callable[[str], Any]] = {}
 
 
-def _begin(session: Session, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-           key: str | None) -> Call:
+def _request(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None,
+             redact_keys: frozenset[str]) -> tuple[dict[str, Any], str]:
     request = {
         "effect": name,
         "args": serde.to_jsonable(list(args)),
@@ -40,9 +41,20 @@ def _begin(session: Session, name: str, args: tuple[Any, ...], kwargs: dict[str,
     }
     if key is not None:
         request["idempotency_key"] = key
-    request = serde.redact(request, session.tape.redact_keys)
-    fingerprint = serde.digest(serde.canonical_json(request))
-    summary: dict[str, Any] = {"name": name}
+    request = serde.redact(request, redact_keys)
+    return request, serde.digest(serde.canonical_json(request))
+
+
+def _begin(session: Session, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+           key: str | None, code: str, legacy_name: str | None = None) -> Call:
+    request, fingerprint = _request(name, args, kwargs, key, session.tape.redact_keys)
+    matcher = session.matcher
+    if legacy_name is not None and matcher is not None and not matcher.has_fingerprint("effect", fingerprint):
+        # A tape from before stable effect names: the script's effects were named ``__main__.<qualname>``.
+        old_request, old_fingerprint = _request(legacy_name, args, kwargs, key, session.tape.redact_keys)
+        if matcher.has_fingerprint("effect", old_fingerprint):
+            name, request, fingerprint = legacy_name, old_request, old_fingerprint
+    summary: dict[str, Any] = {"name": name, "code": code}
     if key is not None:
         summary["idempotency_key"] = key
     return session.begin("effect", None, request, fingerprint, summary=summary)
@@ -75,8 +87,13 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
            reconcile: Callable[[str], Any] | None = None) -> Any:
     """Record calls of ``fn`` on the tape and serve them on replay.
 
-    ``name`` defaults to the function's qualified name; it is part of the
-    match key, so keep it stable across refactors. ``idempotency_key`` is an
+    ``name`` defaults to the function's module and qualified name, the
+    module named the same however the program was started (``python
+    app.py``, ``python -m app`` and ``--graph app.py:graph`` all give
+    ``app.<qualname>``); it is part of the match key, so keep it stable
+    across refactors (or give ``name``). A tape recorded before names were
+    stable (``__main__.<qualname>``) still matches. The function's code is
+    fingerprinted: a replay lists effects whose code changed. ``idempotency_key`` is an
     optional function of the call's arguments whose value identifies the
     real-world action (an order id for a refund). An effect with a key is
     marked as started on the tape, durably, before it runs; if the process
@@ -87,7 +104,11 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
     """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        effect_name = name or f"{f.__module__}.{f.__qualname__}"
+        effect_name = name or f"{effect_module(f)}.{f.__qualname__}"
+        legacy_name = f"__main__.{f.__qualname__}"
+        if name is not None or legacy_name == effect_name:
+            legacy_name = None
+        code = code_fingerprint(f)
         if reconcile is not None:
             reconcilers[effect_name] = reconcile
 
@@ -101,7 +122,7 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
                 session = current_session()
                 if session is None:
                     return await f(*args, **kwargs)
-                call = _begin(session, effect_name, args, kwargs, key_of(args, kwargs))
+                call = _begin(session, effect_name, args, kwargs, key_of(args, kwargs), code, legacy_name)
                 done, value = _answered(session, call)
                 if done:
                     return value
@@ -121,7 +142,7 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
             session = current_session()
             if session is None:
                 return f(*args, **kwargs)
-            call = _begin(session, effect_name, args, kwargs, key_of(args, kwargs))
+            call = _begin(session, effect_name, args, kwargs, key_of(args, kwargs), code, legacy_name)
             done, value = _answered(session, call)
             if done:
                 return value

@@ -21,6 +21,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from graphtape import serde
+from graphtape.record.codeprint import tool_code
 from graphtape.record.session import Call, Session, current_session
 
 _installed = False
@@ -42,7 +43,8 @@ def _begin(session: Session, tool: BaseTool, tool_input: Any, metadata: dict[str
     request = {"tool": tool.name, "input": serde.to_jsonable(tool_input)}
     request = serde.redact(request, session.tape.redact_keys)
     fingerprint = serde.digest(serde.canonical_json(request))
-    return session.begin("tool", metadata, request, fingerprint, summary={"name": tool.name})
+    # the code that answers: a tool fixed since the recording is not served its old answer in flight mode
+    return session.begin("tool", metadata, request, fingerprint, summary={"name": tool.name, "code": tool_code(tool)})
 
 
 def _serve(session: Session, call: Call, tool_call_id: str | None) -> Any:
