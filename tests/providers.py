@@ -27,6 +27,14 @@ per request, first in first out) and ``server.fail_next(status, times)``
 (provider-shaped error bodies so the SDKs raise their own error classes).
 ``server.requests`` lists ``(path, body)`` of every request since the test
 began.
+
+Connections are closed after each response unless a test sets
+``server.keep_alive = True``: langchain_openai/langchain_anthropic cache their
+HTTP clients per process, so a kept-alive connection opened in one test's event
+loop would otherwise be reused from another test's loop ("Event loop is
+closed"), coupling tests by their order. A test about that very hazard (a
+replay that runs the graph in another loop than the recording) turns
+``keep_alive`` on, as real providers keep connections alive.
 """
 
 from __future__ import annotations
@@ -397,6 +405,7 @@ class ProviderServer:
         self.requests: list[tuple[str, dict]] = []
         self._script: deque = deque()
         self._failures: deque = deque()
+        self.keep_alive = False
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -436,6 +445,7 @@ class ProviderServer:
             self.requests.clear()
             self._script.clear()
             self._failures.clear()
+            self.keep_alive = False
 
     @property
     def pending(self) -> int:
@@ -498,20 +508,26 @@ class ProviderServer:
         _ids(provider, reply)
         return reply
 
+    def _headers(self, **extra: str) -> dict[str, str]:
+        return extra if self.keep_alive else {**extra, "connection": "close"}
+
     async def _openai(self, request: Request) -> Response:
         body, scripted, failure = await self._take("openai", request)
         if failure is not None:
-            return JSONResponse(_error_body("openai", failure), status_code=failure)
+            return JSONResponse(_error_body("openai", failure), status_code=failure, headers=self._headers())
         reply = self._reply("openai", request.url.path, body, scripted)
+        headers = self._headers(**{"x-request-id": token("req")})
         if body.get("stream"):
-            return StreamingResponse(iter(_openai_stream(body, reply)), media_type="text/event-stream")
-        return JSONResponse(_openai_completion(body, reply), headers={"x-request-id": token("req")})
+            return StreamingResponse(iter(_openai_stream(body, reply)), media_type="text/event-stream", headers=headers)
+        return JSONResponse(_openai_completion(body, reply), headers=headers)
 
     async def _anthropic(self, request: Request) -> Response:
         body, scripted, failure = await self._take("anthropic", request)
         if failure is not None:
-            return JSONResponse(_error_body("anthropic", failure), status_code=failure)
+            return JSONResponse(_error_body("anthropic", failure), status_code=failure, headers=self._headers())
         reply = self._reply("anthropic", request.url.path, body, scripted)
+        headers = self._headers(**{"request-id": token("req")})
         if body.get("stream"):
-            return StreamingResponse(iter(_anthropic_stream(body, reply)), media_type="text/event-stream")
-        return JSONResponse(_anthropic_message(body, reply), headers={"request-id": token("req")})
+            return StreamingResponse(iter(_anthropic_stream(body, reply)), media_type="text/event-stream",
+                                     headers=headers)
+        return JSONResponse(_anthropic_message(body, reply), headers=headers)

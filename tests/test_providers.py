@@ -181,3 +181,22 @@ async def test_async_invoke_and_stream(provider_server, provider):
 def test_each_test_starts_with_an_empty_log(provider_server):
     assert provider_server.requests == [] and provider_server.pending == 0
     json.dumps(provider_server.requests)  # bodies are plain JSON
+
+
+def test_connections_close_unless_kept_alive(provider_server):
+    import httpx
+
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]}
+    url = provider_server.openai_base_url + "/chat/completions"
+    assert httpx.post(url, json=body).headers.get("connection") == "close"
+    provider_server.keep_alive = True
+    assert httpx.post(url, json=body).headers.get("connection") != "close"
+
+
+def test_cached_clients_work_across_event_loops(provider_server):
+    """langchain_openai caches its async HTTP client: a closed connection per response keeps tests independent."""
+    import asyncio
+
+    model = openai_model(provider_server)
+    for _ in range(2):
+        assert asyncio.run(model.ainvoke("hi")).content.startswith("srv-")
