@@ -60,3 +60,12 @@ def test_every_error_is_a_graphtape_error():
 def test_tape_api_shape(tape):
     for method in ("record", "runs", "run", "events", "calls", "replay", "export_run", "export_thread", "import_file"):
         assert callable(getattr(tape, method))
+
+
+def test_tape_async_replay_api_shape(tape):
+    import dataclasses
+    import inspect
+
+    for method in ("areplay", "afork", "aoverride", "ainvalidate_from", "aresume"):
+        assert inspect.iscoroutinefunction(getattr(tape, method)), method
+    assert "changed_code" in {f.name for f in dataclasses.fields(graphtape.ReplayResult)}
