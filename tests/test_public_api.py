@@ -5,7 +5,6 @@ from __future__ import annotations
 import graphtape
 
 EXPECTED = {
-    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",

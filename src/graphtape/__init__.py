@@ -9,7 +9,6 @@ when it drifts.
 """
 
 from graphtape.errors import (
-    ControlError,
     DatabaseLocked,
     Divergence,
     EffectBlocked,
@@ -37,7 +36,6 @@ from graphtape.typepolicy import register_types
 __version__ = "0.1.0"
 
 __all__ = [
-    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",
