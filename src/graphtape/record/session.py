@@ -541,16 +541,16 @@ class Session:
                 return call
         if rec is not None:
             override = self.matcher.override_for(rec.call_id)
-            call.served = rec
-            call.override = override
-            return call
-        if self.mode == "strict":
             if rec.code is not None and call.summary.get("code") not in (None, rec.code):
                 # the tool's or effect's code changed since the recording: listed in the replay's
                 # result; in flight mode a tool runs live (an effect only with allow_live_effects)
                 call.summary["code_changed"] = True
                 if override is None and self.mode in ("flight", "live") and (kind == "tool" or self.allow_live_effects):
                     return call
+            call.served = rec
+            call.override = override
+            return call
+        if self.mode == "strict":
             self._diverge(call, request)
         if kind == "effect" and not self.allow_live_effects:
             expected = self.matcher.expected(site)
