@@ -39,6 +39,7 @@ import dataclasses
 import enum
 import inspect
 import sys
+import threading
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -147,14 +148,40 @@ class TypePolicy:
     """The classes one decode may rebuild: registered, trusted, and those a graph declares."""
 
     def __init__(self, classes: Iterable[type] = (), modules: Iterable[str] = ()):
-        self.classes: dict[str, type] = {qualname(c): c for c in classes}
-        self.modules: frozenset[str] = frozenset(modules)
+        self._classes: dict[str, type] = {qualname(c): c for c in classes}
+        self._modules: frozenset[str] = frozenset(modules)
+        self._graph: Any = None
+        self._lock = threading.Lock()
 
     @classmethod
     def for_graph(cls, graph: Any, extra: Iterable[type] = ()) -> TypePolicy:
-        """The policy for replaying (or recording) ``graph``: what it declares, plus ``extra``."""
-        classes, modules = declared_by(graph)
-        return cls([*classes, *extra], modules)
+        """The policy for replaying (or recording) ``graph``: what it declares, plus ``extra``.
+
+        The graph is walked on first use: a recording that never decodes pays nothing.
+        """
+        policy = cls(extra)
+        policy._graph = graph
+        return policy
+
+    def _declared(self) -> None:
+        if self._graph is None:
+            return
+        with self._lock:  # tasks decode from several threads: none may see a half-walked graph
+            if self._graph is not None:
+                classes, modules = declared_by(self._graph)
+                self._classes = {**{qualname(c): c for c in classes}, **self._classes}
+                self._modules = self._modules | modules
+                self._graph = None
+
+    @property
+    def classes(self) -> dict[str, type]:
+        self._declared()
+        return self._classes
+
+    @property
+    def modules(self) -> frozenset[str]:
+        self._declared()
+        return self._modules
 
     def resolve(self, name: str, kind: str) -> type | None:
         """The allowed class recorded as ``name``, if it is one of ``kind``; never imports."""
