@@ -5,6 +5,7 @@ from __future__ import annotations
 import graphtape
 
 EXPECTED = {
+    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",

@@ -9,6 +9,7 @@ when it drifts.
 """
 
 from graphtape.errors import (
+    ControlError,
     DatabaseLocked,
     Divergence,
     EffectBlocked,
@@ -36,6 +37,7 @@ from graphtape.typepolicy import register_types
 __version__ = "0.1.0"
 
 __all__ = [
+    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",

@@ -12,10 +12,33 @@ The tree::
     ├── TapeFormatError            an export file is unreadable, foreign or too new
     ├── GraphLoadError             a ``module:attr`` / ``path.py:attr`` did not load
     ├── InvalidEdit                a state edit names an unknown key or a wrong type
-    └── ReplayError                replay could not continue
-        ├── Divergence             the code asked something the tape does not hold
-        └── EffectBlocked          an effect would run live and that was not allowed
-            └── EffectInDoubt      an effect started before a crash and never reported back
+    ├── ReplayError                replay could not continue
+    │   ├── Divergence *           the code asked something the tape does not hold
+    │   └── EffectBlocked *        an effect would run live and that was not allowed
+    │       └── EffectInDoubt *    an effect started before a crash and never reported back
+    └── ControlError               (*) graphtape stopping a run on purpose: never retried
+        └── debug.DebugStopped     the user quit the debugger
+
+Control errors (marked ``*``) are raised *inside* the user's graph, in the
+middle of a node, to stop it. They are not failures of the user's code, so
+no retry layer may run the node or the call again: a retried divergence is
+reported again, by then against a call that did not change (the recorded
+answer of the unchanged call before it was already used), and a retry that
+falls back to something else turns a stopped replay into a "finished" one.
+So :class:`ControlError` also derives from LangGraph's ``GraphBubbleUp``, the
+base of its own control-flow exceptions (``interrupt()``, ``Command`` to a
+parent), which every retry and error-handling layer in the stack re-raises
+before looking at its retry rule: ``RetryPolicy`` (whatever its
+``retry_on``, even ``Exception``), ``ToolNode(handle_tool_errors=...)``, and
+langchain's ``ModelRetryMiddleware``, ``ToolRetryMiddleware``,
+``ModelFallbackMiddleware`` and ``ToolErrorMiddleware``. ``Runnable.with_retry``
+(tenacity) knows nothing of ``GraphBubbleUp``: graphtape adds "not a
+ControlError" to its retry rule when it installs its interceptions. For any
+other retry loop (the user's own), a session that diverged stays diverged:
+every later call in it re-raises that first :class:`Divergence` at once,
+without matching or calling anything, so the first report is the one that
+stands. Being classes of this tree as well, control errors are still caught
+by ``except graphtape.GraphtapeError`` (and ``except graphtape.Divergence``).
 
 Warnings are :class:`GraphtapeWarning` (a ``UserWarning``): e.g. a tape value
 whose class is not allowed, decoded as plain data instead.
@@ -27,6 +50,8 @@ line, so they must stand on their own.
 from __future__ import annotations
 
 from typing import Any
+
+from langgraph.errors import GraphBubbleUp
 
 
 class GraphtapeError(Exception):
@@ -82,7 +107,15 @@ class ReplayError(GraphtapeError):
     """A replay could not continue."""
 
 
-class Divergence(ReplayError):
+class ControlError(GraphtapeError, GraphBubbleUp):
+    """graphtape stopping a run on purpose, from inside it: never retried (see the module docstring).
+
+    Retry wrappers of your own should not retry it either:
+    ``except graphtape.ControlError: raise`` before retrying.
+    """
+
+
+class Divergence(ReplayError, ControlError):
     """The current code made a call that the tape cannot serve.
 
     Raised by strict replay when a request differs from the recorded one or
@@ -96,7 +129,7 @@ class Divergence(ReplayError):
         self.report = report
 
 
-class EffectBlocked(ReplayError):
+class EffectBlocked(ReplayError, ControlError):
     """An ``@graphtape.effect`` would have run live without permission.
 
     Effects send e-mail, charge cards, read the clock: graphtape never runs one
@@ -115,6 +148,7 @@ class EffectInDoubt(EffectBlocked):
 
 
 __all__ = [
+    "ControlError",
     "DatabaseLocked",
     "Divergence",
     "EffectBlocked",

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from graphtape.errors import GraphtapeError
+from graphtape.errors import ControlError, GraphtapeError
 
 if TYPE_CHECKING:
     from graphtape.replay.engine import ReplayResult
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 _INTERNAL = ("branch:", "__")
 
 
-class DebugStopped(GraphtapeError):
-    """The debugging session was stopped before the replay finished."""
+class DebugStopped(ControlError):
+    """The debugging session was stopped before the replay finished (a control error: never retried)."""
 
 
 @dataclasses.dataclass

@@ -355,6 +355,33 @@ def _batch_wrapper(name: str) -> Any:
     return wrapper
 
 
+def _never_retry_control_errors() -> None:
+    """Make ``Runnable.with_retry`` re-raise graphtape's control errors at once.
+
+    ``RunnableRetry`` retries through tenacity with a rule built from
+    ``retry_if_exception_type`` (``Exception`` by default), which knows
+    nothing of LangGraph's ``GraphBubbleUp``: a model wrapped in
+    ``with_retry`` would be asked again after a divergence. The rule it
+    builds gets "and not a ControlError" added (see graphtape.errors).
+    """
+    from langchain_core.runnables.retry import RunnableRetry
+    from tenacity import retry_if_exception_type, retry_if_not_exception_type
+
+    from graphtape.errors import ControlError
+
+    built = RunnableRetry.__dict__.get("_kwargs_retrying")
+    if not isinstance(built, property) or built.fget is None:  # pragma: no cover - langchain changed
+        return
+    rule = built.fget
+
+    def _kwargs_retrying(self: Any) -> dict[str, Any]:
+        kwargs = rule(self)
+        kwargs["retry"] = kwargs.get("retry", retry_if_exception_type()) & retry_if_not_exception_type(ControlError)
+        return kwargs
+
+    RunnableRetry._kwargs_retrying = property(_kwargs_retrying)  # type: ignore[method-assign,assignment]
+
+
 def install() -> None:
     """Install the wrappers once per process (idempotent, inert outside runs)."""
     global _installed
@@ -367,4 +394,5 @@ def install() -> None:
         BaseChatModel.astream = _astream  # type: ignore[method-assign]
         for name in _orig_batch:
             setattr(BaseChatModel, name, _batch_wrapper(name))
+        _never_retry_control_errors()
         _installed = True

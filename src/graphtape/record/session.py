@@ -508,6 +508,10 @@ class Session:
         Raises :class:`Divergence` (strict) or :class:`EffectBlocked` when
         the call may neither be served nor run live.
         """
+        if self.divergence is not None:
+            # This replay has diverged. A retry layer (or code that caught the Divergence) is
+            # calling again: the first report stands, and nothing is matched, served or sent.
+            raise self.divergence
         site = self.site(kind, metadata)
         call = Call(
             call_id=str(uuid.uuid4()),
@@ -736,8 +740,17 @@ def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_control_flow(error: BaseException) -> bool:
+    """An interrupt or ``Command`` passing through (the task runs again later), not a failure.
+
+    graphtape's own control errors are ``GraphBubbleUp``s only so that retry layers leave
+    them alone: a task stopped by a divergence failed, and is recorded as failed.
+    """
     from langgraph.errors import GraphBubbleUp
 
+    from graphtape.errors import ControlError
+
+    if isinstance(error, ControlError):
+        return False
     return isinstance(error, (GraphBubbleUp, GeneratorExit, KeyboardInterrupt))
 
 
