@@ -95,16 +95,16 @@ def test_debug_session_from_stdin(cli, recorded):
     assert out.exit_code == 0, out.stdout + out.stderr
     text = out.stdout
     assert "paused: before node write step 2" in text
-    assert '"topic": "cats"' in text
+    assert 'topic: "cats"' in text
     assert "paused: before llm call" in text and "[human] Write about cats" in text
-    assert '"draft": "EDITED | result for EDITED' in text
+    assert 'draft: "EDITED | result for EDITED' in text
     assert "paused: replay finished: finished" in text
 
 
 def test_debug_strict_with_no_breakpoints_steps(cli, recorded):
     out = cli("debug", recorded, "-g", GRAPH, input="s\nq\n")
     assert out.exit_code == 0, out.stdout + out.stderr
-    assert out.stdout.count("paused: super-step done") >= 2 and "stopped" in out.stdout
+    assert out.stdout.count("paused: super-step done") >= 2 and "stopped: replay run " in out.stdout
 
 
 def _written(store_url):
@@ -126,3 +126,40 @@ def test_a_rejected_fork_writes_nothing(cli, store_url, recorded):
         bad = cli("fork", cp, "-g", GRAPH, *args)
         assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr
         assert _written(store_url) == before
+
+
+AGENT = "tests.graphs:build_agent"
+
+
+def test_debug_breakpoint_on_an_unknown_node_lists_the_nodes(cli, recorded):
+    for args in (["-b", "wirte"], ["--break-after", "nowhere"]):
+        out = cli("debug", recorded, "-g", GRAPH, *args, input="c\n")
+        assert out.exit_code == 2 and out.stderr.count("\n") == 1, out.stdout + out.stderr
+        assert "has no node" in out.stderr and "rate, start, write" in out.stderr
+
+
+def test_quitting_the_debugger_stops_the_replay_quietly(cli, store_url, recorded, caplog):
+    import graphtape
+
+    for args in (["-b", "write"], ["--break-after", "start"], ["--break-call", "llm"]):
+        out = cli("debug", recorded, "-g", GRAPH, *args, input="q\n")
+        assert out.exit_code == 0, out.stdout + out.stderr
+        assert "stopped: replay run " in out.stdout
+        # no internal callback error (LangChain logs an exception raised in a callback handler)
+        assert "Error in" not in out.stdout + out.stderr and "callback" not in caplog.text
+        replay_id = out.stdout.split("stopped: replay run ")[1].split()[0]
+        with graphtape.connect(store_url) as tape:
+            run = tape.run(replay_id)
+        assert run.status == "interrupted" and run.meta["stopped_by"] == "DebugStopped", args
+
+
+def test_debug_state_and_req_render_messages_like_show(cli, store_url):
+    out = cli("run", AGENT, "--input", '{"messages": [["human", "find cats"]]}', "--json")
+    assert out.exit_code == 0, out.stdout + out.stderr
+    run_id = json.loads(out.stdout)["run_id"]
+    out = cli("debug", run_id, "-g", AGENT, "--break-call", "llm", input="req\nc\nstate\nq\n")
+    assert out.exit_code == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "recorded answer:\n  [ai] → search(" in text
+    assert "messages: 3 message(s)\n    [human] find cats\n    [ai] → search(" in text and "    [tool] " in text
+    assert '"lc": 1' not in text and "additional_kwargs" not in text

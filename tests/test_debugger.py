@@ -80,3 +80,42 @@ def test_stop(tape, recorded):
     assert dbg.start().reason == "before_node"
     dbg.stop()
     assert dbg.paused.reason == "done" and "stopped" in dbg.paused.detail
+
+
+def test_time_paused_at_a_breakpoint_is_not_latency(tape, recorded):
+    import time
+
+    run_id, _ = recorded
+    dbg = Debugger(tape, run_id, graphs.build_linear()).break_before("write").break_after("write")
+    dbg.break_on_call("llm", node="write")
+    with forbid():
+        assert dbg.start().reason == "before_node"
+        time.sleep(0.4)
+        assert dbg.continue_().reason == "call"
+        time.sleep(0.4)
+        assert dbg.continue_().reason == "after_node"
+        time.sleep(0.4)
+        assert dbg.continue_().reason == "done"
+    replay_id = dbg.result.run_id
+    (task,) = [e.data["task"] for e in tape.events(replay_id, ["task_started"]) if e.data["node_path"] == "write"]
+    (write,) = [e.data for e in tape.events(replay_id, ["task_finished"]) if e.data["task"] == task]
+    assert write["duration"] < 0.3, write
+    (llm,) = [e.data for e in tape.events(replay_id, ["llm_call"]) if e.data["node_path"] == "write"]
+    assert llm["latency"] < 0.3, llm
+
+
+def test_unknown_breakpoint_nodes_and_a_stopped_replay(tape, recorded):
+    from graphtape.errors import GraphtapeError
+
+    run_id, _ = recorded
+    dbg = Debugger(tape, run_id, graphs.build_linear())
+    with pytest.raises(GraphtapeError, match="no node 'wirte'.*rate, start, write"):
+        dbg.break_before("wirte")
+    with pytest.raises(GraphtapeError, match="no node 'x'"):
+        dbg.break_on_call("llm", node="x")
+    dbg.break_before("rate")
+    with forbid():
+        assert dbg.start().reason == "before_node"
+        dbg.stop()
+    assert dbg.result.status == "stopped" and dbg.result.error is None
+    assert tape.run(dbg.result.run_id).status == "interrupted"

@@ -215,11 +215,13 @@ class RecordedGraph:
                interrupts: list[dict[str, Any]] | None = None) -> None:
         if session.divergence is not None:
             status, error = "diverged", session.divergence
-        elif isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
-            # Ctrl-C (or a cancelled task): the run did not fail, it was stopped where it was.
-            # ``graphtape recover`` continues it from its last checkpoint (runtime/recovery.py).
+        elif _stopped_from_outside(error):
+            # Ctrl-C, a cancelled task, quitting the debugger: the run did not fail, it was stopped
+            # where it was. ``graphtape recover`` continues a recorded one (runtime/recovery.py).
             session.meta["stopped_by"] = type(error).__name__
-            status, error = "interrupted", type(error)("stopped before the end; `graphtape recover` continues it")
+            how = ("`graphtape recover` continues it" if session.mode in ("record", "recover")
+                   else "replay again to finish")
+            status, error = "interrupted", type(error)(f"{_stopped_from_outside(error)}; {how}")
         try:
             if isinstance(error, StoreError):
                 # The store itself failed (connection lost, server restarting,
@@ -305,6 +307,20 @@ class RecordedGraph:
             snap = None
         status, interrupts = _status_from_snapshot(snap) if snap is not None else ("finished", [])
         self._close(session, status, interrupts=interrupts, output=snap.values if snap is not None else None)
+
+
+def _stopped_from_outside(error: BaseException | None) -> str | None:
+    """How a run was stopped on purpose from outside (not a failure of its code), else None."""
+    if isinstance(error, KeyboardInterrupt):
+        return "stopped by Ctrl-C"
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled"
+    if error is not None and type(error).__name__ == "DebugStopped":
+        from graphtape.debug.debugger import DebugStopped
+
+        if isinstance(error, DebugStopped):
+            return "stopped in the debugger"
+    return None
 
 
 def _snapshot(graph: Any, config: dict[str, Any]) -> Any:

@@ -251,22 +251,38 @@ def _repl(dbg: Any, pause: Any, console: Any) -> bool:
                 for b in dbg.breakpoints:
                     console.print(f"  {b.description}")
             elif cmd == "state":
-                console.print(json.dumps(render.serde.to_jsonable(dbg.state()), indent=2, ensure_ascii=False))
+                state = dbg.state()
+                if not state:
+                    console.print("no checkpoint yet: the state is shown after the first super-step")
+                for line in render.readable_lines(state, max(40, console.width)):
+                    console.print(line)
             elif cmd == "req":
                 if pause.reason != "call":
                     console.print("not paused at a call")
                 else:
+                    call_id = pause.call.get("call_id")
+                    console.print(f"{pause.call['kind']} call {pause.call.get('name')} in node {pause.call.get('node')}"
+                                  + (f", recorded call #{call_id[:8]}" if call_id else ", not on the tape"))
                     console.print(pause.call["request"])
                     recorded = pause.call.get("recorded")
-                    console.print("recorded answer: " + (json.dumps(render.serde.to_jsonable(recorded), ensure_ascii=False)[:2000]
-                                                        if recorded is not None else "(none)"))
+                    if recorded is None:
+                        console.print("recorded answer: (none)")
+                    else:
+                        console.print("recorded answer:")
+                        for line in render.readable_lines(recorded, max(40, console.width)):
+                            console.print(line)
             elif cmd == "use" and rest:
                 pause = dbg.use(json.loads(rest))
             elif cmd == "live":
                 pause = dbg.live()
             elif cmd in ("q", "quit", "exit"):
                 dbg.stop()
-                console.print("stopped")
+                result = dbg.result
+                if result is not None and result.run_id:
+                    console.print(f"stopped: replay run {result.run_id} is left interrupted ({result.served} "
+                                  f"served, {result.live} live)")
+                else:
+                    console.print("stopped")
                 return True
             elif cmd in ("h", "help", "?"):
                 console.print(DEBUG_HELP)

@@ -226,6 +226,27 @@ def state_lines(state: Any, width: int = 100) -> list[tuple[str, str]]:
     return [("", summarize(state, width))]
 
 
+def readable_lines(value: Any, width: int = 100) -> list[str]:
+    """A state or a recorded answer as lines a person reads: messages one per line as ``show`` prints
+    them (``[ai] text → tool(args)``), other values as one-line JSON. For the debugger's ``state``/``req``."""
+    def value_lines(v: Any, indent: str) -> list[str]:
+        if isinstance(v, (list, tuple)) and v and all(_message_parts(m) is not None for m in v):
+            return [f"{indent}{message_summary(m, width - len(indent))}" for m in v]
+        return [f"{indent}{summarize(v, width - len(indent))}"]
+
+    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+        out = []
+        for key, v in value.items():
+            lines = value_lines(v, "    ")
+            if len(lines) == 1 and not (isinstance(v, (list, tuple)) and v and _message_parts(v[0]) is not None):
+                out.append(f"  {key}: {lines[0].strip()}")
+            else:
+                out.append(f"  {key}: {len(lines)} message(s)")
+                out.extend(lines)
+        return out
+    return value_lines(value, "  ")
+
+
 # ---------------------------------------------------------------------------
 # runs table
 # ---------------------------------------------------------------------------

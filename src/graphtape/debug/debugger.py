@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -104,20 +105,51 @@ class Debugger:
         self._worker: threading.Thread | None = None
         self._stopped = False
         self._last_values: dict[str, Any] = {}
+        #: seconds each thread spent paused at a breakpoint: not node or call latency
+        self._paused_seconds: dict[int, float] = {}
+        self._nodes: set[str] | None = None
 
     # -- breakpoints -------------------------------------------------------------
 
+    def node_names(self) -> set[str]:
+        """The nodes a breakpoint may name: the graph's, its subgraphs', and any the recorded run ran."""
+        if self._nodes is None:
+            graph = getattr(self.graph, "original", self.graph)
+            names = set(getattr(graph, "nodes", {}) or {})
+            try:
+                for _, sub in graph.get_subgraphs(recurse=True):
+                    names |= set(getattr(sub, "nodes", {}) or {})
+            except Exception:  # noqa: BLE001 - not a Pregel graph: the recorded node paths still count
+                pass
+            try:
+                for ev in self.tape.store.events(self.tape.run(self.run_id).run_id, ["task_started"]):
+                    names.update(str(ev.data.get("node_path") or "").split("/"))
+            except GraphtapeError:
+                pass
+            self._nodes = {n for n in names if n and not n.startswith("__")}
+        return self._nodes
+
+    def _check_node(self, node: str) -> None:
+        """A breakpoint on a node the graph does not have would never fire: say so, with the nodes it has."""
+        known = self.node_names()
+        if known and node not in known and node.split("/")[-1] not in known:
+            raise GraphtapeError(f"the graph has no node {node!r} to break on; its nodes: {', '.join(sorted(known))}")
+
     def break_before(self, node: str) -> Debugger:
+        self._check_node(node)
         self.breakpoints.append(Breakpoint("before", node=node, description=f"before {node}"))
         return self
 
     def break_after(self, node: str) -> Debugger:
+        self._check_node(node)
         self.breakpoints.append(Breakpoint("after", node=node, description=f"after {node}"))
         return self
 
     def break_on_call(self, kind: str | None = None, name: str | None = None, node: str | None = None) -> Debugger:
         if kind is not None and kind not in ("llm", "tool", "effect"):
             raise GraphtapeError(f"unknown call kind {kind!r}; use llm, tool or effect")
+        if node is not None:
+            self._check_node(node)
         label = " ".join(x for x in (kind or "any", name or "", f"in {node}" if node else "") if x)
         self.breakpoints.append(Breakpoint("call", node=node, call_kind=kind, name=name, description=f"call {label}"))
         return self
@@ -133,8 +165,12 @@ class Debugger:
 
         def work() -> None:
             try:
-                self.result = replay(self.tape, self.run_id, self.graph, mode=self.mode,
-                                     allow_live_effects=self.allow_live_effects, debugger=self)
+                result = replay(self.tape, self.run_id, self.graph, mode=self.mode,
+                                allow_live_effects=self.allow_live_effects, debugger=self)
+                if self._stopped and result.status not in ("finished", "interrupted", "diverged"):
+                    # quitting is not a failure of the replayed code: the replay was stopped
+                    result = dataclasses.replace(result, status="stopped", error=None)
+                self.result = result
                 detail = f"{self.result.status}, {self.result.served} served, {self.result.live} live"
                 if self.result.error:
                     detail += f": {self.result.error}"
@@ -210,27 +246,58 @@ class Debugger:
 
     # -- hooks (on the worker thread) ---------------------------------------------------
 
-    def _wait(self, pause: Pause) -> tuple[str, Any]:
+    def paused_seconds(self) -> float:
+        """Seconds the calling thread has spent paused at breakpoints so far.
+
+        Node and call latencies subtract it: time a user spends reading the
+        state at a breakpoint is not time the node took (``record/tasks.py``).
+        """
+        return self._paused_seconds.get(threading.get_ident(), 0.0)
+
+    def _wait(self, pause: Pause, *, can_raise: bool = True) -> tuple[str, Any]:
+        """Hand ``pause`` to the controller and block for its command.
+
+        ``can_raise=False`` for hooks called by LangChain's callback manager,
+        which logs an exception raised in a handler as an error before passing
+        it on: there a stop is only noted, and the next hook that graphtape
+        calls itself (a call, the step's checkpoint) raises :class:`DebugStopped`.
+        """
+        if self._stopped:
+            if can_raise:
+                raise DebugStopped("debugging stopped by the user")
+            return ("stop", None)
         self._pauses.put(pause)
+        began = time.perf_counter()
         command = self._commands.get()
+        ident = threading.get_ident()
+        self._paused_seconds[ident] = self._paused_seconds.get(ident, 0.0) + time.perf_counter() - began
         if command[0] == "stop":
-            raise DebugStopped("debugging stopped by the user")
+            self._stopped = True
+            if can_raise:
+                raise DebugStopped("debugging stopped by the user")
         return command
 
     def on_task_start(self, info: dict[str, Any]) -> None:
         node = info.get("node_path") or ""
+        if self._stopped:
+            return
         if self._run_mode == "step_node" or any(b.matches_node("before", node) for b in self.breakpoints):
-            self._wait(Pause("before_node", node=node, step=info.get("step")))
+            self._wait(Pause("before_node", node=node, step=info.get("step")), can_raise=False)
 
     def on_task_end(self, info: dict[str, Any], outputs: Any) -> None:
         node = info.get("node_path") or ""
+        if self._stopped:
+            return
         if self._run_mode == "step_node" or any(b.matches_node("after", node) for b in self.breakpoints):
             from graphtape.serde import to_jsonable
 
-            self._wait(Pause("after_node", node=node, step=info.get("step"), writes=to_jsonable(outputs)))
+            self._wait(Pause("after_node", node=node, step=info.get("step"), writes=to_jsonable(outputs)),
+                       can_raise=False)
 
     def on_call(self, session: Any, call: Any, recorded: Any, request: dict[str, Any]) -> tuple[str, Any]:
         """``("default", None)``, ``("use", output)`` or ``("live", None)`` for a call about to be answered."""
+        if self._stopped:
+            raise DebugStopped("debugging stopped by the user")
         site = call.site
         name = call.summary.get("name") or call.summary.get("model")
         if self._run_mode != "step_call" and not any(
@@ -247,7 +314,9 @@ class Debugger:
             "request": "\n".join(lines),
             "recorded": self._recorded_value(recorded, session.types),
         }
+        paused = self.paused_seconds()
         command = self._wait(Pause("call", node=site.node_path, step=site.step, call=info))
+        call.started += self.paused_seconds() - paused  # the pause is not the call's latency
         return command if command[0] in ("use", "live") else ("default", None)
 
     def _recorded_value(self, recorded: Any, types: Any = None) -> Any:
@@ -263,6 +332,8 @@ class Debugger:
             return self.tape.payload(recorded.response_ref)
 
     def on_checkpoint(self, values: dict[str, Any], step: int | None, ns: str) -> None:
+        if self._stopped:
+            raise DebugStopped("debugging stopped by the user")
         if ns:
             return
         self._last_values = {k: v for k, v in values.items() if not k.startswith(_INTERNAL)}

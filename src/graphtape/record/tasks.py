@@ -34,6 +34,10 @@ class TaskRecorder(BaseCallbackHandler):
 
     def __init__(self, session: Session):
         self.session = session
+        debugger = session.debugger
+        # a task's duration leaves out the time it sat paused at a breakpoint (debug/debugger.py)
+        self._clock = (time.perf_counter if debugger is None
+                       else lambda: time.perf_counter() - debugger.paused_seconds())
         self._open: dict[UUID, tuple[float, dict[str, Any], tuple[str, int] | None]] = {}
         self._info: dict[UUID, dict[str, Any]] = {}
 
@@ -59,7 +63,7 @@ class TaskRecorder(BaseCallbackHandler):
             self.session.step_writers.setdefault(key, {})[ns] = info["node_path"] or "?"
             if ns:
                 self.session.task_steps[ns] = step
-        self._open[run_id] = (time.perf_counter(), {"task": ns}, key)
+        self._open[run_id] = (self._clock(), {"task": ns}, key)
         self.session.event("task_started", info)
         if self.session.debugger is not None or self.session.state_check is not None:
             self._info[run_id] = info
@@ -79,7 +83,7 @@ class TaskRecorder(BaseCallbackHandler):
             "task_finished",
             {
                 **info,
-                "duration": round(time.perf_counter() - started, 6),
+                "duration": round(self._clock() - started, 6),
                 # serialised at flush time, usually on LangGraph's checkpoint thread
                 "writes": Lazy(lambda: session.put_json(session.view(outputs))),
             },
@@ -99,6 +103,6 @@ class TaskRecorder(BaseCallbackHandler):
             self.session.step_writers.get(key, {}).pop(info["task"], None)
         self.session.event(
             kind,
-            {**info, "duration": round(time.perf_counter() - started, 6),
+            {**info, "duration": round(self._clock() - started, 6),
              **({} if kind == "task_interrupted" else {"error": _error_info(error)})},
         )
