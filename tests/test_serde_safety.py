@@ -221,3 +221,42 @@ def test_a_tape_naming_an_unimported_module_is_imported_and_decodes_as_data(tape
         value = serde.decode_value(tape.store.get_json(call.response_ref), tape.store.get_json)
     assert value == {"order": "A-1"}
     assert nothing_ran()
+
+
+def test_classes_an_effect_returns_are_allowed(tape, tmp_path, monkeypatch):
+    """An effect defined beside its result class, in a module the graph's nodes only import."""
+    import importlib
+
+    from langgraph.graph import END, START, StateGraph
+
+    (tmp_path / "gt_effect_helpers.py").write_text(
+        "import dataclasses, random\nimport graphtape\n\n"
+        "@dataclasses.dataclass\nclass Reading:\n    value: float\n\n"
+        "@graphtape.effect\ndef read_sensor() -> Reading:\n    return Reading(random.random())\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("gt_effect_helpers")
+
+    class Seen(TypedDict, total=False):
+        seen: str
+
+    def build():
+        def node(s: Seen):
+            reading = helpers.read_sensor()
+            return {"seen": f"{type(reading).__name__} {reading.value}"}
+
+        b = StateGraph(Seen)
+        b.add_node("node", node)
+        b.add_edge(START, "node")
+        b.add_edge("node", END)
+        return b.compile()
+
+    try:
+        rec = tape.record(build(), name="effect-types")
+        out = rec.invoke({})
+        result = tape.replay(rec.last_run_id, build(), mode="strict")
+        assert result.status == "finished", result.error
+        assert result.live == 0 and result.output == out and out["seen"].startswith("Reading ")
+    finally:
+        sys.modules.pop("gt_effect_helpers", None)

@@ -12,7 +12,9 @@ error). A class is allowed when it is
 * declared by the graph being recorded or replayed: its state, input,
   output and context schemas and the annotations of its node functions,
   walked recursively, and the classes defined in the modules of its node
-  functions and tools (see :meth:`TypePolicy.for_graph`);
+  functions and tools (see :meth:`TypePolicy.for_graph`), or by an
+  ``@graphtape.effect`` (its annotations and its module, see
+  :func:`declare_effect`);
 * from a small trusted set of packages (:data:`TRUSTED_PACKAGES`: Python's
   builtin exceptions, langchain, LangGraph, pydantic, graphtape, the
   provider SDKs and their langchain integrations, httpx); for recorded errors, also the exception classes
@@ -66,6 +68,8 @@ KINDS = ("pydantic", "enum", "dataclass", "error")
 LABELS = {"pydantic": "a pydantic model", "enum": "an enum", "dataclass": "a dataclass", "error": "an exception class"}
 
 _REGISTERED: dict[str, type] = {}
+#: Modules that define ``@graphtape.effect`` functions: user code, like the modules of a graph's nodes.
+_EFFECT_MODULES: set[str] = set()
 
 
 def qualname(cls: type) -> str:
@@ -110,6 +114,20 @@ def register_types(*classes: type) -> None:
                 "only those can be rebuilt from a tape"
             )
         _REGISTERED[qualname(cls)] = cls
+
+
+def declare_effect(fn: Any) -> None:
+    """Allow the classes an effect's module defines and its annotations name (called by ``@effect``).
+
+    An effect is often defined beside the classes it returns, in a module
+    the graph's nodes import but do not live in.
+    """
+    classes: dict[int, type] = {}
+    modules: set[str] = set()
+    _walk_function(fn, classes, modules)
+    _EFFECT_MODULES.update(modules)
+    for cls in classes.values():
+        _REGISTERED.setdefault(qualname(cls), cls)
 
 
 def _split(name: str) -> tuple[str, list[str]] | None:
@@ -192,7 +210,7 @@ class TypePolicy:
         if split is None:
             return None
         module_name, parts = split
-        if module_name in self.modules or _trusted(module_name, kind):
+        if module_name in self.modules or module_name in _EFFECT_MODULES or _trusted(module_name, kind):
             obj = _lookup(module_name, parts)
             if is_kind(obj, kind) and obj.__module__ == module_name and obj.__qualname__ == ".".join(parts):
                 return obj

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from graphtape import serde
+from graphtape import serde, typepolicy
 from graphtape.record.codeprint import code_fingerprint, effect_module
 from graphtape.record.session import Call, Session, current_session
 
@@ -109,6 +109,7 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
         if name is not None or legacy_name == effect_name:
             legacy_name = None
         code = code_fingerprint(f)
+        typepolicy.declare_effect(f)  # the classes it returns may be rebuilt from a tape
         if reconcile is not None:
             reconcilers[effect_name] = reconcile
 
