@@ -162,3 +162,37 @@ def test_control_errors_are_graph_bubble_ups_and_still_graphtape_errors():
         assert issubclass(cls, graphtape.ControlError)
         assert issubclass(cls, GraphBubbleUp)
         assert issubclass(cls, graphtape.GraphtapeError)
+
+
+def test_tool_retry_middleware_does_not_retry_a_divergence(tape, edited_prompt):
+    """A changed tool call (its arguments rewritten by a middleware) is not run again, and the agent stops."""
+    middleware = pytest.importorskip("langchain.agents.middleware")
+    from langchain.agents import create_agent
+
+    from tests.graphs import search
+
+    def agent(attempts: list[str]):
+        @middleware.wrap_tool_call
+        def rewrite(request: Any, handler: Any) -> Any:
+            call = {**request.tool_call, "args": {"q": f"{PROMPT['changed']}: {request.tool_call['args']['q']}"}}
+            attempts.append(call["args"]["q"])
+            return handler(request.override(tool_call=call))
+
+        return create_agent(
+            RandomModel(tool_name="search"), tools=[search],
+            middleware=[middleware.ToolRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False), rewrite],
+        )
+
+    rec = tape.record(agent([]), name="agent")
+    rec.invoke({"messages": [HumanMessage("find cats")]}, {"configurable": {"thread_id": "a"}})
+    run_id = rec.last_run_id
+    assert (tape.run(run_id).llm_calls, tape.run(run_id).tool_calls) == (2, 1)
+
+    edited_prompt["changed"] = "Condense"
+    attempts: list[str] = []
+    with forbid():
+        result = tape.replay(run_id, agent(attempts), mode="strict")
+    div = _only_divergence(tape, result)
+    assert (div["kind"], div["name"]) == ("tool", "search"), div["message"]
+    assert "Condense: " in div["diff"]
+    assert len(attempts) == 1, "the tool call was retried"
