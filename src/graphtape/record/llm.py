@@ -13,11 +13,16 @@ So graphtape wraps ``BaseChatModel._generate_with_cache`` /
 ``ainvoke``, ``batch``, ``abatch`` and ``generate``; it sits *outside* the
 model's cache lookup, so the user's caches keep working and ``cache=False``
 changes nothing) and the public ``stream``/``astream`` (which never reach
-it when the model implements ``_stream``). ``batch``/``abatch`` (and the
-``_as_completed`` forms) are wrapped only to give each input a stable slot
-(see ``_slotted``). The wrappers cost one ContextVar read when no run is
-being recorded. Callbacks still fire for served calls
-because the wrappers run inside langchain's callback bracket.
+it when the model implements ``_stream`` or ``_astream``). ``batch``/``abatch``
+(and the ``_as_completed`` forms) are wrapped only to give each input a
+stable slot (see ``_slotted``). The wrappers cost one ContextVar read when
+no run is being recorded. Callbacks still fire for served calls because the
+wrappers run inside langchain's callback bracket.
+
+A request is fingerprinted as it is sent: classes among the parameters by
+their JSON Schema (:func:`schema_of`), tracing-only arguments left out.
+``install`` also keeps ``Runnable.with_retry`` from retrying graphtape's
+control errors (see graphtape.errors).
 """
 
 from __future__ import annotations
