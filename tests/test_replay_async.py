@@ -207,3 +207,85 @@ def test_stream_runs_replay_through_stream_with_their_mode(tape):
     assert replayed.meta["api"] == "stream"
     # durability="exit" replayed too: only the final checkpoint is written, as when recorded
     assert replayed.meta["checkpoints"] == tape.run(rec.last_run_id).meta["checkpoints"]
+
+
+TWO_TURNS_OPENAI = '''
+import asyncio
+import sys
+from typing import TypedDict
+
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+import graphtape
+
+url, base_url, what = sys.argv[1], sys.argv[2], sys.argv[3]
+model = ChatOpenAI(base_url=base_url, api_key="sk-test", model="gpt-4o-mini", max_retries=0)
+prompt = "Write" if what == "record" else "Rewrite"
+
+
+class S(TypedDict, total=False):
+    draft: str
+    answer: str
+    final: str
+
+
+async def draft(s):
+    return {"draft": (await model.ainvoke([HumanMessage(f"{prompt}: draft")])).content}
+
+
+async def review(s):
+    return {"answer": interrupt({"draft": s["draft"]})}
+
+
+async def final(s):
+    return {"final": (await model.ainvoke([HumanMessage(f"{prompt}: final {s['draft']} {s['answer']}")])).content}
+
+
+b = StateGraph(S)
+b.add_node(draft)
+b.add_node(review)
+b.add_node(final)
+b.add_edge(START, "draft")
+b.add_edge("draft", "review")
+b.add_edge("review", "final")
+b.add_edge("final", END)
+graph = b.compile()
+
+with graphtape.connect(url) as tape:
+    if what == "record":
+        async def both():
+            rec = tape.record(graph, name="two_turns")
+            cfg = {"configurable": {"thread_id": "oa"}}
+            await rec.ainvoke({}, cfg)
+            await rec.ainvoke(Command(resume="approved"), cfg)
+            return rec.last_run_id
+        print(asyncio.run(both()))
+    else:
+        result = tape.replay(sys.argv[4], graph, mode="flight")
+        print(result.status, result.live, len(result.run_ids), result.error)
+'''
+
+
+def test_sync_flight_replay_with_chat_openai_in_a_fresh_process(tmp_path, provider_server):
+    """The way a recorded production run is replayed from the CLI: a new process, live calls through
+    ``ChatOpenAI``'s pooled async HTTP client in two runs of one thread."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "two_turns_openai.py"
+    script.write_text(TWO_TURNS_OPENAI, encoding="utf-8")
+    url = f"sqlite:///{tmp_path}/tape.db"
+
+    def run(*args: str) -> str:
+        done = subprocess.run([sys.executable, str(script), url, provider_server.openai_base_url, *args],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    run_id = run("record")
+    assert len(provider_server.requests) == 2
+    assert run("replay", run_id) == "finished 2 2 None"
+    assert len(provider_server.requests) == 4

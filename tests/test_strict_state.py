@@ -179,3 +179,28 @@ def test_cli_replay_exits_non_zero_on_a_state_divergence(tmp_path, monkeypatch):
     sys.modules.pop("roll_graph", None)
     assert replayed.exit_code == 1, replayed.output
     assert '"status": "diverged"' in replayed.output
+
+
+def test_a_task_that_swallows_a_call_divergence_does_not_add_a_second_report(tape, monkeypatch):
+    m = graphs.RandomModel()
+
+    def write(s):
+        try:
+            return {"draft": m.invoke([HumanMessage(f"{graphs.PROMPTS['write']} {s['topic']}")]).content}
+        except Exception:  # code that hides errors: the replay still reports the call's divergence
+            return {"draft": "fallback"}
+
+    def build():
+        b = StateGraph(Stamped)
+        b.add_node(write)
+        b.add_edge(START, "write")
+        b.add_edge("write", END)
+        return b.compile()
+
+    rec = tape.record(build())
+    rec.invoke({"topic": "cats"})
+    monkeypatch.setitem(graphs.PROMPTS, "write", "Write a haiku about")
+    with forbid():
+        result = tape.replay(rec.last_run_id, build())
+    assert result.status == "diverged" and result.divergence["kind"] == "llm"
+    assert [e.data["kind"] for e in tape.events(result.run_id, ["divergence"])] == ["llm"]

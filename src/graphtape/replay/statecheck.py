@@ -83,6 +83,10 @@ class StateCheck:
         """Raise a :class:`Divergence` (and note it on the session) if ``outputs`` differs from the tape."""
         from graphtape.debug.diff import diff_states
 
+        if session.divergence is not None:
+            # a task that finished after the replay diverged (code caught the divergence): the
+            # first report stands, as for every later call
+            raise session.divergence
         node_path, step = info.get("node_path") or "", info.get("step")
         replayed = _shape(outputs)
         with self._lock:
