@@ -177,6 +177,18 @@ REFUSED = {
 }
 
 
+def test_import_check_accepts_what_recordings_contain():
+    from graphtape.typepolicy import clearly_not_data
+
+    for name, kind in [("builtins:KeyboardInterrupt", "error"), ("json.decoder:JSONDecodeError", "error"),
+                       ("langgraph.types:Command", "dataclass"), ("someapp.models:Order", "pydantic"),
+                       (f"{Colour.__module__}:Colour", "enum")]:
+        assert clearly_not_data(name, kind) is None, name
+    for name, kind in [("os:system", "enum"), ("os.path:join", "dataclass"), ("builtins:eval", "error"),
+                       ("subprocess:Popen", "dataclass"), ("shutil:rmtree", "pydantic"), ("os", "enum")]:
+        assert clearly_not_data(name, kind) is not None, name
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_import_refuses_a_tape_that_names_code(name, tape, payload_module):
     with pytest.raises(TapeFormatError, match=REFUSED[name]):

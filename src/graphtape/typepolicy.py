@@ -238,7 +238,10 @@ def clearly_not_data(name: str, kind: str) -> str | None:
         return "it is not a module:Class name"
     module_name, parts = split
     obj = _lookup(module_name, parts)
-    if obj is not None and not is_kind(obj, kind):
+    # Any exception class is a possible recorded error (a run ended by KeyboardInterrupt records one);
+    # only the Exception subclasses among them are ever rebuilt.
+    fits = isinstance(obj, type) and issubclass(obj, BaseException) if kind == "error" else is_kind(obj, kind)
+    if obj is not None and not fits:
         return f"{name} is {'a class' if isinstance(obj, type) else 'a ' + type(obj).__name__}, not {LABELS[kind]}"
     if obj is None and (module_name in HOSTILE_MODULES or module_name.split(".", 1)[0] in HOSTILE_MODULES):
         return f"module {module_name} holds no data classes"
