@@ -14,6 +14,7 @@ $(BIN)/graphtape: pyproject.toml
 
 demo: $(BIN)/graphtape
 	$(BIN)/python -m examples.demo
+	@echo "graphtape is installed in $(VENV): run 'source $(BIN)/activate' to put it on your PATH, or call $(BIN)/graphtape"
 
 test: $(BIN)/graphtape
 	$(BIN)/python -m pytest

@@ -96,9 +96,12 @@ def main() -> int:
     console.print(f"with allow_live_effects: {allowed.status}; served {allowed.served}, live {allowed.live}")
 
     console.rule("what next")
+    console.print("source .venv/bin/activate            put `graphtape` on the PATH (or run .venv/bin/graphtape)")
     console.print("graphtape runs                       list everything recorded")
     console.print(f"graphtape show {runs['refund_agent'][:8]}              the refund run as a timeline")
     console.print(f"graphtape replay {runs['doc_pipeline'][:8]} --graph examples/doc_pipeline.py:graph")
+    console.print(f"graphtape export {runs['refund_agent'][:8]} -o run.jsonl && graphtape import run.jsonl "
+                  "--into sqlite:///shared.db")
     tape.close()
     return 0
 

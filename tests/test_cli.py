@@ -494,6 +494,27 @@ def test_a_crashed_run_shows_its_real_call_counts(cli, agent, url):
     assert "1 llm, 1 tool, 1 effect" in cli.ok("show", rid).stdout
 
 
+def test_readme_shell_examples_work_as_written(cli, agent, url, tmp_path, capsys, monkeypatch):
+    """The README's export/import line runs as printed (in a fresh directory, GRAPHTAPE_URL set),
+    and the README says how to get `graphtape` on the PATH after `make demo`."""
+    import shlex
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "source .venv/bin/activate" in readme and ".venv/bin/graphtape" in readme
+    line = next(ln for ln in readme.splitlines() if ln.startswith("graphtape export <run>"))
+    rid = cli.record(agent)
+    monkeypatch.setenv("GRAPHTAPE_URL", url)
+    monkeypatch.chdir(tmp_path)
+    for command in line.split("#")[0].split("&&"):
+        argv = [a.replace("<run>", rid[:8]) for a in shlex.split(command)]
+        assert argv[0] == "graphtape"
+        with pytest.raises(SystemExit) as exc:
+            main(argv[1:])
+        assert exc.value.code == 0, (argv, capsys.readouterr())
+    into = next(a for a in shlex.split(line) if a.startswith("sqlite:///"))
+    assert cli.json("show", rid, url=into)["run"]["run_id"] == rid
+
+
 # ---------------------------------------------------------------------------
 # export / import
 # ---------------------------------------------------------------------------
