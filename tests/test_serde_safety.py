@@ -161,6 +161,17 @@ def test_registered_types_and_kinds(monkeypatch):
         graphtape.register_types(os.system)
 
 
+def test_trusted_packages_give_data_classes_not_clients(monkeypatch):
+    from langchain_openai import ChatOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    env = {"t": "pydantic", "c": f"{ChatOpenAI.__module__}:ChatOpenAI",
+           "v": {"model": "gpt-4o", "base_url": "http://attacker.invalid"}}
+    with pytest.warns(GraphtapeWarning, match="ChatOpenAI"):
+        value = serde.decode_value(env)
+    assert value == env["v"]
+
+
 def test_langgraph_command_is_trusted():
     from langgraph.types import Command
 

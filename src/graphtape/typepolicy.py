@@ -8,7 +8,7 @@ envelope claims* (a pydantic model for ``pydantic``, an ``Enum`` for
 ``enum``, a dataclass for ``dataclass``, an ``Exception`` for a recorded
 error). A class is allowed when it is
 
-* registered explicitly: :func:`register_types` (or ``connect(types=...)``);
+* registered explicitly: :func:`register_types`;
 * declared by the graph being recorded or replayed: its state, input,
   output and context schemas and the annotations of its node functions,
   walked recursively, and the classes defined in the modules of its node
@@ -162,6 +162,17 @@ def _trusted(module_name: str, kind: str) -> bool:
     return kind == "error" and top in sys.stdlib_module_names
 
 
+def _is_runnable(cls: type) -> bool:
+    """Chat models, tools and chains are pydantic models too, but configuration, not data.
+
+    Built from a tape they would read API keys from the environment or
+    point a client at the tape's URL (langchain-core's loader warns of the
+    same), so the trusted packages' runnables are not rebuilt.
+    """
+    base = sys.modules.get("langchain_core.runnables.base")
+    return base is not None and issubclass(cls, base.Runnable)
+
+
 class TypePolicy:
     """The classes one decode may rebuild: registered, trusted, and those a graph declares."""
 
@@ -210,10 +221,11 @@ class TypePolicy:
         if split is None:
             return None
         module_name, parts = split
-        if module_name in self.modules or module_name in _EFFECT_MODULES or _trusted(module_name, kind):
+        user = module_name in self.modules or module_name in _EFFECT_MODULES
+        if user or _trusted(module_name, kind):
             obj = _lookup(module_name, parts)
             if is_kind(obj, kind) and obj.__module__ == module_name and obj.__qualname__ == ".".join(parts):
-                return obj
+                return obj if user or not _is_runnable(obj) else None
         if module_name == "__main__":
             # Recorded by ``python app.py``, replayed with the graph loaded as module ``app``.
             same = [c for c in self.classes.values() if c.__qualname__ == ".".join(parts) and is_kind(c, kind)]
