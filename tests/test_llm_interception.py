@@ -382,3 +382,20 @@ def test_structured_output_schema_edit_is_a_changed_request(tape, provider_serve
     assert (flight.status, flight.served, flight.live) == ("finished", 0, 1), flight.error
     assert len(provider_server.requests) == sent + 1
     assert set(flight.output["verdict"]) == {"label", "confidence"}
+
+
+def test_json_mode_sends_no_schema_so_a_schema_edit_is_no_changed_request(tape, provider_server):
+    """``method="json_mode"`` sends ``{"type": "json_object"}`` only: the schema is not part of the request."""
+    provider_server.script({"json": {"label": "fine", "confidence": 0.5}})
+    rec = tape.record(build_provider_structured("openai", "json_mode", provider_server, False), name="judge")
+    out = rec.invoke({}, {"configurable": {"thread_id": "j"}})
+    assert out["verdict"] == {"label": "fine"}
+    assert provider_server.requests[-1][1]["response_format"] == {"type": "json_object"}
+    sent = len(provider_server.requests)
+    # flight: the call is served because its request is unchanged (strict would stop at the state the
+    # edited parser writes, which differs from the recorded one)
+    result = tape.replay(rec.last_run_id, build_provider_structured("openai", "json_mode", provider_server, True),
+                         mode="flight")
+    assert (result.status, result.served, result.live) == ("finished", 1, 0), result.error
+    assert result.output["verdict"] == {"label": "fine", "confidence": 0.5}
+    assert len(provider_server.requests) == sent
