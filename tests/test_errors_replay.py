@@ -117,6 +117,20 @@ def test_a_provider_error_keeps_what_retry_code_reads():
     assert "authorization" not in again.request.headers  # the request's headers carry the API key: not kept
 
 
+class KeyedError(Exception):
+    def __init__(self, message: str, api_key: str, body: dict):
+        super().__init__(message)
+        self.api_key, self.body = api_key, body
+
+
+def test_secrets_in_errors_are_not_recorded():
+    error = KeyedError("denied", "sk-secret-1", {"token": "sk-secret-2", "reason": "quota"})
+    request = httpx.Request("GET", "http://127.0.0.1:9/v1/models?key=sk-secret-3", headers={"x-api-key": "sk-secret-4"})
+    error.request = request
+    text = json.dumps(error_info(error))
+    assert "sk-secret" not in text and "quota" in text and "/v1/models" in text
+
+
 def test_errors_recorded_by_older_versions_still_decode():
     assert repr(rebuild_error({"type": "builtins:ValueError", "message": "bad"})) == "ValueError('bad')"
     again = rebuild_error({"type": f"{OrderError.__module__}:OrderError", "message": "E1: x"}, TypePolicy([OrderError]))

@@ -24,7 +24,9 @@ instance of the *same class*:
 
 ``httpx.Request``/``httpx.Response`` attributes (provider SDK errors) are
 recorded as method, URL, status and response headers and rebuilt as minimal
-httpx objects (request headers are not kept: they carry the API key).
+httpx objects (request headers and the URL's query are not kept: they carry
+API keys). Attributes with secret-looking names are not recorded, and
+secret-looking keys in values are redacted, as everywhere on the tape.
 
 The details are stored as one order-preserving JSON text (``detail``), since
 event bodies are stored with sorted keys; ``type`` and ``message`` stay
@@ -88,7 +90,7 @@ def _detail(error: BaseException, depth: int) -> dict[str, Any]:
         detail["args"] = args
     attrs = {}
     for name, value in vars(error).items():
-        if name.startswith("__") and name != "__notes__":
+        if (name.startswith("__") and name != "__notes__") or serde.SECRET_KEY_PATTERN.search(name):
             continue
         env = _value(value, depth)
         if env is not None:
@@ -106,7 +108,9 @@ def _value(value: Any, depth: int) -> dict[str, Any] | None:
         return {"t": "gt.error", "v": error_info_nested(value, depth + 1)}
     lib = _http_lib(value)
     if lib is not None and isinstance(value, sys.modules[lib].Request):
-        return {"t": "gt.http_request", "lib": lib, "method": value.method, "url": str(value.url)}
+        # no headers (the API key) and no query string (some APIs take the key there)
+        url = str(value.url).split("?", 1)[0]
+        return {"t": "gt.http_request", "lib": lib, "method": value.method, "url": url}
     if lib is not None and isinstance(value, sys.modules[lib].Response):
         headers = {k: v for k, v in value.headers.items() if k.lower() not in _DROPPED_HEADERS}
         env: dict[str, Any] = {"t": "gt.http_response", "lib": lib, "status": value.status_code,
@@ -122,7 +126,7 @@ def _value(value: Any, depth: int) -> dict[str, Any] | None:
         env = serde.encode_value(value)
     except Exception:
         return None
-    return None if _has_repr(env) else env
+    return None if _has_repr(env) else serde.redact(env)
 
 
 def _http_lib(value: Any) -> str | None:
