@@ -14,6 +14,18 @@ Modes:
   :class:`~graphtape.errors.Divergence`.
 * ``flight``: unchanged calls are served, changed or new ones go live and
   are recorded on the new run (effects only with ``allow_live_effects``).
+
+A strict replay also compares each task's writes with the tape as it goes
+(:mod:`graphtape.replay.statecheck`): nondeterminism the tape cannot serve
+(a node reading the clock directly) is a divergence too, not a silent
+``output_matches=False``.
+
+Each run is re-executed the way it was called: the same API and the same
+recorded keyword arguments (``version="v2"``, ``stream_mode``, ...). The
+replay itself is written once, as a generator (:func:`_core`) that yields
+each run to execute; :func:`replay` executes them synchronously (async runs
+in one event loop for the whole replay) and :func:`areplay` awaits them in
+the caller's loop.
 """
 
 from __future__ import annotations
@@ -403,21 +415,7 @@ async def areplay(
     _runs, core = _start(tape, run_id, graph, mode, edit, from_checkpoint,
                          allow_live_effects=allow_live_effects, overrides=overrides, live_from=live_from,
                          thread_id=thread_id, as_node=as_node, meta=meta, progress=progress, debugger=None)
-    try:
-        step = next(core)
-    except StopIteration as stop:
-        return stop.value
-    while True:
-        try:
-            out = await step.arun() if step.is_async else await asyncio.to_thread(step.run)
-        except Exception as exc:
-            advance = functools.partial(core.throw, exc)
-        else:
-            advance = functools.partial(core.send, out)
-        try:
-            step = advance()
-        except StopIteration as stop:
-            return stop.value
+    return await _adrive(core)
 
 
 def _drive(core: Generator[_Step, Any, ReplayResult], execute: Callable[[_Step], Any]) -> ReplayResult:
@@ -429,6 +427,25 @@ def _drive(core: Generator[_Step, Any, ReplayResult], execute: Callable[[_Step],
     while True:
         try:
             out = execute(step)
+        except Exception as exc:
+            advance = functools.partial(core.throw, exc)
+        else:
+            advance = functools.partial(core.send, out)
+        try:
+            step = advance()
+        except StopIteration as stop:
+            return stop.value
+
+
+async def _adrive(core: Generator[_Step, Any, ReplayResult]) -> ReplayResult:
+    """:func:`_drive` in the running loop: async runs awaited, sync runs in a worker thread."""
+    try:
+        step = next(core)
+    except StopIteration as stop:
+        return stop.value
+    while True:
+        try:
+            out = await step.arun() if step.is_async else await asyncio.to_thread(step.run)
         except Exception as exc:
             advance = functools.partial(core.throw, exc)
         else:
