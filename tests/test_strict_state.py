@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import random
 import sys
 import textwrap
@@ -24,10 +25,14 @@ class Stamped(TypedDict, total=False):
     tag: str
 
 
-def build_stamped(model=None, *, wrapped: bool = False):
-    """``stamp`` reads randomness directly (unless ``wrapped``): the tape cannot serve it."""
+def now_text() -> str:
+    return datetime.datetime.now().isoformat()
+
+
+def build_stamped(model=None, *, wrapped: bool = False, source=random.random):
+    """``stamp`` reads ``source`` directly (unless ``wrapped``): the tape cannot serve it."""
     m = model or graphs.RandomModel()
-    source = graphs.clock if wrapped else random.random
+    source = graphs.clock if wrapped else source
 
     def write(s):
         return {"draft": m.invoke([HumanMessage(f"about {s['topic']}")]).content}
@@ -50,10 +55,11 @@ def record(tape, build, run_input, **kw):
     return rec.last_run_id, out
 
 
-def test_unwrapped_randomness_diverges_in_strict_mode(tape):
-    run_id, _ = record(tape, build_stamped, {"topic": "cats"})
+@pytest.mark.parametrize("source", [random.random, now_text], ids=["random", "datetime.now"])
+def test_unwrapped_nondeterminism_diverges_in_strict_mode(tape, source):
+    run_id, _ = record(tape, build_stamped, {"topic": "cats"}, source=source)
     with forbid():
-        result = tape.replay(run_id, build_stamped())
+        result = tape.replay(run_id, build_stamped(source=source))
     assert result.status == "diverged"
     div = result.divergence
     assert div["kind"] == "state" and div["node"] == "stamp" and div["step"] == 2
