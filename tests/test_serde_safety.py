@@ -283,3 +283,50 @@ def test_classes_an_effect_returns_are_allowed(tape, tmp_path, monkeypatch):
         assert result.live == 0 and result.output == out and out["seen"].startswith("Reading ")
     finally:
         sys.modules.pop("gt_effect_helpers", None)
+
+
+def test_connect_types_allow_classes_for_one_tape(store_url, tmp_path, monkeypatch):
+    """A tool from another module, called inside a node, returns a model the graph does not declare."""
+    import importlib
+
+    from langgraph.graph import END, START, StateGraph
+
+    (tmp_path / "gt_tool_helpers.py").write_text(
+        "import random\nfrom pydantic import BaseModel\nfrom langchain_core.tools import tool\n\n"
+        "class Quote(BaseModel):\n    price: float\n\n"
+        "@tool\ndef quote(item: str) -> Quote:\n    '''Price an item.'''\n    return Quote(price=random.random())\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("gt_tool_helpers")
+
+    class Priced(TypedDict, total=False):
+        seen: str
+
+    def build():
+        def node(s: Priced):
+            q = helpers.quote.invoke({"item": "x"})
+            return {"seen": f"{type(q).__name__} {q.price}"}
+
+        b = StateGraph(Priced)
+        b.add_node("node", node)
+        b.add_edge(START, "node")
+        b.add_edge("node", END)
+        return b.compile()
+
+    try:
+        with graphtape.connect(store_url) as plain:
+            rec = plain.record(build(), name="quote")
+            out = rec.invoke({})
+            assert out["seen"].startswith("Quote ")
+            with pytest.warns(GraphtapeWarning, match="gt_tool_helpers:Quote"):
+                failed = plain.replay(rec.last_run_id, build(), mode="strict")
+            assert failed.status != "finished"  # the plain dict has no .price
+        with graphtape.connect(store_url, types=[helpers.Quote]) as typed:
+            result = typed.replay(rec.last_run_id, build(), mode="strict")
+            assert result.status == "finished", result.error
+            assert result.live == 0 and result.output == out
+        with pytest.raises(TypeError, match="not a pydantic model"):
+            graphtape.connect(store_url, types=[os.system])
+    finally:
+        sys.modules.pop("gt_tool_helpers", None)

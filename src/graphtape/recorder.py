@@ -130,7 +130,7 @@ class RecordedGraph:
         if policy is None:
             from graphtape.typepolicy import TypePolicy
 
-            policy = self.__dict__["_types"] = TypePolicy.for_graph(self.original)
+            policy = self.__dict__["_types"] = TypePolicy.for_graph(self.original, self.tape.types)
         return policy
 
     def __getattr__(self, name: str) -> Any:

@@ -20,10 +20,14 @@ class Tape:
     """
 
     def __init__(self, store: TapeStore, *, redact: Iterable[str] = (),
-                 prices: dict[str, tuple[float, float]] | None = None):
+                 prices: dict[str, tuple[float, float]] | None = None, types: Iterable[type] = ()):
+        from graphtape.typepolicy import check_types
+
         self.store = store
         self.redact_keys = frozenset(redact)
         self.pricing = PriceTable(prices)
+        #: classes values and errors may be rebuilt as, beside what each graph declares (graphtape.typepolicy)
+        self.types = check_types(types)
 
     @property
     def url(self) -> str:
@@ -399,12 +403,18 @@ def _resume_command(thread_id: str, pending: Any, value: Any, by_id: dict[str, A
 
 
 def connect(url: str | None = None, *, redact: Iterable[str] = (),
-            prices: dict[str, tuple[float, float]] | None = None) -> Tape:
+            prices: dict[str, tuple[float, float]] | None = None, types: Iterable[type] = ()) -> Tape:
     """Open the tape store at ``url`` (default: ``GRAPHTAPE_URL`` or ``.graphtape/tape.db``).
 
     ``redact`` names extra config or parameter keys whose values are never
     written; keys that look like secrets (``api_key``, ``token``, ...) are
     always redacted. ``prices`` adds or overrides model prices (USD per
-    million input/output tokens) used for cost estimates.
+    million input/output tokens) used for cost estimates. ``types`` are
+    pydantic models, enums, dataclasses and exception classes that replays
+    from this tape may rebuild besides those the graph declares (see
+    :func:`graphtape.register_types`).
     """
-    return Tape(open_store(url), redact=redact, prices=prices)
+    from graphtape.typepolicy import check_types
+
+    types = check_types(types)  # before opening: a wrong class must leave no store open
+    return Tape(open_store(url), redact=redact, prices=prices, types=types)

@@ -8,7 +8,8 @@ envelope claims* (a pydantic model for ``pydantic``, an ``Enum`` for
 ``enum``, a dataclass for ``dataclass``, an ``Exception`` for a recorded
 error). A class is allowed when it is
 
-* registered explicitly: :func:`register_types`;
+* registered explicitly: :func:`register_types`, or for one tape
+  ``connect(types=[...])``;
 * declared by the graph being recorded or replayed: its state, input,
   output and context schemas and the annotations of its node functions,
   walked recursively, and the classes defined in the modules of its node
@@ -99,6 +100,18 @@ def kind_of(cls: type) -> str | None:
     return next((k for k in KINDS if is_kind(cls, k)), None)
 
 
+def check_types(classes: Iterable[type]) -> tuple[type, ...]:
+    """``classes`` as a tuple, each checked to be a kind a tape can rebuild (else ``TypeError``)."""
+    out = tuple(classes)
+    for cls in out:
+        if kind_of(cls) is None:
+            raise TypeError(
+                f"{cls!r} is not a pydantic model, enum, dataclass or exception class; "
+                "only those can be rebuilt from a tape"
+            )
+    return out
+
+
 def register_types(*classes: type) -> None:
     """Allow these classes to be rebuilt from any tape (pydantic models, enums, dataclasses, exceptions).
 
@@ -107,12 +120,7 @@ def register_types(*classes: type) -> None:
     without registering; register the others your tools, effects or errors
     return, e.g. a model defined in a helper module.
     """
-    for cls in classes:
-        if kind_of(cls) is None:
-            raise TypeError(
-                f"{cls!r} is not a pydantic model, enum, dataclass or exception class; "
-                "only those can be rebuilt from a tape"
-            )
+    for cls in check_types(classes):
         _REGISTERED[qualname(cls)] = cls
 
 

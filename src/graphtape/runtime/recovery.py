@@ -147,7 +147,7 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
         from graphtape.typepolicy import TypePolicy
 
         run_input = serde.decode_value(store.get_json(started[0].data["input"]), store.get_json,
-                                       TypePolicy.for_graph(graph))
+                                       TypePolicy.for_graph(graph, tape.types))
 
     # The crashed run is closed first, so that a recovery that crashes in turn
     # is the one picked up next time (and serves this run's calls too).
