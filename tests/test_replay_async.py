@@ -289,3 +289,27 @@ def test_sync_flight_replay_with_chat_openai_in_a_fresh_process(tmp_path, provid
     assert len(provider_server.requests) == 2
     assert run("replay", run_id) == "finished 2 2 None"
     assert len(provider_server.requests) == 4
+
+
+def test_a_json_context_is_replayed(tape):
+    from langgraph.runtime import Runtime
+
+    class Ctx(TypedDict):
+        user: str
+
+    def greet(s, runtime: Runtime[Ctx]):
+        return {"draft": f"hello {runtime.context['user']}"}
+
+    def build():
+        b = StateGraph(Review, context_schema=Ctx)
+        b.add_node(greet)
+        b.add_edge(START, "greet")
+        b.add_edge("greet", END)
+        return b.compile()
+
+    rec = tape.record(build())
+    out = rec.invoke({}, context={"user": "ada"})
+    with forbid():
+        result = tape.replay(rec.last_run_id, build())
+    assert_exact(result)
+    assert result.output == out == {"draft": "hello ada"}
