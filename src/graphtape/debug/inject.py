@@ -74,7 +74,8 @@ def find_call(tape: Tape, call_id: str, run_id: str | None = None) -> RecordedCa
         return prefix[0]
     if len(prefix) > 1:
         raise RunNotFound(f"call id prefix {call_id!r} is ambiguous; give more characters")
-    raise RunNotFound(f"no call {call_id!r} on the tape; `graphtape show RUN --json` lists call ids")
+    raise RunNotFound(f"no call {call_id!r} on the tape; `graphtape show RUN` prints each call with its id "
+                      "(#1a2b3c4d; any unique prefix of 6+ characters works)")
 
 
 def override_envelope(call: RecordedCall, output: Any) -> dict[str, Any]:
