@@ -210,3 +210,11 @@ def test_a_task_that_swallows_a_call_divergence_does_not_add_a_second_report(tap
         result = tape.replay(rec.last_run_id, build())
     assert result.status == "diverged" and result.divergence["kind"] == "llm"
     assert [e.data["kind"] for e in tape.events(result.run_id, ["divergence"])] == ["llm"]
+
+
+def test_a_state_divergence_is_not_also_logged_as_a_callback_error(tape, caplog):
+    run_id, _ = record(tape, build_stamped, {"topic": "cats"})
+    with forbid(), caplog.at_level("WARNING"):
+        result = tape.replay(run_id, build_stamped())
+    assert result.status == "diverged"
+    assert not [r for r in caplog.records if "callback" in r.getMessage()]

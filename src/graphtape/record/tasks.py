@@ -9,6 +9,7 @@ namespace (with its task id) comes from the run metadata.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 from uuid import UUID
@@ -18,6 +19,26 @@ from langchain_core.callbacks import BaseCallbackHandler
 from graphtape.record.session import Lazy, Session, _error_info, _is_control_flow
 
 STEP_TAG = "graph:step:"
+
+#: graphtape's errors that stop a run on purpose from a task callback
+_STOPS = ("Divergence(", "DebugStopped(")
+
+
+class _NoStopWarnings(logging.Filter):
+    """Drops langchain's "Error in TaskRecorder... callback" warning for a deliberate stop.
+
+    langchain-core logs every exception a callback handler raises, even one
+    whose ``raise_error`` says it must propagate. A strict replay stopping at
+    a state divergence (or the debugger's quit) is reported as itself; the
+    same text again as an internal callback error would read like a bug.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (len(args) == 3 and args[0] == "TaskRecorder" and str(args[2]).startswith(_STOPS))
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_NoStopWarnings())
 
 
 class TaskRecorder(BaseCallbackHandler):
