@@ -560,16 +560,13 @@ def export_cmd(
 def _new_sqlite_file(url: str | None) -> tuple[Path, list[Path]] | None:
     """For a ``sqlite:///`` store URL whose file does not exist yet: the file and the folders
     that opening it will create (innermost first); else None."""
-    from graphtape.store import resolve_url
+    from graphtape.store import sqlite_file
 
-    full = resolve_url(url)
-    scheme, sep, rest = full.partition("://")
-    if not sep:
-        scheme, rest = "sqlite", "/" + full
-    if scheme.lower() not in ("sqlite", "sqlite3", "file"):
+    target = sqlite_file(url)
+    if target is None or not target[0]:
         return None
-    path = Path((rest[1:] if rest.startswith("/") else rest).partition("?")[0])
-    if not path.name or path.exists():
+    path = Path(target[0])
+    if path.exists():
         return None
     folders = []
     parent = path.parent

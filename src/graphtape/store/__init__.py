@@ -60,6 +60,24 @@ def resolve_url(url: str | None = None) -> str:
     return f"sqlite:///{DEFAULT_PATH}"
 
 
+def _split(url: str) -> tuple[str, str]:
+    """``(scheme, rest)`` of a store URL; a bare path is an SQLite file."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "sqlite", "/" + url
+    return scheme.lower(), rest
+
+
+def sqlite_file(url: str | None = None) -> tuple[str, str] | None:
+    """``(file path, query string)`` when ``url`` (resolved as :func:`open_store` does) names an
+    SQLite store, else None."""
+    scheme, rest = _split(resolve_url(url))
+    if scheme not in ("sqlite", "sqlite3", "file"):
+        return None
+    path, _, query = (rest[1:] if rest.startswith("/") else rest).partition("?")
+    return path, query
+
+
 def open_store(url: str | None = None, *, create: bool = True) -> TapeStore:
     """Open the store at ``url``; see the module docstring.
 
@@ -67,15 +85,12 @@ def open_store(url: str | None = None, *, create: bool = True) -> TapeStore:
     ``create=False`` opens only an existing graphtape store (else :class:`StoreNotFound`).
     """
     url = resolve_url(url)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "sqlite", "/" + url
-    scheme = scheme.lower()
-    if scheme in ("sqlite", "sqlite3", "file"):
+    scheme, _ = _split(url)
+    sqlite = sqlite_file(url)
+    if sqlite is not None:
         from graphtape.store.sqlite import SqliteTapeStore
 
-        path = rest[1:] if rest.startswith("/") else rest
-        path, _, query = path.partition("?")
+        path, query = sqlite
         if not path:
             raise StoreError(f"{url!r} names no file; use sqlite:///path/to/tape.db")
         return SqliteTapeStore(path, create=create, **_sqlite_options(url, query))
@@ -94,4 +109,5 @@ def open_store(url: str | None = None, *, create: bool = True) -> TapeStore:
     )
 
 
-__all__ = ["EventRow", "RunRecord", "StoreNotFound", "TapeStore", "WriteBatch", "open_store", "resolve_url"]
+__all__ = ["EventRow", "RunRecord", "StoreNotFound", "TapeStore", "WriteBatch", "open_store", "resolve_url",
+           "sqlite_file"]
