@@ -128,7 +128,7 @@ def test_errors_are_json():
         assert "the database went away" in json.loads(body)["error"]
 
 
-def test_graphtape_serve(store_url, tmp_path):
+def test_graphtape_serve(tape, store_url, tmp_path):  # tape: the store exists (serve never creates one)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop("GRAPHTAPE_URL", None)

@@ -49,7 +49,7 @@ def test_read_only_open_of_a_missing_store_creates_nothing(new_store_url):
 
 @pytest.mark.parametrize("command", [["runs"], ["show", "abcd1234"], ["history", "abcd1234"], ["stats"],
                                      ["prune", "--older-than", "1d"], ["recover", "--dry-run"],
-                                     ["export", "abcd1234", "-o", "out.jsonl"]])
+                                     ["export", "abcd1234", "-o", "out.jsonl"], ["serve", "--port", "9"]])
 def test_reading_commands_on_a_mistyped_url_say_so_and_create_nothing(new_store_url, capsys, monkeypatch, command):
     url = new_store_url()
     monkeypatch.setenv("GRAPHTAPE_URL", url)

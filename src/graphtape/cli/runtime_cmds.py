@@ -374,9 +374,8 @@ def serve_cmd(
             ) from None
         if not 0 < port < 65536:
             raise CliError(f"--port must be between 1 and 65535, not {port}")
-        # the one reading command that may create the store: a metrics sidecar is deployed before
-        # the first run is recorded, and reports an empty store until then
-        with open_tape(ctx, create=True) as tape:
+        # not created when missing: metrics of a mistyped URL would report an empty, healthy store forever
+        with open_tape(ctx) as tape:
             app_ = create_app(tape, stuck_after=stuck_after, size_warning=size_warning)
             typer.echo(f"serving {tape.url} on http://{host}:{port}/metrics (Ctrl+C to stop)", err=True)
             try:
