@@ -120,6 +120,10 @@ def test_ctrl_c_during_run_leaves_it_interrupted_and_recover_finishes_it(store_u
         assert run.llm_calls == 1  # the call of `first`, completed before Ctrl-C
     assert f"graphtape recover --run {run.run_id} --graph {slow}:graph" in lines[0]
 
+    # nothing waits for an answer: --resume says to recover instead
+    code, _, err = cli(capsys, store_url, "run", f"{slow}:graph", "--thread", "t-ctrl-c", "--resume", '"x"')
+    assert code == 2 and "not paused at an interrupt()" in err and f"recover --run {run.run_id}" in err
+
     (tmp_path / "gate").write_text("open")
     code, out, _ = cli(capsys, store_url, "recover", "--dry-run")
     assert code == 0 and run.run_id[:8] in out

@@ -245,6 +245,12 @@ def _check_resumable(tape: graphtape.Tape, graph: Any, thread: str) -> None:
             f"the last run on thread {thread!r} ({render.short_id(last.run_id)}) is {last.status}, "
             "not interrupted: nothing to resume"
         )
+    if (last.meta or {}).get("stopped_by"):
+        raise CliError(
+            f"the last run on thread {thread!r} ({render.short_id(last.run_id)}) was stopped "
+            f"({last.meta['stopped_by']}), not paused at an interrupt(): nothing waits for an answer; "
+            f"continue it with: graphtape recover --run {last.run_id}"
+        )
     try:
         from langgraph.checkpoint.memory import InMemorySaver
     except ImportError:  # pragma: no cover
