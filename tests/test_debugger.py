@@ -90,18 +90,18 @@ def test_time_paused_at_a_breakpoint_is_not_latency(tape, recorded):
     dbg.break_on_call("llm", node="write")
     with forbid():
         assert dbg.start().reason == "before_node"
-        time.sleep(0.4)
+        time.sleep(0.6)
         assert dbg.continue_().reason == "call"
-        time.sleep(0.4)
+        time.sleep(0.6)
         assert dbg.continue_().reason == "after_node"
-        time.sleep(0.4)
+        time.sleep(0.6)
         assert dbg.continue_().reason == "done"
     replay_id = dbg.result.run_id
     (task,) = [e.data["task"] for e in tape.events(replay_id, ["task_started"]) if e.data["node_path"] == "write"]
     (write,) = [e.data for e in tape.events(replay_id, ["task_finished"]) if e.data["task"] == task]
-    assert write["duration"] < 0.3, write
+    assert write["duration"] < 0.5, write  # 1.8 s if the pauses were counted
     (llm,) = [e.data for e in tape.events(replay_id, ["llm_call"]) if e.data["node_path"] == "write"]
-    assert llm["latency"] < 0.3, llm
+    assert llm["latency"] < 0.5, llm
 
 
 def test_unknown_breakpoint_nodes_and_a_stopped_replay(tape, recorded):
