@@ -133,3 +133,17 @@ def test_a_changed_effect_runs_live_only_when_allowed(tape):
     allowed = tape.replay(run_id, build(stamp=stamp_v2), mode="flight", allow_live_effects=True)
     assert (LIVE - before) == {("effect", "stamp"): 1}
     assert allowed.live == 1 and allowed.changed_code == ["stamp"]
+
+
+def test_the_cli_panel_names_tools_whose_code_changed(tape):
+    from rich.console import Console
+
+    from graphtape.cli.render import replay_panel
+
+    run_id = recorded(tape)
+    with forbid():
+        result = tape.replay(run_id, build(lookup=lookup_v2), mode="strict")
+    console = Console(width=120, record=True, color_system=None)
+    console.print(replay_panel(result))
+    text = console.export_text()
+    assert "code changed" in text and "lookup (since recording; served from the tape all the same)" in text

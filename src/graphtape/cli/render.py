@@ -623,6 +623,10 @@ def replay_panel(result: Any, from_checkpoint: str | None = None, reasons: dict[
         grid.add_row("spent live", f"{result.live_tokens} tokens, {fmt_cost(result.live_cost)}")
     if result.unused:
         grid.add_row("unused", unused_text(result, reasons))
+    changed = getattr(result, "changed_code", None)
+    if changed:
+        what = "ran live" if result.mode in ("flight", "live") else "served from the tape all the same"
+        grid.add_row("code changed", Text(f"{', '.join(changed)} (since recording; {what})", style="yellow"))
     if result.output_matches is not None:
         grid.add_row(
             "output",
