@@ -1,0 +1,609 @@
+"""The tape's event types: one frozen, versioned class per event kind.
+
+A run's log is a sequence of events (``EventRow``: run id, seq, kind, time,
+JSON ``data``). This module is the one place that says what each kind holds:
+its stable kind name, its typed fields, which fields are payload addresses
+(blobs) or message chains (what garbage collection and export follow), and
+its JSON form, which is exactly the dict stored since the format began, so
+stored tapes, golden tapes and export files stay byte-identical.
+
+Writers build an event and store its JSON form::
+
+    session.emit(events.Checkpoint(checkpoint_id=..., parent_id=..., ns="", step=1, source="loop"))
+    # -> EventRow(run_id, seq, "checkpoint", ts, event.to_data())
+
+Readers parse a stored row and use attributes, never string keys::
+
+    for row in store.events(run_id, events.CALL_EVENT_KINDS):
+        call = events.parse(row)          # an LlmCall, ToolCall or EffectCall
+        if call.served: ...
+
+Reading tolerates other versions of a tape: a key this code does not know
+is kept aside in ``extra`` (and written back by ``to_data``), a missing key
+reads as ``None``, and a kind this code does not know parses as
+:class:`UnknownEvent`. A field that is ``None`` is either written as ``null``
+(``always``) or left out (``optional``), exactly as the kind always did.
+
+Frozen dataclasses with slots, not pydantic: events are built on the
+recording hot path (one per call, task and checkpoint), and validation would
+cost more than the dict they replace. The event reference in
+``docs/tape-format.md`` is generated from these classes
+(``python -m graphtape.events --doc``) and a test fails when it drifts.
+
+A new kind: add a class with :func:`_event`, its ``KIND`` and ``VERSION``,
+fields with :func:`field`, then regenerate the docs. A changed JSON form is
+a new ``VERSION``, and ``from_data`` must still read the old one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from graphtape.store.base import EventRow
+
+__all__ = [
+    "CALL_EVENT_KINDS",
+    "CALL_KINDS",
+    "KINDS",
+    "TASK_KINDS",
+    "CallEvent",
+    "Checkpoint",
+    "Divergence",
+    "EffectCall",
+    "EffectStarted",
+    "Event",
+    "Interrupt",
+    "Label",
+    "LlmCall",
+    "ReplayStats",
+    "Resume",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "TaskFailed",
+    "TaskFinished",
+    "TaskInterrupted",
+    "TaskStarted",
+    "ToolCall",
+    "UnknownEvent",
+    "call_event_kind",
+    "event_class",
+    "field",
+    "from_data",
+    "parse",
+    "refs",
+    "render_doc",
+    "replay_stats",
+]
+
+#: The kinds of call graphtape intercepts, as a call site names them.
+CALL_KINDS: tuple[str, ...] = ("llm", "tool", "effect")
+#: The event kind of each call kind, in the same order.
+CALL_EVENT_KINDS: tuple[str, ...] = tuple(f"{k}_call" for k in CALL_KINDS)
+
+
+def call_event_kind(call_kind: str) -> str:
+    """``"llm"`` -> ``"llm_call"``; the event kind a call of that kind is stored as."""
+    if call_kind not in CALL_KINDS:
+        raise ValueError(f"unknown call kind {call_kind!r}; expected one of {', '.join(CALL_KINDS)}")
+    return f"{call_kind}_call"
+
+
+def field(doc: str, *, always: bool = False, ref: str | None = None, default: Any = None) -> Any:
+    """A documented event field.
+
+    ``always``: written even when ``None`` (as ``null``); otherwise a ``None``
+    field is left out of the JSON form. ``ref``: ``"blob"`` or ``"chain"`` when
+    the field holds a content address the event keeps alive.
+    """
+    return dataclasses.field(default=default, metadata={"doc": doc, "always": always, "ref": ref})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every event type. ``extra`` holds keys of a stored event this version does not know."""
+
+    #: the stable kind name stored in ``EventRow.kind``
+    KIND: ClassVar[str] = ""
+    #: version of this kind's JSON form (a change must keep reading older ones)
+    VERSION: ClassVar[int] = 1
+    #: (name, always) of each JSON key, in the order the writers always used
+    LAYOUT: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    #: fields holding a blob address / a chain head
+    BLOB_FIELDS: ClassVar[tuple[str, ...]] = ()
+    CHAIN_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        """The JSON body stored for this event (the same dict graphtape always stored)."""
+        out: dict[str, Any] = {}
+        for name, always in self.LAYOUT:
+            value = getattr(self, name)
+            if always or value is not None:
+                out[name] = value
+        extra: Mapping[str, Any] | None = getattr(self, "extra", None)
+        if extra:
+            for key, value in extra.items():
+                out.setdefault(key, value)
+        return out
+
+    @classmethod
+    def from_data(cls: type[_E], data: Mapping[str, Any]) -> _E:
+        """Read a stored body: unknown keys go to ``extra``, missing ones are ``None``."""
+        kwargs = {name: data.get(name) for name, _ in cls.LAYOUT}
+        if len(data) > len(kwargs) or any(k not in kwargs for k in data):
+            kwargs["extra"] = types.MappingProxyType({k: v for k, v in data.items() if k not in kwargs})
+        return cls(**kwargs)
+
+    @classmethod
+    def from_row(cls: type[_E], row: EventRow) -> _E:
+        """Read a stored row of this kind (see :func:`parse` for a row of any kind)."""
+        if cls.KIND and row.kind != cls.KIND:
+            raise ValueError(f"event {row.seq} of run {row.run_id} is a {row.kind!r} event, not {cls.KIND!r}")
+        return cls.from_data(row.data)
+
+    def refs(self, blobs: set[str], chains: set[str]) -> None:
+        """Add the blob and chain addresses this event refers to."""
+        for name in self.BLOB_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                blobs.add(value)
+        for name in self.CHAIN_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                chains.add(value)
+
+
+_E = TypeVar("_E", bound=Event)
+_BY_KIND: dict[str, type[Event]] = {}
+
+
+def _event(cls: type[_E]) -> type[_E]:
+    """Make ``cls`` a frozen slotted dataclass, record its JSON layout and register its kind."""
+    cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    own = [f for f in dataclasses.fields(cls) if f.name != "extra"]
+    cls.LAYOUT = tuple((f.name, bool(f.metadata.get("always"))) for f in own)
+    cls.BLOB_FIELDS = tuple(f.name for f in own if f.metadata.get("ref") == "blob")
+    cls.CHAIN_FIELDS = tuple(f.name for f in own if f.metadata.get("ref") == "chain")
+    _compile(cls)
+    if cls.KIND:
+        _BY_KIND[cls.KIND] = cls
+    return cls
+
+
+def _compile(cls: type[Event]) -> None:
+    """Give ``cls`` a straight-line ``__init__`` and ``to_data``, as ``dataclasses`` itself does.
+
+    Events are built on the recording hot path. A frozen dataclass's own ``__init__`` goes
+    through ``object.__setattr__`` per field and the generic ``Event.to_data`` through
+    ``getattr`` per field: together about three times the cost of the dict literal they
+    replace. Setting the slots through their descriptors and writing each key inline brings
+    both back to the dict's cost; the semantics are the generic ones (a test compares them).
+    Rejected: a non-frozen class (cheaper still, but an event read from a tape could be edited
+    in place by a reader) and pydantic (validation costs more than the whole dict).
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    scope: dict[str, Any] = {f"_set_{n}": getattr(cls, n).__set__ for n in names}
+    params = ", ".join(f"{n}=None" for n in names if n != "extra")
+    init = [f"def __init__(self, {params}, *, extra=None):"]
+    init += [f"    _set_{n}(self, {n})" for n in names]
+    body = ["def to_data(self):", "    out = {}"]
+    for name, always in cls.LAYOUT:
+        if always:
+            body.append(f"    out[{name!r}] = self.{name}")
+        else:
+            body += [f"    v = self.{name}", "    if v is not None:", f"        out[{name!r}] = v"]
+    body += ["    if self.extra:", "        for k, v in self.extra.items():", "            out.setdefault(k, v)",
+             "    return out"]
+    exec("\n".join(init) + "\n\n" + "\n".join(body), scope)  # noqa: S102 - code built from field names only
+    for fn in ("__init__", "to_data"):
+        scope[fn].__qualname__ = f"{cls.__qualname__}.{fn}"
+        scope[fn].__doc__ = getattr(Event, fn).__doc__
+        setattr(cls, fn, scope[fn])
+
+
+def _extra() -> Any:
+    return dataclasses.field(default=None, kw_only=True, repr=False,
+                             metadata={"doc": "keys this version does not know"})
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+@_event
+class RunStarted(Event):
+    """The run began. Run, thread, mode and replay link are on the run row; config and versions
+    repeat from run to run, so they are stored by address."""
+
+    KIND = "run_started"
+    input: str | None = field("the run's input, encoded (typed envelope)", always=True, ref="blob")
+    config: str | None = field("the run's config without callbacks and per-run ids (redacted)", always=True,
+                               ref="blob")
+    versions: str | None = field("versions of python, langgraph, langchain and graphtape", always=True,
+                                 ref="blob")
+    kwargs: dict[str, Any] | None = field("the call's JSON-able arguments (version, stream_mode, ...), "
+                                          "replayed as recorded; left out when there are none")
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class Resume(Event):
+    """The run was started with ``Command(resume=...)``: a human's answer to an interrupt."""
+
+    KIND = "resume"
+    value: str | None = field("the resume value, encoded", always=True, ref="blob")
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class Interrupt(Event):
+    """The run stopped at an ``interrupt()`` waiting for an answer (one event per pending interrupt)."""
+
+    KIND = "interrupt"
+    interrupt_id: str | None = field("LangGraph's interrupt id", always=True)
+    value: Any = field("the value passed to interrupt(), as JSON", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class RunFinished(Event):
+    """The run ended without an error (finished, interrupted or diverged)."""
+
+    KIND = "run_finished"
+    status: str | None = field("the run's final status", always=True)
+    output: str | None = field("a view of the final state (messages by address)", ref="blob")
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class RunFailed(Event):
+    """The run raised."""
+
+    KIND = "run_failed"
+    error: dict[str, Any] | None = field("the recorded error {type, message, detail}", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+# -- tasks and checkpoints -------------------------------------------------------------
+
+
+@_event
+class TaskStarted(Event):
+    """A node (task) started in a step."""
+
+    KIND = "task_started"
+    node_path: str | None = field("the node, with its subgraph path (sub/inner)", always=True)
+    step: int | None = field("the step the task runs in", always=True)
+    task: str | None = field("the task's checkpoint namespace (node:id|...; '' at the root)", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class TaskFinished(Event):
+    """A task returned; its writes are stored by address."""
+
+    KIND = "task_finished"
+    task: str | None = field("the task's checkpoint namespace", always=True)
+    duration: float | None = field("seconds, without time paused in the debugger", always=True)
+    writes: Any = field("a view of what the task returned (written as an address at flush time)",
+                        always=True, ref="blob")
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class TaskFailed(Event):
+    """A task raised."""
+
+    KIND = "task_failed"
+    task: str | None = field("the task's checkpoint namespace", always=True)
+    duration: float | None = field("seconds", always=True)
+    error: dict[str, Any] | None = field("the recorded error", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class TaskInterrupted(Event):
+    """A task stopped at an interrupt (or a Command bubbled through it); it runs again on resume."""
+
+    KIND = "task_interrupted"
+    task: str | None = field("the task's checkpoint namespace", always=True)
+    duration: float | None = field("seconds", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+#: Event kinds of a task's life.
+TASK_KINDS: tuple[str, ...] = ("task_started", "task_finished", "task_failed", "task_interrupted")
+
+
+@_event
+class Checkpoint(Event):
+    """LangGraph saved a checkpoint during the run (the link from a run to its checkpoints)."""
+
+    KIND = "checkpoint"
+    checkpoint_id: str | None = field("the checkpoint's id", always=True)
+    parent_id: str | None = field("the checkpoint the step started from", always=True)
+    ns: str | None = field("its checkpoint namespace ('' at the root)", always=True)
+    step: int | None = field("LangGraph's step number", always=True)
+    source: str | None = field("input, loop, update or fork", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+# -- calls -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallEvent(Event):
+    """An LLM, tool or effect call, recorded live or served from a tape.
+
+    Every field is left out of the JSON form when ``None``.
+    """
+
+    #: the call kind (one of ``CALL_KINDS``)
+    CALL_KIND: ClassVar[str] = ""
+
+    call_id: str | None = field("the call's id (served_from and overrides name it)")
+    node_path: str | None = field("the node that made the call, with its subgraph path")
+    branch: Any = field("the task path of the call (which branch of a fan-out)")
+    step: int | None = field("the step of the call's task")
+    task: str | None = field("the checkpoint namespace of the call's task")
+    ordinal: int | None = field("the call's number among its node's calls of the kind")
+    fingerprint: str | None = field("hash of the canonical request (what replay matches on)")
+    request: str | None = field("the request, encoded", ref="blob")
+    messages: str | None = field("a chat request's messages, as a chain head", ref="chain")
+    response: str | None = field("the result, encoded (absent when the call raised)", ref="blob")
+    error: dict[str, Any] | None = field("the recorded error when the call raised")
+    tokens: int | None = field("total tokens (absent when zero)")
+    cost: float | None = field("cost in dollars from the price table (absent when zero)")
+    latency: float | None = field("seconds (0 when served)")
+    source: str | None = field("live, tape (served), override, or another answer's name")
+    served_from: str | None = field("the recorded call that served it")
+    recorded_latency: float | None = field("the serving call's recorded latency")
+    model: str | None = field("the model's name (llm)")
+    name: str | None = field("the tool's or effect's name")
+    code: str | None = field("fingerprint of the tool's or effect's code")
+    idempotency_key: str | None = field("an effect's idempotency key")
+    code_changed: bool | None = field("the code changed since the recording (true, else absent)")
+    extra: Mapping[str, Any] | None = _extra()
+
+    @property
+    def served(self) -> bool:
+        """Answered without running: from the tape or an override."""
+        return self.source in ("tape", "override")
+
+    @property
+    def title(self) -> str | None:
+        """What a listing calls the call: the tool's or effect's name, or the model."""
+        return self.name or self.model
+
+
+@_event
+class LlmCall(CallEvent):
+    __doc__ = CallEvent.__doc__
+    KIND = "llm_call"
+    CALL_KIND = "llm"
+
+
+@_event
+class ToolCall(CallEvent):
+    __doc__ = CallEvent.__doc__
+    KIND = "tool_call"
+    CALL_KIND = "tool"
+
+
+@_event
+class EffectCall(CallEvent):
+    __doc__ = CallEvent.__doc__
+    KIND = "effect_call"
+    CALL_KIND = "effect"
+
+
+@_event
+class EffectStarted(Event):
+    """Written durably before an effect with an idempotency key runs: recovery never runs it twice."""
+
+    KIND = "effect_started"
+    call_id: str | None = field("the effect call's id", always=True)
+    name: str | None = field("the effect's name", always=True)
+    idempotency_key: str | None = field("its idempotency key", always=True)
+    fingerprint: str | None = field("its request fingerprint", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+# -- replay and history ----------------------------------------------------------------
+
+
+@_event
+class Divergence(Event):
+    """A replay stopped: a call's request (or a node's state) differs from the recording."""
+
+    KIND = "divergence"
+    message: str | None = field("the report's one-line message", always=True)
+    run_id: str | None = field("the run being replayed", always=True)
+    replay_run_id: str | None = field("the replaying run", always=True)
+    kind: str | None = field("the call kind, or 'state' for a state divergence", always=True)
+    name: str | None = field("the tool, effect or model (the node for a state divergence)", always=True)
+    node: str | None = field("the node's name", always=True)
+    node_path: str | None = field("the node with its subgraph path", always=True)
+    step: int | None = field("the step", always=True)
+    ordinal: int | None = field("the call's number in its node (null for state)", always=True)
+    reason: str | None = field("why it diverged", always=True)
+    channels: list[str] | None = field("the state channels written differently (state only)")
+    recorded_call_id: str | None = field("the recorded call expected there", always=True)
+    recorded_step: int | None = field("the step of that recorded call", always=True)
+    diff: str | None = field("a unified diff, recorded against current", always=True)
+    hint: str | None = field("what to do about it (state only)")
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@_event
+class Label(Event):
+    """A label and note attached to a run after the fact (the latest one wins; null clears)."""
+
+    KIND = "label"
+    label: str | None = field("the label", always=True)
+    note: str | None = field("a note", always=True)
+    extra: Mapping[str, Any] | None = _extra()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnknownEvent(Event):
+    """An event of a kind this version does not know (a newer tape): kept, never interpreted."""
+
+    kind: str = ""
+    data: Mapping[str, Any] | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return dict(self.data or {})
+
+
+#: Every kind this version knows, in the order of the reference.
+KINDS: tuple[str, ...] = tuple(_BY_KIND)
+
+
+def event_class(kind: str) -> type[Event] | None:
+    """The class of an event kind, or ``None`` for a kind this version does not know."""
+    return _BY_KIND.get(kind)
+
+
+def from_data(kind: str, data: Mapping[str, Any]) -> Event:
+    """The typed event of a stored ``(kind, data)``; an unknown kind gives :class:`UnknownEvent`."""
+    cls = _BY_KIND.get(kind)
+    if cls is None:
+        return UnknownEvent(kind=kind, data=types.MappingProxyType(dict(data)))
+    return cls.from_data(data)
+
+
+def parse(row: EventRow) -> Any:
+    """The typed event of a stored row (``Any`` so readers can use the attributes of the kind they
+    asked the store for; check with ``isinstance`` when the kinds are mixed)."""
+    return from_data(row.kind, row.data)
+
+
+def refs(kind: str, data: Mapping[str, Any], blobs: set[str], chains: set[str]) -> None:
+    """Add the blob and chain addresses a stored event refers to, without parsing it (garbage
+    collection reads every event of a store). Only these fields are followed: other strings in an
+    event (an interrupt's value, a config key) are data, not addresses."""
+    cls = _BY_KIND.get(kind)
+    if cls is None:
+        return
+    for name in cls.BLOB_FIELDS:
+        value = data.get(name)
+        if isinstance(value, str):
+            blobs.add(value)
+    for name in cls.CHAIN_FIELDS:
+        value = data.get(name)
+        if isinstance(value, str):
+            chains.add(value)
+
+
+# -- replay statistics -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class ReplayStats:
+    """What a replay saved and spent, summed from its call events (the one place that sums them)."""
+
+    served: int = 0
+    live: int = 0
+    tokens_saved: int = 0
+    cost_saved: float = 0.0
+    time_saved: float = 0.0
+    live_tokens: int = 0
+    live_cost: float = 0.0
+    #: names of tools and effects whose code changed since the recording
+    changed_code: set[str] = dataclasses.field(default_factory=set)
+
+    def add(self, call: CallEvent) -> None:
+        """Count one call: served (from the tape or an override) or live."""
+        if call.code_changed:
+            self.changed_code.add(str(call.name or "?"))
+        if call.served:
+            self.served += 1
+            if call.source == "tape":
+                self.tokens_saved += int(call.tokens or 0)
+                self.cost_saved += float(call.cost or 0.0)
+                self.time_saved += float(call.recorded_latency or 0.0)
+        else:
+            self.live += 1
+            self.live_tokens += int(call.tokens or 0)
+            self.live_cost += float(call.cost or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The totals as ``ReplayResult`` reports them (``changed_code`` sorted)."""
+        return {"served": self.served, "live": self.live, "tokens_saved": self.tokens_saved,
+                "cost_saved": self.cost_saved, "time_saved": self.time_saved, "live_tokens": self.live_tokens,
+                "live_cost": self.live_cost, "changed_code": sorted(self.changed_code)}
+
+
+def replay_stats(calls: Iterable[CallEvent | EventRow]) -> ReplayStats:
+    """Sum call events (typed, or stored rows of the call kinds) into :class:`ReplayStats`."""
+    stats = ReplayStats()
+    for call in calls:
+        if not isinstance(call, CallEvent):
+            call = parse(call)
+            if not isinstance(call, CallEvent):
+                continue
+        stats.add(call)
+    return stats
+
+
+# -- the reference in docs/tape-format.md ----------------------------------------------
+
+DOC_BEGIN = "<!-- events:begin (generated by `python -m graphtape.events --doc`; do not edit) -->"
+DOC_END = "<!-- events:end -->"
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "tape-format.md"
+
+
+def _type_name(f: dataclasses.Field[Any]) -> str:
+    return str(f.type).replace("dict[str, Any]", "object").replace("Any", "JSON").replace(" | None", "")
+
+
+def render_doc() -> str:
+    """The event reference as markdown, between its markers."""
+    lines = [DOC_BEGIN, "", "## Events", "",
+             "Each stored event has a kind and a JSON body. *always* fields are written even when null; "
+             "*optional* ones are left out when null. *blob* and *chain* fields hold content addresses "
+             "(kept alive by garbage collection, copied by export). A reader keeps keys it does not know "
+             "and reads a missing key as null. The kinds of call: "
+             + ", ".join(f"`{k}`" for k in CALL_KINDS) + ".", ""]
+    for kind in KINDS:
+        cls = _BY_KIND[kind]
+        doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split()).replace("``", "`")
+        lines += [f"### `{kind}` (version {cls.VERSION})", "", doc, "",
+                  "| field | type | written | refers to | meaning |", "|---|---|---|---|---|"]
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                continue
+            meta = f.metadata
+            lines.append(f"| `{f.name}` | {_type_name(f)} | {'always' if meta.get('always') else 'optional'} | "
+                         f"{meta.get('ref') or ''} | {meta.get('doc', '')} |")
+        lines.append("")
+    lines.append(DOC_END)
+    return "\n".join(lines)
+
+
+def update_doc(text: str) -> str:
+    """``text`` (a markdown page) with its generated section replaced, or appended when missing."""
+    begin, end = text.find(DOC_BEGIN), text.find(DOC_END)
+    if begin < 0 or end < begin:
+        return text.rstrip("\n") + "\n\n" + render_doc() + "\n"
+    return text[:begin] + render_doc() + text[end + len(DOC_END):]
+
+
+def _main(argv: list[str], write: Callable[[str], Any] = sys.stdout.write) -> int:
+    if argv[:1] == ["--doc"]:
+        path = Path(argv[1]) if len(argv) > 1 else DOC_PATH
+        path.write_text(update_doc(path.read_text(encoding="utf-8")), encoding="utf-8")
+        write(f"wrote the event reference into {path}\n")
+        return 0
+    write(render_doc() + "\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintainer's command
+    raise SystemExit(_main(sys.argv[1:]))
