@@ -40,9 +40,10 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, TypeVar
 
 if TYPE_CHECKING:
     from graphtape.store.base import EventRow
@@ -59,6 +60,7 @@ __all__ = [
     "EffectStarted",
     "Event",
     "Interrupt",
+    "Key",
     "Label",
     "LlmCall",
     "ReplayStats",
@@ -74,8 +76,8 @@ __all__ = [
     "UnknownEvent",
     "call_event_kind",
     "event_class",
-    "field",
     "from_data",
+    "main",
     "parse",
     "refs",
     "render_doc",
@@ -95,14 +97,19 @@ def call_event_kind(call_kind: str) -> str:
     return f"{call_kind}_call"
 
 
-def field(doc: str, *, always: bool = False, ref: str | None = None, default: Any = None) -> Any:
-    """A documented event field.
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    """What an event field is, as its annotation says: ``x: Annotated[str | None, Key("...")] = None``.
 
-    ``always``: written even when ``None`` (as ``null``); otherwise a ``None``
-    field is left out of the JSON form. ``ref``: ``"blob"`` or ``"chain"`` when
-    the field holds a content address the event keeps alive.
+    ``always``: written even when ``None`` (as ``null``); otherwise a ``None`` field is left
+    out of the JSON form. ``ref``: ``"blob"`` or ``"chain"`` when the field holds a content
+    address the event keeps alive. Every field defaults to ``None``: a key missing from a
+    stored event reads as ``None``.
     """
-    return dataclasses.field(default=default, metadata={"doc": doc, "always": always, "ref": ref})
+
+    doc: str
+    always: bool = False
+    ref: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,11 +120,16 @@ class Event:
     KIND: ClassVar[str] = ""
     #: version of this kind's JSON form (a change must keep reading older ones)
     VERSION: ClassVar[int] = 1
-    #: (name, always) of each JSON key, in the order the writers always used
+    #: (name, type, Key) of each field, in the order the writers always used
+    KEYS: ClassVar[tuple[tuple[str, Any, Key], ...]] = ()
+    #: (name, always) of each JSON key, in that order
     LAYOUT: ClassVar[tuple[tuple[str, bool], ...]] = ()
     #: fields holding a blob address / a chain head
     BLOB_FIELDS: ClassVar[tuple[str, ...]] = ()
     CHAIN_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    #: keys of a stored event this version does not know, written back as they were
+    extra: Mapping[str, Any] | None = dataclasses.field(default=None, kw_only=True, repr=False)
 
     def to_data(self) -> dict[str, Any]:
         """The JSON body stored for this event (the same dict graphtape always stored)."""
@@ -126,14 +138,13 @@ class Event:
             value = getattr(self, name)
             if always or value is not None:
                 out[name] = value
-        extra: Mapping[str, Any] | None = getattr(self, "extra", None)
-        if extra:
-            for key, value in extra.items():
+        if self.extra:
+            for key, value in self.extra.items():
                 out.setdefault(key, value)
         return out
 
     @classmethod
-    def from_data(cls: type[_E], data: Mapping[str, Any]) -> _E:
+    def from_data(cls, data: Mapping[str, Any]) -> Self:
         """Read a stored body: unknown keys go to ``extra``, missing ones are ``None``."""
         kwargs = {name: data.get(name) for name, _ in cls.LAYOUT}
         if len(data) > len(kwargs) or any(k not in kwargs for k in data):
@@ -141,7 +152,7 @@ class Event:
         return cls(**kwargs)
 
     @classmethod
-    def from_row(cls: type[_E], row: EventRow) -> _E:
+    def from_row(cls, row: EventRow) -> Self:
         """Read a stored row of this kind (see :func:`parse` for a row of any kind)."""
         if cls.KIND and row.kind != cls.KIND:
             raise ValueError(f"event {row.seq} of run {row.run_id} is a {row.kind!r} event, not {cls.KIND!r}")
@@ -164,12 +175,19 @@ _BY_KIND: dict[str, type[Event]] = {}
 
 
 def _event(cls: type[_E]) -> type[_E]:
-    """Make ``cls`` a frozen slotted dataclass, record its JSON layout and register its kind."""
-    cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
-    own = [f for f in dataclasses.fields(cls) if f.name != "extra"]
-    cls.LAYOUT = tuple((f.name, bool(f.metadata.get("always"))) for f in own)
-    cls.BLOB_FIELDS = tuple(f.name for f in own if f.metadata.get("ref") == "blob")
-    cls.CHAIN_FIELDS = tuple(f.name for f in own if f.metadata.get("ref") == "chain")
+    """Record the JSON layout of an event dataclass from its ``Key`` annotations, compile it, register its kind."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    keys: list[tuple[str, Any, Key]] = []
+    for f in dataclasses.fields(cls):
+        if f.name == "extra":
+            continue
+        hint = hints[f.name]
+        key = next(m for m in hint.__metadata__ if isinstance(m, Key))
+        keys.append((f.name, typing.get_args(hint)[0], key))
+    cls.KEYS = tuple(keys)
+    cls.LAYOUT = tuple((name, key.always) for name, _, key in keys)
+    cls.BLOB_FIELDS = tuple(name for name, _, key in keys if key.ref == "blob")
+    cls.CHAIN_FIELDS = tuple(name for name, _, key in keys if key.ref == "chain")
     _compile(cls)
     if cls.KIND:
         _BY_KIND[cls.KIND] = cls
@@ -207,113 +225,116 @@ def _compile(cls: type[Event]) -> None:
         setattr(cls, fn, scope[fn])
 
 
-def _extra() -> Any:
-    return dataclasses.field(default=None, kw_only=True, repr=False,
-                             metadata={"doc": "keys this version does not know"})
-
-
 # -- the run ---------------------------------------------------------------------------
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class RunStarted(Event):
     """The run began. Run, thread, mode and replay link are on the run row; config and versions
     repeat from run to run, so they are stored by address."""
 
     KIND = "run_started"
-    input: str | None = field("the run's input, encoded (typed envelope)", always=True, ref="blob")
-    config: str | None = field("the run's config without callbacks and per-run ids (redacted)", always=True,
-                               ref="blob")
-    versions: str | None = field("versions of python, langgraph, langchain and graphtape", always=True,
-                                 ref="blob")
-    kwargs: dict[str, Any] | None = field("the call's JSON-able arguments (version, stream_mode, ...), "
-                                          "replayed as recorded; left out when there are none")
-    extra: Mapping[str, Any] | None = _extra()
+    input: Annotated[str | None, Key("the run's input, encoded (typed envelope)", always=True, ref="blob")] = None
+    config: Annotated[
+        str | None, Key("the run's config without callbacks and per-run ids (redacted)", always=True, ref="blob")
+    ] = None
+    versions: Annotated[
+        str | None, Key("versions of python, langgraph, langchain and graphtape", always=True, ref="blob")
+    ] = None
+    kwargs: Annotated[
+        dict[str, Any] | None,
+        Key("the call's JSON-able arguments (version, stream_mode, ...), replayed as recorded; "
+            "left out when there are none"),
+    ] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class Resume(Event):
     """The run was started with ``Command(resume=...)``: a human's answer to an interrupt."""
 
     KIND = "resume"
-    value: str | None = field("the resume value, encoded", always=True, ref="blob")
-    extra: Mapping[str, Any] | None = _extra()
+    value: Annotated[str | None, Key("the resume value, encoded", always=True, ref="blob")] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class Interrupt(Event):
     """The run stopped at an ``interrupt()`` waiting for an answer (one event per pending interrupt)."""
 
     KIND = "interrupt"
-    interrupt_id: str | None = field("LangGraph's interrupt id", always=True)
-    value: Any = field("the value passed to interrupt(), as JSON", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    interrupt_id: Annotated[str | None, Key("LangGraph's interrupt id", always=True)] = None
+    value: Annotated[Any, Key("the value passed to interrupt(), as JSON", always=True)] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class RunFinished(Event):
     """The run ended without an error (finished, interrupted or diverged)."""
 
     KIND = "run_finished"
-    status: str | None = field("the run's final status", always=True)
-    output: str | None = field("a view of the final state (messages by address)", ref="blob")
-    extra: Mapping[str, Any] | None = _extra()
+    status: Annotated[str | None, Key("the run's final status", always=True)] = None
+    output: Annotated[str | None, Key("a view of the final state (messages by address)", ref="blob")] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class RunFailed(Event):
     """The run raised."""
 
     KIND = "run_failed"
-    error: dict[str, Any] | None = field("the recorded error {type, message, detail}", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    error: Annotated[dict[str, Any] | None, Key("the recorded error {type, message, detail}", always=True)] = None
 
 
 # -- tasks and checkpoints -------------------------------------------------------------
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskStarted(Event):
     """A node (task) started in a step."""
 
     KIND = "task_started"
-    node_path: str | None = field("the node, with its subgraph path (sub/inner)", always=True)
-    step: int | None = field("the step the task runs in", always=True)
-    task: str | None = field("the task's checkpoint namespace (node:id|...; '' at the root)", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    node_path: Annotated[str | None, Key("the node, with its subgraph path (sub/inner)", always=True)] = None
+    step: Annotated[int | None, Key("the step the task runs in", always=True)] = None
+    task: Annotated[
+        str | None, Key("the task's checkpoint namespace (node:id|...; '' at the root)", always=True)
+    ] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskFinished(Event):
     """A task returned; its writes are stored by address."""
 
     KIND = "task_finished"
-    task: str | None = field("the task's checkpoint namespace", always=True)
-    duration: float | None = field("seconds, without time paused in the debugger", always=True)
-    writes: Any = field("a view of what the task returned (written as an address at flush time)",
-                        always=True, ref="blob")
-    extra: Mapping[str, Any] | None = _extra()
+    task: Annotated[str | None, Key("the task's checkpoint namespace", always=True)] = None
+    duration: Annotated[float | None, Key("seconds, without time paused in the debugger", always=True)] = None
+    writes: Annotated[
+        Any, Key("a view of what the task returned (an address once flushed)", always=True, ref="blob")
+    ] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskFailed(Event):
     """A task raised."""
 
     KIND = "task_failed"
-    task: str | None = field("the task's checkpoint namespace", always=True)
-    duration: float | None = field("seconds", always=True)
-    error: dict[str, Any] | None = field("the recorded error", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    task: Annotated[str | None, Key("the task's checkpoint namespace", always=True)] = None
+    duration: Annotated[float | None, Key("seconds", always=True)] = None
+    error: Annotated[dict[str, Any] | None, Key("the recorded error", always=True)] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskInterrupted(Event):
     """A task stopped at an interrupt (or a Command bubbled through it); it runs again on resume."""
 
     KIND = "task_interrupted"
-    task: str | None = field("the task's checkpoint namespace", always=True)
-    duration: float | None = field("seconds", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    task: Annotated[str | None, Key("the task's checkpoint namespace", always=True)] = None
+    duration: Annotated[float | None, Key("seconds", always=True)] = None
 
 
 #: Event kinds of a task's life.
@@ -321,21 +342,22 @@ TASK_KINDS: tuple[str, ...] = ("task_started", "task_finished", "task_failed", "
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class Checkpoint(Event):
     """LangGraph saved a checkpoint during the run (the link from a run to its checkpoints)."""
 
     KIND = "checkpoint"
-    checkpoint_id: str | None = field("the checkpoint's id", always=True)
-    parent_id: str | None = field("the checkpoint the step started from", always=True)
-    ns: str | None = field("its checkpoint namespace ('' at the root)", always=True)
-    step: int | None = field("LangGraph's step number", always=True)
-    source: str | None = field("input, loop, update or fork", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    checkpoint_id: Annotated[str | None, Key("the checkpoint's id", always=True)] = None
+    parent_id: Annotated[str | None, Key("the checkpoint the step started from", always=True)] = None
+    ns: Annotated[str | None, Key("its checkpoint namespace ('' at the root)", always=True)] = None
+    step: Annotated[int | None, Key("LangGraph's step number", always=True)] = None
+    source: Annotated[str | None, Key("input, loop, update or fork", always=True)] = None
 
 
 # -- calls -----------------------------------------------------------------------------
 
 
+@_event
 @dataclasses.dataclass(frozen=True, slots=True)
 class CallEvent(Event):
     """An LLM, tool or effect call, recorded live or served from a tape.
@@ -346,29 +368,28 @@ class CallEvent(Event):
     #: the call kind (one of ``CALL_KINDS``)
     CALL_KIND: ClassVar[str] = ""
 
-    call_id: str | None = field("the call's id (served_from and overrides name it)")
-    node_path: str | None = field("the node that made the call, with its subgraph path")
-    branch: Any = field("the task path of the call (which branch of a fan-out)")
-    step: int | None = field("the step of the call's task")
-    task: str | None = field("the checkpoint namespace of the call's task")
-    ordinal: int | None = field("the call's number among its node's calls of the kind")
-    fingerprint: str | None = field("hash of the canonical request (what replay matches on)")
-    request: str | None = field("the request, encoded", ref="blob")
-    messages: str | None = field("a chat request's messages, as a chain head", ref="chain")
-    response: str | None = field("the result, encoded (absent when the call raised)", ref="blob")
-    error: dict[str, Any] | None = field("the recorded error when the call raised")
-    tokens: int | None = field("total tokens (absent when zero)")
-    cost: float | None = field("cost in dollars from the price table (absent when zero)")
-    latency: float | None = field("seconds (0 when served)")
-    source: str | None = field("live, tape (served), override, or another answer's name")
-    served_from: str | None = field("the recorded call that served it")
-    recorded_latency: float | None = field("the serving call's recorded latency")
-    model: str | None = field("the model's name (llm)")
-    name: str | None = field("the tool's or effect's name")
-    code: str | None = field("fingerprint of the tool's or effect's code")
-    idempotency_key: str | None = field("an effect's idempotency key")
-    code_changed: bool | None = field("the code changed since the recording (true, else absent)")
-    extra: Mapping[str, Any] | None = _extra()
+    call_id: Annotated[str | None, Key("the call's id (served_from and overrides name it)")] = None
+    node_path: Annotated[str | None, Key("the node that made the call, with its subgraph path")] = None
+    branch: Annotated[Any, Key("the task path of the call (which branch of a fan-out)")] = None
+    step: Annotated[int | None, Key("the step of the call's task")] = None
+    task: Annotated[str | None, Key("the checkpoint namespace of the call's task")] = None
+    ordinal: Annotated[int | None, Key("the call's number among its node's calls of the kind")] = None
+    fingerprint: Annotated[str | None, Key("hash of the canonical request (what replay matches on)")] = None
+    request: Annotated[str | None, Key("the request, encoded", ref="blob")] = None
+    messages: Annotated[str | None, Key("a chat request's messages, as a chain head", ref="chain")] = None
+    response: Annotated[str | None, Key("the result, encoded (absent when the call raised)", ref="blob")] = None
+    error: Annotated[dict[str, Any] | None, Key("the recorded error when the call raised")] = None
+    tokens: Annotated[int | None, Key("total tokens (absent when zero)")] = None
+    cost: Annotated[float | None, Key("cost in dollars from the price table (absent when zero)")] = None
+    latency: Annotated[float | None, Key("seconds (0 when served)")] = None
+    source: Annotated[str | None, Key("live, tape (served), override, or another answer's name")] = None
+    served_from: Annotated[str | None, Key("the recorded call that served it")] = None
+    recorded_latency: Annotated[float | None, Key("the serving call's recorded latency")] = None
+    model: Annotated[str | None, Key("the model's name (llm)")] = None
+    name: Annotated[str | None, Key("the tool's or effect's name")] = None
+    code: Annotated[str | None, Key("fingerprint of the tool's or effect's code")] = None
+    idempotency_key: Annotated[str | None, Key("an effect's idempotency key")] = None
+    code_changed: Annotated[bool | None, Key("the code changed since the recording (true, else absent)")] = None
 
     @property
     def served(self) -> bool:
@@ -382,6 +403,7 @@ class CallEvent(Event):
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class LlmCall(CallEvent):
     __doc__ = CallEvent.__doc__
     KIND = "llm_call"
@@ -389,6 +411,7 @@ class LlmCall(CallEvent):
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToolCall(CallEvent):
     __doc__ = CallEvent.__doc__
     KIND = "tool_call"
@@ -396,6 +419,7 @@ class ToolCall(CallEvent):
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class EffectCall(CallEvent):
     __doc__ = CallEvent.__doc__
     KIND = "effect_call"
@@ -403,51 +427,53 @@ class EffectCall(CallEvent):
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class EffectStarted(Event):
     """Written durably before an effect with an idempotency key runs: recovery never runs it twice."""
 
     KIND = "effect_started"
-    call_id: str | None = field("the effect call's id", always=True)
-    name: str | None = field("the effect's name", always=True)
-    idempotency_key: str | None = field("its idempotency key", always=True)
-    fingerprint: str | None = field("its request fingerprint", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    call_id: Annotated[str | None, Key("the effect call's id", always=True)] = None
+    name: Annotated[str | None, Key("the effect's name", always=True)] = None
+    idempotency_key: Annotated[str | None, Key("its idempotency key", always=True)] = None
+    fingerprint: Annotated[str | None, Key("its request fingerprint", always=True)] = None
 
 
 # -- replay and history ----------------------------------------------------------------
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class Divergence(Event):
     """A replay stopped: a call's request (or a node's state) differs from the recording."""
 
     KIND = "divergence"
-    message: str | None = field("the report's one-line message", always=True)
-    run_id: str | None = field("the run being replayed", always=True)
-    replay_run_id: str | None = field("the replaying run", always=True)
-    kind: str | None = field("the call kind, or 'state' for a state divergence", always=True)
-    name: str | None = field("the tool, effect or model (the node for a state divergence)", always=True)
-    node: str | None = field("the node's name", always=True)
-    node_path: str | None = field("the node with its subgraph path", always=True)
-    step: int | None = field("the step", always=True)
-    ordinal: int | None = field("the call's number in its node (null for state)", always=True)
-    reason: str | None = field("why it diverged", always=True)
-    channels: list[str] | None = field("the state channels written differently (state only)")
-    recorded_call_id: str | None = field("the recorded call expected there", always=True)
-    recorded_step: int | None = field("the step of that recorded call", always=True)
-    diff: str | None = field("a unified diff, recorded against current", always=True)
-    hint: str | None = field("what to do about it (state only)")
-    extra: Mapping[str, Any] | None = _extra()
+    message: Annotated[str | None, Key("the report's one-line message", always=True)] = None
+    run_id: Annotated[str | None, Key("the run being replayed", always=True)] = None
+    replay_run_id: Annotated[str | None, Key("the replaying run", always=True)] = None
+    kind: Annotated[str | None, Key("the call kind, or 'state' for a state divergence", always=True)] = None
+    name: Annotated[
+        str | None, Key("the tool, effect or model (the node for a state divergence)", always=True)
+    ] = None
+    node: Annotated[str | None, Key("the node's name", always=True)] = None
+    node_path: Annotated[str | None, Key("the node with its subgraph path", always=True)] = None
+    step: Annotated[int | None, Key("the step", always=True)] = None
+    ordinal: Annotated[int | None, Key("the call's number in its node (null for state)", always=True)] = None
+    reason: Annotated[str | None, Key("why it diverged", always=True)] = None
+    channels: Annotated[list[str] | None, Key("the state channels written differently (state only)")] = None
+    recorded_call_id: Annotated[str | None, Key("the recorded call expected there", always=True)] = None
+    recorded_step: Annotated[int | None, Key("the step of that recorded call", always=True)] = None
+    diff: Annotated[str | None, Key("a unified diff, recorded against current", always=True)] = None
+    hint: Annotated[str | None, Key("what to do about it (state only)")] = None
 
 
 @_event
+@dataclasses.dataclass(frozen=True, slots=True)
 class Label(Event):
     """A label and note attached to a run after the fact (the latest one wins; null clears)."""
 
     KIND = "label"
-    label: str | None = field("the label", always=True)
-    note: str | None = field("a note", always=True)
-    extra: Mapping[str, Any] | None = _extra()
+    label: Annotated[str | None, Key("the label", always=True)] = None
+    note: Annotated[str | None, Key("a note", always=True)] = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -540,15 +566,13 @@ class ReplayStats:
                 "live_cost": self.live_cost, "changed_code": sorted(self.changed_code)}
 
 
-def replay_stats(calls: Iterable[CallEvent | EventRow]) -> ReplayStats:
-    """Sum call events (typed, or stored rows of the call kinds) into :class:`ReplayStats`."""
+def replay_stats(calls: Iterable[Event | EventRow]) -> ReplayStats:
+    """Sum the call events among ``calls`` (typed, or stored rows) into :class:`ReplayStats`."""
     stats = ReplayStats()
     for call in calls:
-        if not isinstance(call, CallEvent):
-            call = parse(call)
-            if not isinstance(call, CallEvent):
-                continue
-        stats.add(call)
+        event = call if isinstance(call, Event) else parse(call)
+        if isinstance(event, CallEvent):
+            stats.add(event)
     return stats
 
 
@@ -559,8 +583,10 @@ DOC_END = "<!-- events:end -->"
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "tape-format.md"
 
 
-def _type_name(f: dataclasses.Field[Any]) -> str:
-    return str(f.type).replace("dict[str, Any]", "object").replace("Any", "JSON").replace(" | None", "")
+def _type_name(hint: Any) -> str:
+    text = hint.__name__ if isinstance(hint, type) else repr(hint)
+    text = text.replace("typing.", "").replace(" | None", "")
+    return text.replace("dict[str, Any]", "object").replace("Mapping[str, Any]", "object").replace("Any", "JSON")
 
 
 def render_doc() -> str:
@@ -573,15 +599,18 @@ def render_doc() -> str:
              + ", ".join(f"`{k}`" for k in CALL_KINDS) + ".", ""]
     for kind in KINDS:
         cls = _BY_KIND[kind]
-        doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split()).replace("``", "`")
-        lines += [f"### `{kind}` (version {cls.VERSION})", "", doc, "",
+        if issubclass(cls, CallEvent):
+            if kind != CALL_EVENT_KINDS[0]:
+                continue  # the call kinds share one layout: one table
+            title = " / ".join(f"`{k}`" for k in CALL_EVENT_KINDS)
+        else:
+            title = f"`{kind}`"
+        doc = " ".join((cls.__doc__ or "").split()).replace("``", "`")
+        lines += [f"### {title} (version {cls.VERSION})", "", doc, "",
                   "| field | type | written | refers to | meaning |", "|---|---|---|---|---|"]
-        for f in dataclasses.fields(cls):
-            if f.name == "extra":
-                continue
-            meta = f.metadata
-            lines.append(f"| `{f.name}` | {_type_name(f)} | {'always' if meta.get('always') else 'optional'} | "
-                         f"{meta.get('ref') or ''} | {meta.get('doc', '')} |")
+        for name, hint, key in cls.KEYS:
+            lines.append(f"| `{name}` | {_type_name(hint)} | {'always' if key.always else 'optional'} | "
+                         f"{key.ref or ''} | {key.doc.replace('|', chr(92) + '|')} |")
         lines.append("")
     lines.append(DOC_END)
     return "\n".join(lines)
@@ -595,7 +624,7 @@ def update_doc(text: str) -> str:
     return text[:begin] + render_doc() + text[end + len(DOC_END):]
 
 
-def _main(argv: list[str], write: Callable[[str], Any] = sys.stdout.write) -> int:
+def main(argv: list[str], write: Callable[[str], Any] = sys.stdout.write) -> int:
     if argv[:1] == ["--doc"]:
         path = Path(argv[1]) if len(argv) > 1 else DOC_PATH
         path.write_text(update_doc(path.read_text(encoding="utf-8")), encoding="utf-8")
@@ -606,4 +635,4 @@ def _main(argv: list[str], write: Callable[[str], Any] = sys.stdout.write) -> in
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintainer's command
-    raise SystemExit(_main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:]))
