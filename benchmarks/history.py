@@ -45,6 +45,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 import graphtape
+from graphtape.runtime.saver import saver_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import interleave  # noqa: E402  (benchmarks/run.py: the same interleaved timing)
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         assert stored == args.checkpoints, (stored, args.checkpoints)
 
         tape = graphtape.connect(f"sqlite:///{path}")
-        graph = build_graph(args.checkpoints - 2, args.state).copy(update={"checkpointer": tape.store.checkpointer()})
+        graph = build_graph(args.checkpoints - 2, args.state).copy(update={"checkpointer": saver_for(tape.store)})
         config = {"configurable": {"thread_id": thread}}
 
         def ours() -> int:

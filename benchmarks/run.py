@@ -59,7 +59,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 import graphtape
-from graphtape.store.base import unpack_event
+from graphtape.store.codec import unpack_event
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -84,6 +84,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 import graphtape
+from graphtape.runtime.saver import saver_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import environment as _base_environment  # noqa: E402  (benchmarks/run.py)
@@ -946,7 +947,7 @@ def build_thread(graph: Any, saver: BaseCheckpointSaver, thread: str, checkpoint
 
 def bench_threads(be: Backend, lengths: list[int], history_reps: int, state_reps: int) -> dict[str, Any]:
     tape = be.connect()
-    gt_saver = tape.store.checkpointer()
+    gt_saver = saver_for(tape.store)
     lg_saver = be.langgraph_saver()
     threads: dict[str, dict[int, dict[str, Any]]] = {"graphtape": {}, "langgraph": {}}
     build_s: dict[str, dict[int, float]] = {"graphtape": {}, "langgraph": {}}

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 
 def _inflated(value: bytes) -> list[bytes]:
-    from graphtape.store.base import _EVENT_ZDICT_1
+    from graphtape.store.codec import EVENT_ZDICT_1 as _EVENT_ZDICT_1
 
     out = []
     for start in (0, 1):  # a one-byte marker ("z", b"\x01") may precede the stream

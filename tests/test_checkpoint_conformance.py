@@ -5,6 +5,7 @@ from __future__ import annotations
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 import graphtape
+from graphtape.runtime.saver import saver_for
 
 
 async def test_langgraph_conformance_suite(new_store_url):
@@ -14,7 +15,7 @@ async def test_langgraph_conformance_suite(new_store_url):
         # a fresh store (and saver) per capability suite, as the suite expects
         tape = graphtape.connect(new_store_url())
         opened.append(tape)
-        yield tape.store.checkpointer()
+        yield saver_for(tape.store)
 
     registered = checkpointer_test(name="GraphtapeSaver")(factory)
     try:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
 from graphtape.record.errors_codec import error_info, rebuild_error
-from graphtape.store.base import pack_event, unpack_event
+from graphtape.store.codec import pack_event, unpack_event
 from graphtape.typepolicy import TypePolicy
 from tests.graphs import forbid, live
 

@@ -218,21 +218,21 @@ def test_stored_writers_agree_with_the_task_events(tape, monkeypatch):
 
 def test_a_finished_run_is_listed_without_reading_task_or_call_events(tape, monkeypatch):
     """Its rows carry their writers and calls; only labels are read from the events."""
-    from graphtape.debug import listing
+    from graphtape.store.base import TapeStore
 
     g = tape.record(graphs.build_agent())
     g.invoke({"messages": [HumanMessage("find cats")]}, cfg("lean-calls"))
     expected = [(e.writers, e.calls) for e in tape.history("lean-calls")]
     assert any(calls for _, calls in expected)
     asked: list[tuple[str, ...]] = []
-    for cls in (listing.Reader, listing.SqliteReader):
-        original = cls.events
+    for cls in {TapeStore, type(tape.store)}:
+        original = cls.listed_events
 
         def spy(self, run_ids, kinds, _original=original):
             asked.append(tuple(kinds))
             return _original(self, run_ids, kinds)
 
-        monkeypatch.setattr(cls, "events", spy)
+        monkeypatch.setattr(cls, "listed_events", spy)
     assert [(e.writers, e.calls) for e in tape.history("lean-calls")] == expected
     assert asked and all(set(kinds) <= {"label"} for kinds in asked), asked
 
@@ -532,7 +532,7 @@ def test_turns_of_a_conversation_are_one_branch(tape):
 
 def test_sql_stores_list_through_narrow_readers(tape, backend):
     """SQLite and PostgreSQL select only the listed columns; other stores use the public interface."""
-    from graphtape.debug.listing import PostgresReader, Reader, SqliteReader, reader_for
+    from graphtape.store.base import TapeStore
 
-    expected = {"sqlite": SqliteReader, "postgresql": PostgresReader}.get(backend, Reader)
-    assert type(reader_for(tape.store)) is expected
+    narrow = type(tape.store).checkpoint_listing is not TapeStore.checkpoint_listing
+    assert narrow is (backend in ("sqlite", "postgresql"))

@@ -31,6 +31,7 @@ from graphtape.store import open_store  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store import postgres  # noqa: E402
 from graphtape.store.postgres import MIGRATIONS, PostgresTapeStore, parse_url  # noqa: E402
+from graphtape.runtime.saver import saver_for  # noqa: E402
 
 BASE_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -628,7 +629,7 @@ async def test_langgraph_conformance_suite_on_postgres(server, schemas):
     async def factory():
         tape = graphtape.connect(_with_schema(server, schemas()))  # a fresh store per capability suite
         opened.append(tape)
-        yield tape.store.checkpointer()
+        yield saver_for(tape.store)
 
     registered = checkpointer_test(name="GraphtapeSaver[postgres]")(factory)
     try:

@@ -25,6 +25,7 @@ from graphtape.store import redis_layout  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.redis import MIGRATIONS, RedisTapeStore  # noqa: E402
 from graphtape.store.redis_layout import _split_url  # noqa: E402
+from graphtape.runtime.saver import saver_for  # noqa: E402
 
 REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
@@ -440,7 +441,7 @@ async def test_langgraph_conformance_suite_on_redis(prefixes):
         # a fresh store (its own prefix) per capability suite, as the suite expects
         s = RedisTapeStore(_url(prefixes()))
         opened.append(s)
-        yield s.checkpointer()
+        yield saver_for(s)
 
     registered = checkpointer_test(name="GraphtapeSaver-redis")(factory)
     try:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 FORMAT = "graphtape-tape"
 VERSION = 1
 
-from graphtape.store.base import event_refs as _refs
+from graphtape.store.codec import event_refs as _refs
 
 
 def _line(obj: dict[str, Any]) -> str:

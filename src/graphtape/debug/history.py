@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from graphtape.debug.branches import LABEL_KIND, LABEL_SEQ_BASE, Branch, BranchRun, build_tree
 from graphtape.debug.listing import Ev, Keys, Match, Reader, iso, reader_for, row_key
 from graphtape.errors import GraphtapeError, RunNotFound
-from graphtape.store.base import EventRow, RunRecord, WriteBatch, call_levels, listed_call
+from graphtape.store.base import EventRow, RunRecord, WriteBatch
+from graphtape.store.listing import call_levels, listed_call
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -315,7 +316,9 @@ def checkpoint_state(tape: Tape, checkpoint_id: str, *, thread_id: str | None = 
 
 def _values_at(tape: Tape, ref: CheckpointRef, graph: Any = None) -> dict[str, Any]:
     if ref.in_saver:
-        saver: Any = tape.store.checkpointer()
+        from graphtape.runtime.saver import saver_for
+
+        saver: Any = saver_for(tape.store)
     else:
         saver = getattr(graph, "checkpointer", None) if graph is not None else None
         if graph is None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -118,7 +117,7 @@ class PruneResult:
     #: blobs and chain nodes collected (None in a dry run: only the collection knows)
     blobs: int | None
     chain_nodes: int | None
-    #: bytes the store stopped using, when cheaply known (SQLite), else None
+    #: bytes the store stopped using, when the store knows them cheaply (``TapeStore.used_bytes``), else None
     bytes_freed: int | None
     run_ids: list[str]
     #: threads whose checkpoints were left because a run started on them meanwhile
@@ -273,7 +272,7 @@ def prune(tape: Tape, plan: PrunePlan, *, dry_run: bool = False,
                        now=plan.created_at or None)
     still = set(fresh.run_ids)
     ids = [rid for rid in plan.run_ids if rid in still]
-    before = _used_bytes(store)
+    before = store.used_bytes()
     total = len(ids)
     if progress is not None:
         progress(0, total)
@@ -304,32 +303,11 @@ def prune(tape: Tape, plan: PrunePlan, *, dry_run: bool = False,
             store.release_lease(lease_name(thread), owner)
 
     blobs, chains = store.collect_garbage()
-    after = _used_bytes(store)
+    after = store.used_bytes()
     freed = before - after if before is not None and after is not None else None
     return PruneResult(dry_run=False, runs=total, threads=len(deleted_threads), blobs=blobs, chain_nodes=chains,
                        bytes_freed=max(0, freed) if freed is not None else None, run_ids=ids,
                        threads_skipped=skipped, plan=plan)
-
-
-def _used_bytes(store: Any) -> int | None:
-    """Bytes of pages in use in a SQLite store's file (free pages excluded); None for other stores."""
-    try:
-        from graphtape.store.sqlite import SqliteTapeStore
-    except ImportError:  # pragma: no cover
-        return None
-    if not isinstance(store, SqliteTapeStore):
-        return None
-    try:
-        conn = sqlite3.connect(str(store.path), timeout=5.0)
-        try:
-            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-            pages = conn.execute("PRAGMA page_count").fetchone()[0]
-            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return int((pages - free) * page_size)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

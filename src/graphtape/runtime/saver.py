@@ -24,6 +24,7 @@ import asyncio
 import json
 import random
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -82,6 +83,27 @@ def _redacted_metadata(config: RunnableConfig, metadata: dict[str, Any]) -> dict
         if value not in (None, "") and (serde.SECRET_KEY_PATTERN.search(str(key)) or key in extra):
             out[key] = serde.REDACTED
     return out
+
+
+#: store id -> the saver :func:`saver_for` made on it, while someone uses that saver
+_SAVERS: weakref.WeakValueDictionary[int, GraphtapeSaver] = weakref.WeakValueDictionary()
+
+
+def saver_for(store: TapeStore) -> GraphtapeSaver:
+    """graphtape's LangGraph saver on ``store`` (what a recorded graph without a checkpointer uses).
+
+    One saver per store while it is in use, so its cache of the last
+    checkpoint of each thread (which lets an unchanged channel value be
+    reused without serialising it again) is shared by everyone writing
+    through it. The store does not build the saver itself: the saver belongs
+    to the runtime (it links checkpoints to the recording run), and the store
+    interface knows nothing above it.
+    """
+    saver = _SAVERS.get(id(store))
+    if saver is None or saver.store is not store:  # none yet, or an id reused after its store was freed
+        saver = GraphtapeSaver(store)
+        _SAVERS[id(store)] = saver
+    return saver
 
 
 class GraphtapeSaver(BaseCheckpointSaver):

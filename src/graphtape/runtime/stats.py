@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from graphtape.runtime.lease import lease_name
 from graphtape.serde import blob_refs
-from graphtape.store.base import RUN_STATUSES, CheckpointRow, EventRow, RunRecord, TapeStore, event_refs
+from graphtape.store.base import RUN_STATUSES, CheckpointRow, EventRow, RunRecord, TapeStore
+from graphtape.store.codec import event_refs
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape

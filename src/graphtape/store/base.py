@@ -21,94 +21,17 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
-import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
-#: Top-level event fields that hold a blob address, per event kind, and those
-#: that hold a chain head. Only these are followed: other strings in an event
-#: (an interrupt's value, a config key) are data, not addresses.
-EVENT_BLOB_KEYS: dict[str, frozenset[str]] = {
-    "run_started": frozenset({"input", "config", "versions"}),
-    "resume": frozenset({"value"}),
-    "task_finished": frozenset({"writes"}),
-    "llm_call": frozenset({"request", "response"}),
-    "tool_call": frozenset({"request", "response"}),
-    "effect_call": frozenset({"request", "response"}),
-    "run_finished": frozenset({"output"}),
-}
-EVENT_CHAIN_KEYS: dict[str, frozenset[str]] = {"llm_call": frozenset({"messages"})}
-
-
-def event_refs(kind: str, data: dict[str, Any], blobs: set[str], chains: set[str]) -> None:
-    """Add the blob and chain addresses an event refers to directly."""
-    for key in EVENT_BLOB_KEYS.get(kind, ()):
-        if isinstance(data.get(key), str):
-            blobs.add(data[key])
-    for key in EVENT_CHAIN_KEYS.get(kind, ()):
-        if isinstance(data.get(key), str):
-            chains.add(data[key])
-
-
-def mark_live(
-    blobs: set[str],
-    chains: Iterable[str],
-    nodes: dict[str, tuple[str | None, str]],
-    fetch: Callable[[list[str]], dict[str, bytes]],
-    tick: Callable[[], None] = lambda: None,
-) -> tuple[set[str], set[str]]:
-    """The mark phase of garbage collection, shared by every backend.
-
-    ``blobs`` and ``chains`` are the roots (addresses events, checkpoints and
-    writes refer to); ``nodes`` is every chain node ``{id: (parent, item)}``;
-    ``fetch`` returns stored blob bytes by address. A chain keeps its
-    ancestors and their items; a blob keeps the messages and chains it refers
-    to (values and views). Returns ``(live blobs, live chain nodes)``.
-    ``tick`` is called between rounds (the Redis collector renews its lock).
-    """
-    live_blobs = set(blobs)
-    live_chains: set[str] = set()
-
-    def keep_chain(head: str, into: set[str]) -> None:
-        stack = [head]
-        while stack:
-            cid = stack.pop()
-            if cid in live_chains or cid not in nodes:
-                continue
-            live_chains.add(cid)
-            parent, item = nodes[cid]
-            into.add(item)
-            if parent:
-                stack.append(parent)
-
-    for head in chains:
-        keep_chain(head, live_blobs)
-    frontier = set(live_blobs)
-    while frontier:
-        found_b: set[str] = set()
-        found_c: set[str] = set()
-        chunk = list(frontier)
-        for i in range(0, len(chunk), 500):
-            for raw in fetch(chunk[i:i + 500]).values():
-                if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
-                    try:
-                        _serde_refs(json.loads(raw), found_b, found_c)
-                    except ValueError:  # a typed (non-JSON) checkpoint value that merely contains the marker
-                        pass
-        for head in found_c - live_chains:
-            keep_chain(head, found_b)
-        frontier = found_b - live_blobs
-        live_blobs |= found_b
-        tick()
-    return live_blobs, live_chains
-
-
-def _serde_refs(obj: Any, blobs: set[str], chains: set[str]) -> None:
-    from graphtape.serde import blob_refs
-
-    blob_refs(obj, blobs, chains)
+from graphtape.errors import StoreError
+from graphtape.store.listing import (
+    CheckpointListing,
+    CheckpointMatch,
+    ListedEvent,
+    listed_event,
+    row_key,
+)
 
 
 #: Run statuses. ``running`` is also what a crashed run looks like.
@@ -193,36 +116,6 @@ class CheckpointRow:
     calls: str | None = None
 
 
-def listed_call(kind: str, data: dict[str, Any]) -> list[Any]:
-    """A call as a history lists it, in the form of ``CheckpointRow.calls``: built from the call
-    event's data by the recording session (stored) and by the history (from events) alike."""
-    return [kind, data.get("name") or data.get("model"), data.get("source") or "live",
-            data.get("call_id"), data.get("node_path"), 1 if data.get("error") else 0]
-
-
-def call_levels(task: str, step: Any, step_of: Callable[[str], Any], *,
-                depth: int | None = None) -> list[tuple[str, int]]:
-    """The (checkpoint namespace, step) of each level a call belongs to, outermost first.
-
-    ``task`` is the call's task namespace (``a:<id>|b:<id>``), ``step`` its
-    own task's step, ``step_of(task namespace)`` the step of an enclosing
-    task (``None`` if unknown). A call in a subgraph belongs to the
-    subgraph's step and to the step of every task that ran the subgraph.
-    ``depth``: at most that many levels (1: the root only).
-    """
-    if not task or task == "(root)":
-        return [("", step)] if isinstance(step, int) else []
-    segments = task.split("|")
-    levels = []
-    for d in range(len(segments) if depth is None else min(depth, len(segments))):
-        at = step_of("|".join(segments[:d + 1]))
-        if at is None and d == len(segments) - 1:
-            at = step
-        if isinstance(at, int):
-            levels.append(("|".join(segments[:d]), at))
-    return levels
-
-
 @dataclasses.dataclass
 class WriteRow:
     """A pending write of a task against a checkpoint; ``value`` is a blob address."""
@@ -280,45 +173,6 @@ RUN_UPDATABLE = frozenset(
         "meta",
     }
 )
-
-
-#: Preset dictionary for compressing event bodies (format 1). Never edit it:
-#: stored events depend on it byte for byte. A new dictionary is a new format byte.
-_EVENT_ZDICT_1 = (
-    b'"branch":"__pregel_push,"call_id":"","checkpoint_id":"","cost":0.0,"fingerprint":"","latency":0.0,'
-    b'"messages":"","model":"","node_path":"","ordinal":0,"request":"","response":"","source":"tape",'
-    b'"served_from":"","recorded_latency":0.0,"tokens":,"parent_id":"1f1","ns":"","source":"loop","step":,'
-    b'"duration":0.00,"writes":"","status":"finished","output":"","input":"","config":"","versions":"",'
-    b'"task":"tools:agent:","name":"source":"live",'
-)
-
-
-def pack_event(data: dict[str, Any]) -> bytes:
-    """An event body as stored: compact JSON, deflated with a preset dictionary when that pays.
-
-    Events are small and full of the same keys; per-event deflate with a
-    shared dictionary halves them (about 8 us each) while every event stays
-    its own row, readable on its own.
-    """
-    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
-    if len(raw) < 96:
-        return raw
-    c = zlib.compressobj(6, zlib.DEFLATED, -10, 2, zdict=_EVENT_ZDICT_1)
-    packed = b"\x01" + c.compress(raw) + c.flush()
-    return packed if len(packed) < len(raw) else raw
-
-
-def unpack_event(blob: bytes | str) -> dict[str, Any]:
-    if isinstance(blob, str):
-        return json.loads(blob)
-    if blob[:1] == b"\x01":
-        d = zlib.decompressobj(-10, zdict=_EVENT_ZDICT_1)
-        return json.loads(d.decompress(blob[1:]) + d.flush())
-    return json.loads(blob)
-
-
-def dump_meta(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
 
 
 class TapeStore(abc.ABC):
@@ -440,15 +294,71 @@ class TapeStore(abc.ABC):
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:
         """``(owner, expires_at, token)`` of the lease if it is held and unexpired, else ``None``."""
 
-    def checkpointer(self) -> BaseCheckpointSaver:
-        """graphtape's LangGraph saver on this store (used when the user has none)."""
-        saver = getattr(self, "_graphtape_saver", None)
-        if saver is None:
-            from graphtape.runtime.saver import GraphtapeSaver
+    # -- what a history listing and retention read ------------------------------------
+    #
+    # Generic defaults built on the methods above, correct for every backend;
+    # a backend overrides them to read only the listed columns (SQL stores
+    # select them from covering indexes, so a listing never reads a body).
 
-            saver = GraphtapeSaver(self)
-            self._graphtape_saver = saver
-        return saver
+    #: Whether :meth:`find_checkpoints` across every thread is cheap (an index
+    #: on checkpoint ids); without it a history looks a prefix up in the
+    #: tape's events first, and in the saver only for checkpoints outside runs.
+    finds_checkpoints_by_prefix: bool = False
+
+    def has_checkpoints(self, thread_id: str) -> bool:
+        """Whether graphtape's saver holds any checkpoint of the thread."""
+        return bool(self.list_checkpoints(thread_id=thread_id, limit=1))
+
+    def checkpoint_listing(self, thread_id: str, *, namespaces: bool = False) -> CheckpointListing:
+        """The thread's checkpoints as a history lists them, oldest first, and the copies among them.
+
+        Rows are :class:`~graphtape.store.listing.ListedCheckpoint`-shaped
+        tuples (root namespace only unless ``namespaces``, which adds ``ns``).
+        """
+        rows = self.list_checkpoints(thread_id=thread_id, checkpoint_ns=None if namespaces else "")
+        copies = sorted((r.checkpoint_id, str((r.metadata or {}).get("graphtape_copied_from") or ""))
+                        for r in rows if r.run_id is None and not r.checkpoint_ns)
+        listed = [
+            (r.checkpoint_id, r.parent_id, r.step, r.created_at or None, row_key(r.run_id, r.source, r.writers),
+             r.calls, *((r.checkpoint_ns,) if namespaces else ()))
+            for r in rows
+        ]
+        listed.sort(key=lambda r: r[0])
+        return CheckpointListing(listed, {cid: copied for cid, copied in copies if copied})
+
+    def listed_events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[ListedEvent]:
+        """Events of these kinds of these runs as :data:`~graphtape.store.listing.ListedEvent`
+        tuples: each run's in ``seq`` order, one run after another (in any order of runs).
+        A ``task_started`` event may come without its data (``None``) when its listed fields are there."""
+        for rid in run_ids:
+            for ev in self.events(rid, list(kinds)):
+                yield listed_event(ev.run_id, ev.seq, ev.kind, ev.ts, ev.data)
+
+    def list_replays(self) -> list[RunRecord]:
+        """Runs that replay (or fork) another run, oldest first."""
+        return [r for r in self.list_runs(limit=None, newest_first=False) if r.replay_of]
+
+    def find_checkpoints(self, prefix: str, *, thread_id: str | None = None,
+                         outside_runs: bool = False) -> list[CheckpointMatch]:
+        """Checkpoints of graphtape's saver whose id starts with ``prefix``, as
+        :data:`~graphtape.store.listing.CheckpointMatch` tuples, in no particular order.
+
+        ``thread_id``: in that thread only; ``outside_runs``: only checkpoints
+        written outside any recorded run (no ``graphtape_run_id`` in their
+        metadata). A backend may stop after 50 matches: enough to say a
+        prefix is ambiguous.
+        """
+        rows = self.list_checkpoints(thread_id=thread_id,
+                                     metadata_filter={"graphtape_run_id": None} if outside_runs else None)
+        return [(r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.run_id, r.step, r.source)
+                for r in rows if r.checkpoint_id.startswith(prefix)]
+
+    def used_bytes(self) -> int | None:
+        """Bytes the store occupies, when the backend knows it cheaply (free space excluded); else None.
+
+        Retention reports what a prune freed as the difference.
+        """
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Safe to call twice."""
@@ -458,8 +368,6 @@ class TapeStore(abc.ABC):
     def get_blob(self, h: str) -> bytes:
         data = self.get_blobs([h]).get(h)
         if data is None:
-            from graphtape.errors import StoreError
-
             raise StoreError(f"blob {h} is missing from {self.url}: the tape is incomplete")
         return data
 
@@ -473,8 +381,6 @@ class TapeStore(abc.ABC):
         while cur is not None:
             nodes = self.get_chain_nodes([cur])
             if cur not in nodes:
-                from graphtape.errors import StoreError
-
                 raise StoreError(f"chain node {cur} is missing from {self.url}: the tape is incomplete")
             parent, item = nodes[cur]
             items.append(item)

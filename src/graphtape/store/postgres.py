@@ -107,20 +107,10 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
         f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({_exc}); pip install 'graphtape[postgres]'"
     ) from _exc
 
-from graphtape.store.base import (
-    RUN_UPDATABLE,
-    CheckpointRow,
-    EventRow,
-    RunRecord,
-    TapeStore,
-    WriteBatch,
-    WriteRow,
-    dump_meta,
-    event_refs,
-    mark_live,
-    pack_event,
-    unpack_event,
-)
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, WriteBatch
+from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
+from graphtape.store.gc import mark_live
+from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, decode_blob, row_to_checkpoint
 
 # The public names moved with the schema; ``X as X`` keeps them importable from here.
 from graphtape.store.postgres_schema import COMPRESS_OVER as COMPRESS_OVER
@@ -130,21 +120,24 @@ from graphtape.store.postgres_schema import MIGRATION_LOCK as MIGRATION_LOCK
 from graphtape.store.postgres_schema import MIGRATIONS as MIGRATIONS
 from graphtape.store.postgres_schema import parse_url as parse_url
 from graphtape.store.postgres_schema import (
-    _ACQUIRE_LEASE, _CP_COLUMNS, _CP_COLUMNS_IN, _MARK, _RUN_COLUMNS, _WRITE_COLUMNS, _columns, _dec,
-    _decode_blob, _enc, _enc_params, _float, _jsonb_text, _one_line, _row_to_checkpoint, _row_to_run,
+    _ACQUIRE_LEASE, _CP_COLUMNS, _CP_COLUMNS_IN, _MARK, _WRITE_COLUMNS, _columns, _dec,
+    _enc, _enc_params, _float, _jsonb_text, _one_line,
 )
 
 #: Deadlocks and serialization failures are retried this many times in all.
 WRITE_ATTEMPTS = 3
 
-# Readers fetch this many addresses per query.
-_CHUNK = 2000
+#: The SQL the PostgreSQL store shares with the SQLite store (see :mod:`graphtape.store.sql`);
+#: readers fetch 2000 addresses per query.
+DIALECT = Dialect(param="%s", array_params=True, chunk=2000, checkpoint_columns=_CP_COLUMNS)
 
 T = TypeVar("T")
 
 
-class PostgresTapeStore(TapeStore):
+class PostgresTapeStore(SqlTapeStore):
     """Tapes in a PostgreSQL schema (``postgresql://user@host:5432/db?schema=graphtape``)."""
+
+    dialect = DIALECT
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, lock_timeout: float = 10.0,
                  connect_timeout: float = 10.0, pool_timeout: float = 30.0, create: bool = True):
@@ -279,6 +272,10 @@ class PostgresTapeStore(TapeStore):
         row = self._query("SELECT version FROM gt_schema")
         return row[0][0] if row else 0
 
+    @property
+    def location(self) -> str:
+        return self.url
+
     def _query(self, query: Any, params: Any = None, *, binary: bool = False) -> list[tuple[Any, ...]]:
         """One read statement. A pooled connection the server dropped is replaced and the read tried again."""
         for attempt in (1, 2):
@@ -408,7 +405,7 @@ class PostgresTapeStore(TapeStore):
             part("INSERT INTO gt_chains(id, parent, item) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
                  "ON CONFLICT DO NOTHING", chains)
         if runs:
-            part(f"INSERT INTO gt_runs({_RUN_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
+            part(f"INSERT INTO gt_runs({RUN_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
                  "%s::text[], %s::float8[], %s::float8[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
                  "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::text[])", runs)
         if events:
@@ -452,10 +449,6 @@ class PostgresTapeStore(TapeStore):
 
     # -- reads ---------------------------------------------------------------------
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM gt_runs WHERE run_id = %s", (run_id,))
-        return _row_to_run(rows[0]) if rows else None
-
     def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
         found: list[str] = []
         if _enc(prefix) is prefix:
@@ -470,88 +463,7 @@ class PostgresTapeStore(TapeStore):
         ) if r[0].startswith(prefix)]
         return sorted(found + marked)[:limit]
 
-    def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
-        where, params = [], []
-        if thread_id is not None:
-            where.append("thread_id = %s")
-            params.append(thread_id)
-        if status is not None:
-            where.append("status = %s")
-            params.append(status)
-        query = f"SELECT {_RUN_COLUMNS} FROM gt_runs"
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        query += f" ORDER BY started_at {'DESC' if newest_first else 'ASC'}, run_id"
-        if limit is not None:
-            query += " LIMIT %s"
-            params.append(limit)
-        return [_row_to_run(r) for r in self._query(query, params)]
-
-    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
-        query = "SELECT run_id, seq, kind, ts, data FROM gt_events WHERE run_id = %s"
-        params: list[Any] = [run_id]
-        if kinds:
-            query += " AND kind = ANY(%s)"
-            params.append(list(kinds))
-        query += " ORDER BY seq"
-        return [EventRow(r[0], r[1], r[2], r[3], unpack_event(r[4])) for r in self._query(query, params, binary=True)]
-
-    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
-        wanted = list(dict.fromkeys(hashes))
-        out: dict[str, bytes] = {}
-        for i in range(0, len(wanted), _CHUNK):
-            for h, enc, data in self._query(
-                "SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)", (wanted[i:i + _CHUNK],), binary=True
-            ):
-                out[h] = _decode_blob(enc, data)
-        return out
-
-    def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
-        wanted = list(dict.fromkeys(ids))
-        out: dict[str, tuple[str | None, str]] = {}
-        for i in range(0, len(wanted), _CHUNK):
-            for k, p, item in self._query(
-                "SELECT id, parent, item FROM gt_chains WHERE id = ANY(%s)", (wanted[i:i + _CHUNK],)
-            ):
-                out[k] = (p, item)
-        return out
-
-    def get_chain(self, head: str | None) -> list[str]:
-        """The whole chain in one recursive query instead of one query per node."""
-        if head is None:
-            return []
-        rows = self._query(
-            """
-            WITH RECURSIVE walk(id, parent, item, depth) AS (
-                SELECT id, parent, item, 0 FROM gt_chains WHERE id = %s
-                UNION ALL
-                SELECT c.id, c.parent, c.item, walk.depth + 1
-                FROM gt_chains c JOIN walk ON c.id = walk.parent
-            )
-            SELECT item, parent FROM walk ORDER BY depth DESC
-            """,
-            (head,),
-        )
-        if not rows or rows[0][1] is not None:
-            raise StoreError(f"chain {head} is incomplete in {self.url}: the tape is damaged")
-        return [r[0] for r in rows]
-
     # -- checkpoints -------------------------------------------------------------------
-
-    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
-        if checkpoint_id:
-            rows = self._query(
-                f"SELECT {_CP_COLUMNS} FROM gt_checkpoints "
-                "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-                (thread_id, checkpoint_ns, checkpoint_id), binary=True,
-            )
-        else:
-            rows = self._query(
-                f"SELECT {_CP_COLUMNS} FROM gt_checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-                "ORDER BY checkpoint_id DESC LIMIT 1",
-                (thread_id, checkpoint_ns), binary=True,
-            )
-        return _row_to_checkpoint(rows[0]) if rows else None
 
     def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
                          metadata_filter=None) -> list[CheckpointRow]:
@@ -591,15 +503,7 @@ class PostgresTapeStore(TapeStore):
         if limit is not None:
             query += " LIMIT %s"
             params.append(limit)
-        return [_row_to_checkpoint(r) for r in self._query(query, params, binary=True)]
-
-    def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
-        rows = self._query(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value FROM gt_writes "
-            "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s ORDER BY task_id, idx",
-            (thread_id, checkpoint_ns, checkpoint_id),
-        )
-        return [WriteRow(*r) for r in rows]
+        return [row_to_checkpoint(r) for r in self._query(query, params, binary=True)]
 
     def delete_checkpoints(self, keys: Sequence[tuple[str, str, str]]) -> None:
         if not keys:
@@ -665,7 +569,7 @@ class PostgresTapeStore(TapeStore):
             def fetch(hashes: list[str]) -> dict[str, bytes]:
                 rows = conn.execute("SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)",
                                     _enc_params([hashes]), binary=True)
-                return {_dec(h): _decode_blob(enc, data) for h, enc, data in rows}
+                return {_dec(h): decode_blob(enc, data) for h, enc, data in rows}
 
             blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
             dead_chains = sorted(_enc(k) for k in nodes if k not in live_chains)
@@ -710,6 +614,14 @@ class PostgresTapeStore(TapeStore):
             (name,),
         )
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    # -- history listings ------------------------------------------------------------------------
+
+    def _copies(self, thread_id: str) -> dict[str, str]:
+        return dict(self._query(
+            "SELECT checkpoint_id, metadata ->> 'graphtape_copied_from' FROM gt_checkpoints "
+            "WHERE thread_id = %s AND checkpoint_ns = '' AND run_id IS NULL "
+            "AND metadata ? 'graphtape_copied_from' ORDER BY checkpoint_id", (thread_id,)))
 
     def close(self) -> None:
         with self._close_lock:

@@ -11,12 +11,11 @@ the store class stays short:
   :data:`MIGRATION_LOCK`, and :data:`COMPRESS_OVER` (which blobs are stored
   deflated),
 * SQL text shared by several statements: the column lists
-  (``_RUN_COLUMNS``, ``_CP_COLUMNS``, ``_CP_COLUMNS_IN``, ``_WRITE_COLUMNS``)
+  (``_CP_COLUMNS``, ``_CP_COLUMNS_IN``, ``_WRITE_COLUMNS``)
   and the lease upsert ``_ACQUIRE_LEASE``,
 * the pure encode/decode helpers: strings PostgreSQL cannot hold
   (``_enc``, ``_dec``, ``_enc_params``, ``_columns``), the jsonb copy of
-  metadata (``_jsonb_text``), nullable floats (``_float``), rows to records
-  (``_row_to_run``, ``_row_to_checkpoint``) and blobs (``_decode_blob``),
+  metadata (``_jsonb_text``) and nullable floats (``_float``),
 * :func:`parse_url`, which takes graphtape's ``schema`` out of a store URL,
   and ``_one_line`` for error messages.
 
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -37,7 +35,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from graphtape.errors import StoreError
-from graphtape.store.base import CheckpointRow, RunRecord, dump_meta
+from graphtape.store.codec import dump_meta
 
 DEFAULT_SCHEMA = "graphtape"
 
@@ -157,10 +155,6 @@ MIGRATIONS: list[str] = [
 #: SQLSTATE raised by ``gt_check_fence`` when the lease changed hands.
 FENCE_SQLSTATE = "GTL01"
 
-_RUN_COLUMNS = (
-    "run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode, "
-    "llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta"
-)
 _CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
                "metadata_text, body, channel_values, writers, calls")
 _CP_COLUMNS_IN = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
@@ -238,24 +232,6 @@ def _jsonb_text(obj: Any) -> str:
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _row_to_run(row: Sequence[Any]) -> RunRecord:
-    return RunRecord(
-        run_id=row[0], thread_id=row[1], graph=row[2], status=row[3], started_at=row[4], ended_at=row[5],
-        parent_run_id=row[6], replay_of=row[7], mode=row[8], llm_calls=row[9], tool_calls=row[10],
-        effect_calls=row[11], served_calls=row[12], live_calls=row[13], tokens=row[14], error=row[15],
-        meta=json.loads(row[16] or "{}"),
-    )
-
-
-def _row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
-    return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
-                         json.loads(r[10]), r[11], r[12])
-
-
-def _decode_blob(enc: str, data: bytes) -> bytes:
-    return zlib.decompress(data) if enc == "z" else bytes(data)
 
 
 def parse_url(url: str) -> tuple[str, str, str]:

@@ -56,18 +56,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 
-from graphtape.store.base import (
-    RUN_UPDATABLE,
-    CheckpointRow,
-    EventRow,
-    RunRecord,
-    TapeStore,
-    WriteBatch,
-    WriteRow,
-    event_refs,
-    mark_live,
-    unpack_event,
-)
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, EventRow, RunRecord, TapeStore, WriteBatch, WriteRow
+from graphtape.store.codec import event_refs, unpack_event
+from graphtape.store.gc import mark_live
 
 # The public constants moved with the layout; ``X as X`` keeps them importable from here.
 from graphtape.store.redis_layout import COMPRESS_OVER as COMPRESS_OVER

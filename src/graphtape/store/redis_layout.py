@@ -47,15 +47,8 @@ import zlib
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from graphtape.store.base import (
-    CheckpointRow,
-    EventRow,
-    RunRecord,
-    WriteBatch,
-    dump_meta,
-    pack_event,
-    unpack_event,
-)
+from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch
+from graphtape.store.codec import dump_meta, pack_event, unpack_event
 
 DEFAULT_PREFIX = "graphtape:"
 

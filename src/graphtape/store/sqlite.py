@@ -27,26 +27,16 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
-from graphtape.store.base import (
-    RUN_UPDATABLE,
-    CheckpointRow,
-    EventRow,
-    RunRecord,
-    TapeStore,
-    WriteBatch,
-    WriteRow,
-    dump_meta,
-    event_refs,
-    mark_live,
-    pack_event,
-    unpack_event,
-)
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, WriteBatch
+from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
+from graphtape.store.gc import mark_live
+from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
+from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, decode_blob, row_to_checkpoint
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -157,32 +147,12 @@ MIGRATIONS: list[str] = [
 #: for a checkpoint value that changes every step).
 COMPRESS_OVER = 1024
 
-_RUN_COLUMNS = (
-    "run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode, "
-    "llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta"
+#: The SQL the SQLite store shares with the PostgreSQL store (see :mod:`graphtape.store.sql`).
+DIALECT = Dialect(
+    param="?", array_params=False, chunk=500,
+    checkpoint_columns="thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
+                       "metadata, body, channel_values, writers, calls",
 )
-
-
-def _row_to_run(row: Sequence[Any]) -> RunRecord:
-    return RunRecord(
-        run_id=row[0],
-        thread_id=row[1],
-        graph=row[2],
-        status=row[3],
-        started_at=row[4],
-        ended_at=row[5],
-        parent_run_id=row[6],
-        replay_of=row[7],
-        mode=row[8],
-        llm_calls=row[9],
-        tool_calls=row[10],
-        effect_calls=row[11],
-        served_calls=row[12],
-        live_calls=row[13],
-        tokens=row[14],
-        error=row[15],
-        meta=json.loads(row[16] or "{}"),
-    )
 
 
 def _copied_from(c: CheckpointRow) -> str | None:
@@ -193,8 +163,11 @@ def _copied_from(c: CheckpointRow) -> str | None:
     return str(value) if value else None
 
 
-class SqliteTapeStore(TapeStore):
+class SqliteTapeStore(SqlTapeStore):
     """A tape in one SQLite file (``sqlite:///path/to/file.db``)."""
+
+    dialect = DIALECT
+    finds_checkpoints_by_prefix = True  # the primary key and the listing index hold the ids
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True):
         self.path = Path(path)
@@ -336,7 +309,7 @@ class SqliteTapeStore(TapeStore):
                     )
                 for run in batch.new_runs:
                     cur.execute(
-                        f"INSERT INTO gt_runs({_RUN_COLUMNS}) VALUES ({','.join('?' * 17)})",
+                        f"INSERT INTO gt_runs({RUN_COLUMNS}) VALUES ({','.join('?' * 17)})",
                         (
                             run.run_id, run.thread_id, run.graph, run.status, run.started_at, run.ended_at,
                             run.parent_run_id, run.replay_of, run.mode, run.llm_calls, run.tool_calls,
@@ -388,16 +361,16 @@ class SqliteTapeStore(TapeStore):
 
     # -- reads -------------------------------------------------------------------
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise self._translate(exc) from exc
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM gt_runs WHERE run_id=?", (run_id,))
-        return _row_to_run(rows[0]) if rows else None
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -407,96 +380,7 @@ class SqliteTapeStore(TapeStore):
         )
         return [r[0] for r in rows]
 
-    def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
-        where, params = [], []
-        if thread_id is not None:
-            where.append("thread_id=?")
-            params.append(thread_id)
-        if status is not None:
-            where.append("status=?")
-            params.append(status)
-        sql = f"SELECT {_RUN_COLUMNS} FROM gt_runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY started_at {'DESC' if newest_first else 'ASC'}, run_id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [_row_to_run(r) for r in self._query(sql, params)]
-
-    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
-        sql = "SELECT run_id, seq, kind, ts, data FROM gt_events WHERE run_id=?"
-        params: list[Any] = [run_id]
-        if kinds:
-            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
-            params.extend(kinds)
-        sql += " ORDER BY seq"
-        return [EventRow(r[0], r[1], r[2], r[3], unpack_event(r[4])) for r in self._query(sql, params)]
-
-    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
-        wanted = list(dict.fromkeys(hashes))
-        out: dict[str, bytes] = {}
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            for h, enc, data in self._query(
-                f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(chunk))})", chunk
-            ):
-                out[h] = zlib.decompress(data) if enc == "z" else bytes(data)
-        return out
-
-    def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
-        wanted = list(dict.fromkeys(ids))
-        out: dict[str, tuple[str | None, str]] = {}
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            for k, p, item in self._query(
-                f"SELECT id, parent, item FROM gt_chains WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            ):
-                out[k] = (p, item)
-        return out
-
-    def get_chain(self, head: str | None) -> list[str]:
-        if head is None:
-            return []
-        rows = self._query(
-            """
-            WITH RECURSIVE walk(id, parent, item, depth) AS (
-                SELECT id, parent, item, 0 FROM gt_chains WHERE id = ?
-                UNION ALL
-                SELECT c.id, c.parent, c.item, walk.depth + 1
-                FROM gt_chains c JOIN walk ON c.id = walk.parent
-            )
-            SELECT item, parent FROM walk ORDER BY depth DESC
-            """,
-            (head,),
-        )
-        if not rows or rows[0][1] is not None:
-            raise StoreError(f"chain {head} is incomplete in {self.path}: the tape is damaged")
-        return [r[0] for r in rows]
-
     # -- checkpoints ---------------------------------------------------------------
-
-    _CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-                   "metadata, body, channel_values, writers, calls")
-
-    @staticmethod
-    def _row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
-        return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
-                             json.loads(r[10]), r[11], r[12])
-
-    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
-        if checkpoint_id:
-            rows = self._query(
-                f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
-                (thread_id, checkpoint_ns, checkpoint_id),
-            )
-        else:
-            rows = self._query(
-                f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? "
-                "ORDER BY checkpoint_id DESC LIMIT 1",
-                (thread_id, checkpoint_ns),
-            )
-        return self._row_to_checkpoint(rows[0]) if rows else None
 
     def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
                          metadata_filter=None) -> list[CheckpointRow]:
@@ -518,7 +402,7 @@ class SqliteTapeStore(TapeStore):
             where.append("json_extract(metadata, ?) IS ?")
             params.append(f"$.{json.dumps(key)}")
             params.append(value)
-        sql = f"SELECT {self._CP_COLUMNS} FROM gt_checkpoints"
+        sql = f"SELECT {DIALECT.checkpoint_columns} FROM gt_checkpoints"
         if where:
             sql += " WHERE " + " AND ".join(where)
         # With thread and namespace fixed, the primary key gives the order (no
@@ -527,20 +411,12 @@ class SqliteTapeStore(TapeStore):
         if limit is not None and not structured:
             sql += " LIMIT ?"
             params.append(limit)
-        rows = [self._row_to_checkpoint(r) for r in self._query(sql, params)]
+        rows = [row_to_checkpoint(r) for r in self._query(sql, params)]
         if structured:
             rows = [r for r in rows if all(r.metadata.get(k) == v for k, v in structured.items())]
             if limit is not None:
                 rows = rows[:limit]
         return rows
-
-    def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
-        rows = self._query(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value FROM gt_writes "
-            "WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? ORDER BY task_id, idx",
-            (thread_id, checkpoint_ns, checkpoint_id),
-        )
-        return [WriteRow(*r) for r in rows]
 
     def delete_checkpoints(self, keys: Sequence[tuple[str, str, str]]) -> None:
         if not keys:
@@ -598,7 +474,7 @@ class SqliteTapeStore(TapeStore):
             def fetch(hashes: list[str]) -> dict[str, bytes]:
                 rows = cur.execute(f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(hashes))})",
                                    hashes).fetchall()
-                return {h: zlib.decompress(d) if enc == "z" else bytes(d) for h, enc, d in rows}
+                return {h: decode_blob(enc, d) for h, enc, d in rows}
 
             blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
             dead_chains = [(k,) for k in nodes if k not in live_chains]
@@ -651,6 +527,64 @@ class SqliteTapeStore(TapeStore):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise self._translate(exc) from exc
+
+    # -- history listings and retention -------------------------------------------------
+
+    def _copies(self, thread_id: str) -> dict[str, str]:
+        # a partial index holds only the copies
+        return dict(self._query("SELECT checkpoint_id, copied_from FROM gt_checkpoints WHERE thread_id=? "
+                                "AND checkpoint_ns='' AND copied_from IS NOT NULL ORDER BY checkpoint_id",
+                                (thread_id,)))
+
+    def listed_events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[ListedEvent]:
+        """Through the index of kinds; a task event stored as plain JSON has its three listed
+        fields picked by SQLite's ``json_extract``, a deflated one (most are: the preset
+        dictionary makes them smaller) is decoded here."""
+        raw = "kind='task_started' AND hex(substr(data, 1, 1))='7B'"
+        ids = list(run_ids)
+        for i in range(0, len(ids), 200):
+            chunk = ids[i:i + 200]
+            rows = self._query(
+                "SELECT run_id, seq, kind, ts, "
+                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.step') END, "
+                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.node_path') END, "
+                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.task') END, "
+                f"CASE WHEN {raw} THEN NULL ELSE data END "
+                # without statistics the planner prefers the primary key (run_id, seq) and
+                # reads every event of the run; the kind index reads only the wanted ones
+                f"FROM gt_events INDEXED BY gt_events_kind WHERE run_id IN ({','.join('?' * len(chunk))}) "
+                f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY run_id, seq",
+                [*chunk, *kinds],
+            )
+            for row in rows:
+                data = row[7]
+                if data is None:
+                    yield row
+                else:
+                    yield listed_event(row[0], row[1], row[2], row[3], unpack_event(data))
+
+    def find_checkpoints(self, prefix: str, *, thread_id: str | None = None,
+                         outside_runs: bool = False) -> list[CheckpointMatch]:
+        if outside_runs:  # rare (a history asks only stores without the index below): the metadata decides
+            return super().find_checkpoints(prefix, thread_id=thread_id, outside_runs=True)
+        # an id range on the primary key or the listing index, whatever the thread
+        sql = ("SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoints "
+               "WHERE checkpoint_id >= ? AND checkpoint_id < ?")
+        params: list[Any] = [prefix, prefix + "\U0010ffff"]
+        if thread_id is not None:
+            sql += " AND thread_id=?"
+            params.append(thread_id)
+        return [tuple(r) for r in self._query(sql + " LIMIT 50", params)]
+
+    def used_bytes(self) -> int | None:
+        """Bytes of the file's pages in use (free pages excluded)."""
+        try:
+            page_size = self._query("PRAGMA page_size")[0][0]
+            pages = self._query("PRAGMA page_count")[0][0]
+            free = self._query("PRAGMA freelist_count")[0][0]
+        except StoreError:
+            return None
+        return int((pages - free) * page_size)
 
     def close(self) -> None:
         with self._lock:

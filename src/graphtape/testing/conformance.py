@@ -191,6 +191,78 @@ class StoreConformance:
         assert conformance_store.get_writes("t1", "", "c1") == []
         assert conformance_store.get_checkpoint("t2", "", "c1") is not None
 
+    # -- history listings --------------------------------------------------------------------------
+
+    def test_checkpoint_listing_rows_keys_and_copies(self, conformance_store):
+        from graphtape.store.listing import RowKeys
+
+        rows = [_checkpoint("h", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop", run_id="r1")
+                for i in range(3)]
+        rows[1].writers, rows[1].calls = "agent|tools", '[["llm","m","live","c1","agent",0]]'
+        rows[2].writers = ""
+        copy = _checkpoint("h", "c3", "c2", step=3, source="update", graphtape_copied_from="c1")
+        sub = _checkpoint("h", "s0", ns="sub:1", step=0, run_id="r1")
+        conformance_store.write(WriteBatch(checkpoints=[rows[2], copy, rows[0], sub, rows[1]]))
+        assert conformance_store.has_checkpoints("h") and not conformance_store.has_checkpoints("other")
+        listing = conformance_store.checkpoint_listing("h")
+        assert [tuple(r) for r in listing.rows] == [
+            ("c0", None, 0, "2026-01-01T00:00:00+00:00", listing.rows[0][4], None),
+            ("c1", "c0", 1, "2026-01-01T00:00:00+00:00", listing.rows[1][4], '[["llm","m","live","c1","agent",0]]'),
+            ("c2", "c1", 2, "2026-01-01T00:00:00+00:00", listing.rows[2][4], None),
+            ("c3", "c2", 3, "2026-01-01T00:00:00+00:00", listing.rows[3][4], None),
+        ]
+        keys = RowKeys()
+        assert [keys[r[4]] for r in listing.rows] == [
+            ("r1", "loop", None), ("r1", "loop", ("agent", "tools")), ("r1", "loop", ()), (None, "update", None)]
+        assert listing.copies == {"c3": "c1"}
+        with_ns = conformance_store.checkpoint_listing("h", namespaces=True)
+        assert sorted((r[0], r[6]) for r in with_ns.rows) == [("c0", ""), ("c1", ""), ("c2", ""), ("c3", ""),
+                                                               ("s0", "sub:1")]
+        assert [r[0] for r in with_ns.rows] == sorted(r[0] for r in with_ns.rows)
+        assert conformance_store.checkpoint_listing("none") == ([], {})
+
+    def test_find_checkpoints_by_prefix(self, conformance_store):
+        conformance_store.write(WriteBatch(checkpoints=[
+            _checkpoint("t1", "1f0a-1", step=1, source="loop", run_id="r", graphtape_run_id="r"),
+            _checkpoint("t1", "1f0a-2", step=2, source="loop", run_id="r", graphtape_run_id="r"),
+            _checkpoint("t2", "1f0b-1", step=0, source="update"),
+        ]))
+        found = conformance_store.find_checkpoints("1f0a", thread_id="t1")
+        assert sorted(found) == [("t1", "", "1f0a-1", "r", 1, "loop"), ("t1", "", "1f0a-2", "r", 2, "loop")]
+        assert conformance_store.find_checkpoints("1f0a", thread_id="t2") == []
+        assert conformance_store.find_checkpoints("1f0b", outside_runs=True) == [("t2", "", "1f0b-1", None, 0, "update")]
+        assert conformance_store.find_checkpoints("1f0a", outside_runs=True) == []
+        if conformance_store.finds_checkpoints_by_prefix:
+            assert [m[2] for m in conformance_store.find_checkpoints("1f0b-")] == ["1f0b-1"]
+
+    def test_listed_events_and_replays(self, conformance_store):
+        first, second = _run(started_at=1.0), _run(started_at=2.0)
+        replay = _run(started_at=3.0, replay_of=first.run_id)
+        task = {"step": 1, "node_path": "agent", "task": "agent:1", "text": "x" * 300}  # large: stored deflated
+        conformance_store.write(WriteBatch(new_runs=[replay, second, first], events=[
+            EventRow(first.run_id, 0, "task_started", 1.0, {"step": 0, "node_path": "n", "task": "n:0"}),
+            EventRow(first.run_id, 1, "llm_call", 1.5, {"model": "m"}),
+            EventRow(first.run_id, 2, "task_started", 2.0, task),
+            EventRow(second.run_id, 0, "label", 3.0, {"label": "x"}),
+        ]))
+        got = list(conformance_store.listed_events([first.run_id, second.run_id], ["task_started", "label"]))
+        # each run's events in seq order, the runs in any order
+        assert [e[1] for e in got if e[0] == first.run_id] == [0, 2]
+        listed = sorted(got, key=lambda e: (e[0] != first.run_id, e[1]))
+        assert [(e[0], e[1], e[2], e[3], e[4], e[5], e[6]) for e in listed] == [
+            (first.run_id, 0, "task_started", 1.0, 0, "n", "n:0"),
+            (first.run_id, 2, "task_started", 2.0, 1, "agent", "agent:1"),
+            (second.run_id, 0, "label", 3.0, None, None, None),
+        ]
+        assert listed[1][7] in (None, task) and listed[2][7] == {"label": "x"}
+        assert list(conformance_store.listed_events([second.run_id], ["llm_call"])) == []
+        assert [r.run_id for r in conformance_store.list_replays()] == [replay.run_id]
+
+    def test_used_bytes_is_known_or_none(self, conformance_store):
+        conformance_store.write(WriteBatch(blobs=dict([_blob("some bytes" * 100)])))
+        used = conformance_store.used_bytes()
+        assert used is None or (isinstance(used, int) and used > 0)
+
     # -- retention ------------------------------------------------------------------------------
 
     def test_delete_runs_and_collect_garbage(self, conformance_store):
@@ -276,7 +348,9 @@ class StoreConformance:
     def test_saver_stores_unchanged_values_once(self, conformance_store):
         from langgraph.checkpoint.base import empty_checkpoint
 
-        saver = conformance_store.checkpointer()
+        from graphtape.runtime.saver import saver_for
+
+        saver = saver_for(conformance_store)
         big = "x" * 100_000
         config = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
         versions = {"big": saver.get_next_version(None, None), "n": saver.get_next_version(None, None)}
