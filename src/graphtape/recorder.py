@@ -102,7 +102,9 @@ class RecordedGraph:
         self.original = graph
         inner = checkpointer or graph.checkpointer
         if not isinstance(inner, BaseCheckpointSaver):
-            inner = tape.store.checkpointer()
+            from graphtape.runtime.saver import saver_for
+
+            inner = saver_for(tape.store)
         if isinstance(inner, TapSaver):
             inner = inner.inner
         self.checkpointer = inner
