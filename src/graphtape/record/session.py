@@ -34,7 +34,8 @@ from graphtape.errors import Divergence, EffectBlocked
 # Recorded errors are written and rebuilt in errors_codec (``_error_info`` keeps its old name here).
 from graphtape.record.errors_codec import error_info as _error_info
 from graphtape.record.errors_codec import rebuild_error
-from graphtape.store.base import EventRow, RunRecord, WriteBatch, call_levels, listed_call
+from graphtape.store.base import EventRow, RunRecord, WriteBatch
+from graphtape.store.listing import call_levels, listed_call
 
 if TYPE_CHECKING:
     from graphtape.replay.matcher import Matcher, RecordedCall
