@@ -17,7 +17,7 @@ import datetime as _dt
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from rich import box
 from rich.console import Group
@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from graphtape import serde
+from graphtape import events, serde
 from graphtape.store.base import EventRow, RunRecord
 
 STATUS_STYLES = {
@@ -38,8 +38,8 @@ STATUS_STYLES = {
     "diverged": "bold red",
 }
 SOURCE_STYLES = {"live": "yellow", "tape": "green", "override": "magenta"}
-CALL_KINDS = ("llm_call", "tool_call", "effect_call")
 
+_E = TypeVar("_E", bound=events.Event)
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 # ---------------------------------------------------------------------------
@@ -339,32 +339,27 @@ def _one_row(text: Text) -> Text:
     return text
 
 
-def _call_label(ev: EventRow, payload: Callable[[str], Any]) -> Text:
-    d = ev.data
-    kind = ev.kind.removesuffix("_call")
-    name = d.get("name") or d.get("model") or "?"
+def _call_label(call: events.CallEvent, payload: Callable[[str], Any]) -> Text:
+    kind = call.CALL_KIND
     label = Text()
     label.append(f"{kind} ", style="bold cyan" if kind == "llm" else "bold blue" if kind == "tool" else "bold magenta")
-    label.append(str(name))
-    if d.get("call_id"):  # what `graphtape override RUN CALL` takes (a unique prefix is enough)
-        label.append(f"  #{str(d['call_id'])[:8]}", style="dim")
-    source = d.get("source") or "live"
+    label.append(str(call.title or "?"))
+    if call.call_id:  # what `graphtape override RUN CALL` takes (a unique prefix is enough)
+        label.append(f"  #{str(call.call_id)[:8]}", style="dim")
+    source = call.source or "live"
     label.append("  ")
     label.append(source, style=SOURCE_STYLES.get(source, ""))
-    if d.get("tokens"):
-        label.append(f"  {d['tokens']} tok", style="dim")
-    latency = d.get("latency")
-    if source != "live" and d.get("recorded_latency") is not None:
-        label.append(f"  {fmt_duration(d['recorded_latency'])} saved", style="dim")
-    elif latency is not None:
-        label.append(f"  {fmt_duration(latency)}", style="dim")
-    if d.get("error"):
-        err = d["error"] or {}
-        typ = str(err.get("type", "error")).rpartition(":")[2]
-        label.append(f"  ✗ {typ}: {clip(str(err.get('message', '')), 60)}", style="red")
-    elif d.get("response"):
+    if call.tokens:
+        label.append(f"  {call.tokens} tok", style="dim")
+    if source != "live" and call.recorded_latency is not None:
+        label.append(f"  {fmt_duration(call.recorded_latency)} saved", style="dim")
+    elif call.latency is not None:
+        label.append(f"  {fmt_duration(call.latency)}", style="dim")
+    if call.error:
+        label.append(f"  ✗ {_error_line(call.error, 60)}", style="red")
+    elif call.response:
         try:
-            summary = response_summary(payload(d["response"]))
+            summary = response_summary(payload(call.response))
         except Exception as exc:  # a missing blob: show the call anyway
             summary = f"(response unreadable: {clip(str(exc), 40)})"
         label.append("  ")
@@ -372,27 +367,33 @@ def _call_label(ev: EventRow, payload: Callable[[str], Any]) -> Text:
     return label
 
 
-def _task_label(started: dict[str, Any], end: EventRow | None) -> Text:
+def _error_line(error: dict[str, Any], width: int) -> str:
+    """``Type: message`` of a recorded error (``{type: "module:Class", message}``)."""
+    typ = str(error.get("type", "error")).rpartition(":")[2]
+    return f"{typ}: {clip(str(error.get('message', '')), width)}"
+
+
+def _task_label(started: events.TaskStarted, end: events.Event | None) -> Text:
     label = Text()
-    label.append(str(started.get("node_path") or started.get("node") or "?"), style="bold")
+    # tapes written before the compact format named the node ("node") rather than its path
+    label.append(str(started.node_path or (started.extra or {}).get("node") or "?"), style="bold")
     if end is None:
         label.append("  (no end recorded)", style="dim")
         return label
-    label.append(f"  {fmt_duration(end.data.get('duration'))}", style="dim")
-    if end.kind == "task_interrupted":
+    assert isinstance(end, (events.TaskFinished, events.TaskFailed, events.TaskInterrupted))
+    label.append(f"  {fmt_duration(end.duration)}", style="dim")
+    if isinstance(end, events.TaskInterrupted):
         label.append("  interrupted", style="yellow")
-    elif end.kind == "task_failed":
-        err = end.data.get("error") or {}
-        typ = str(err.get("type", "error")).rpartition(":")[2]
-        label.append(f"  failed: {typ}: {clip(str(err.get('message', '')), 70)}", style="red")
+    elif isinstance(end, events.TaskFailed):
+        label.append(f"  failed: {_error_line(end.error or {}, 70)}", style="red")
     return label
 
 
 class _Task:
-    def __init__(self, started: EventRow):
+    def __init__(self, started: events.TaskStarted):
         self.started = started
-        self.end: EventRow | None = None
-        self.ns: str = started.data.get("task") or ""
+        self.end: events.Event | None = None
+        self.ns: str = started.task or ""
         self.children: list[tuple[int, str, Any]] = []  # (seq, kind, payload)
 
 
@@ -400,7 +401,11 @@ def _parent_ns(ns: str) -> str:
     return ns.rpartition("|")[0]
 
 
-def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], Any], *, width: int = 100) -> Tree:
+def _first(typed: list[tuple[int, events.Event]], cls: type[_E]) -> _E | None:
+    return next((ev for _, ev in typed if isinstance(ev, cls)), None)
+
+
+def run_tree(run: RunRecord, rows: list[EventRow], payload: Callable[[str], Any], *, width: int = 100) -> Tree:
     """The run as a tree: header, steps, node tasks, calls, checkpoints, end."""
     head = Text()
     head.append("run ", style="bold")
@@ -411,8 +416,9 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
     head.append_text(status_text(run.status))
     tree = Tree(head)
 
-    started = next((e for e in events if e.kind == "run_started"), None)
-    resume = next((e for e in events if e.kind == "resume"), None)
+    typed = [(row.seq, events.parse(row)) for row in rows]
+    started = _first(typed, events.RunStarted)
+    resume = _first(typed, events.Resume)
     info = Table.grid(padding=(0, 2))
     info.add_column(style="dim", no_wrap=True)
     info.add_column(overflow="fold")
@@ -427,17 +433,16 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
         + (f"; {run.served_calls} served, {run.live_calls} live" if run.mode != "record" else ""),
     )
     if started is not None:
-        data = started.data
         try:
             if resume is not None:  # the input was Command(resume=...): show the answer
-                value = display_value(payload(resume.data["value"]))
+                value = display_value(payload(str(resume.value)))
                 info.add_row("input", f"Command(resume={summarize(value, width)})")
             else:
-                view = display_value(payload(data["input"])) if data.get("input") else None
+                view = display_value(payload(started.input)) if started.input else None
                 info.add_row("input", summarize(view, width))
         except Exception as exc:
             info.add_row("input", f"(unreadable: {clip(str(exc), 60)})")
-        versions = data.get("versions") or {}
+        versions: Any = started.versions or {}
         if isinstance(versions, str):  # stored by address: it repeats from run to run
             try:
                 versions = payload(versions)
@@ -445,7 +450,8 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
                 versions = {}
         if versions:
             info.add_row("versions", ", ".join(f"{k} {v}" for k, v in versions.items()))
-        fingerprint = data.get("code_fingerprint") or (run.meta or {}).get("code_fingerprint")
+        # older tapes kept the code fingerprint in the event, newer ones in the run's meta
+        fingerprint = (started.extra or {}).get("code_fingerprint") or (run.meta or {}).get("code_fingerprint")
         if fingerprint:
             info.add_row("code", str(fingerprint))
     if run.error:
@@ -458,7 +464,7 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
     by_ns: dict[str, _Task] = {}
     steps: dict[int, list[tuple[int, str, Any]]] = {}
     loose: list[tuple[int, str, Any]] = []
-    tail: list[EventRow] = []
+    tail: list[events.Event] = []
 
     def attach_to_task(ns: str) -> _Task | None:
         cur = ns
@@ -468,48 +474,45 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
             cur = _parent_ns(cur)
         return None
 
-    for ev in events:
-        d = ev.data
-        if ev.kind == "task_started":
+    for seq, ev in typed:
+        if isinstance(ev, events.TaskStarted):
             t = _Task(ev)
             tasks.append(t)
             open_by_ns[t.ns] = t
             by_ns[t.ns] = t
             parent = attach_to_task(_parent_ns(t.ns)) if "|" in t.ns else None
             if parent is not None:
-                parent.children.append((ev.seq, "task", t))
+                parent.children.append((seq, "task", t))
             else:
-                steps.setdefault(int(d.get("step") or 0), []).append((ev.seq, "task", t))
-        elif ev.kind in ("task_finished", "task_failed", "task_interrupted"):
-            t = open_by_ns.pop(d.get("task") or "", None)
+                steps.setdefault(int(ev.step or 0), []).append((seq, "task", t))
+        elif isinstance(ev, (events.TaskFinished, events.TaskFailed, events.TaskInterrupted)):
+            t = open_by_ns.pop(ev.task or "", None)
             if t is not None:
                 t.end = ev
-        elif ev.kind in CALL_KINDS:
-            ns = d.get("task") or ""
+        elif isinstance(ev, events.CallEvent):
+            ns = ev.task or ""
             owner = attach_to_task(ns) if ns != "(root)" else None
             if owner is not None:
-                owner.children.append((ev.seq, "call", ev))
-            elif d.get("step") is not None:
-                steps.setdefault(int(d["step"]), []).append((ev.seq, "call", ev))
+                owner.children.append((seq, "call", ev))
+            elif ev.step is not None:
+                steps.setdefault(int(ev.step), []).append((seq, "call", ev))
             else:
-                loose.append((ev.seq, "call", ev))
-        elif ev.kind == "checkpoint":
-            ns = d.get("ns") or ""
+                loose.append((seq, "call", ev))
+        elif isinstance(ev, events.Checkpoint):
+            ns = ev.ns or ""
             owner = attach_to_task(ns) if ns else None
             if owner is not None:
-                owner.children.append((ev.seq, "checkpoint", ev))
+                owner.children.append((seq, "checkpoint", ev))
             else:
-                steps.setdefault(int(d.get("step") if d.get("step") is not None else 0), []).append(
-                    (ev.seq, "checkpoint", ev)
-                )
-        elif ev.kind == "resume":
+                steps.setdefault(int(ev.step if ev.step is not None else 0), []).append((seq, "checkpoint", ev))
+        elif isinstance(ev, events.Resume):
             label = Text("resumed with ", style="yellow")
             try:
-                label.append(summarize(display_value(payload(d["value"])), width))
+                label.append(summarize(display_value(payload(str(ev.value))), width))
             except Exception as exc:
                 label.append(f"(unreadable: {clip(str(exc), 60)})")
             tree.add(label)
-        elif ev.kind in ("interrupt", "divergence", "run_finished", "run_failed"):
+        elif isinstance(ev, (events.Interrupt, events.Divergence, events.RunFinished, events.RunFailed)):
             tail.append(ev)
 
     def add_items(node: Tree, items: list[tuple[int, str, Any]]) -> None:
@@ -517,13 +520,12 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
         order = {"task": 0, "call": 0, "checkpoint": 1}
         for _, kind, item in sorted(items, key=lambda x: (order[x[1]], x[0])):
             if kind == "task":
-                sub = node.add(_task_label(item.started.data, item.end))
+                sub = node.add(_task_label(item.started, item.end))
                 add_items(sub, item.children)
             elif kind == "call":
                 node.add(_one_row(_call_label(item, payload)))
             else:
-                d = item.data
-                node.add(Text(f"checkpoint {d.get('checkpoint_id')} ({d.get('source') or '?'})", style="dim"))
+                node.add(Text(f"checkpoint {item.checkpoint_id} ({item.source or '?'})", style="dim"))
 
     for step in sorted(steps):
         label = Text(f"step {step}", style="bold")
@@ -534,34 +536,27 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
         add_items(tree.add(Text("outside any step", style="bold")), loose)
 
     for ev in tail:
-        d = ev.data
-        if ev.kind == "interrupt":
+        if isinstance(ev, events.Interrupt):
             label = Text("interrupt ", style="yellow")
-            label.append(str(d.get("interrupt_id", "")), style="dim")
+            label.append(str(ev.interrupt_id if ev.interrupt_id is not None else ""), style="dim")
             label.append("  waiting for: ")
-            label.append(summarize(d.get("value"), width))
+            label.append(summarize(ev.value, width))
             tree.add(_one_row(label))
-        elif ev.kind == "divergence":
+        elif isinstance(ev, events.Divergence):
             label = Text("divergence ", style="bold red")
-            label.append(
-                f"at {d.get('kind')} {d.get('name')} in node {d.get('node_path') or '?'} step {d.get('step')}: "
-                f"{d.get('reason')}"
-            )
+            label.append(f"at {ev.kind} {ev.name} in node {ev.node_path or '?'} step {ev.step}: {ev.reason}")
             div = tree.add(label)
-            if d.get("diff"):
-                div.add(Syntax(d["diff"], "diff", theme="ansi_dark", background_color="default"))
-        elif ev.kind == "run_failed":
-            err = d.get("error") or {}
-            typ = str(err.get("type", "error")).rpartition(":")[2]
-            tree.add(Text(f"run failed: {typ}: {clip(str(err.get('message', '')), width)}", style="bold red"))
-        else:
-            status = d.get("status", "finished")
+            if ev.diff:
+                div.add(Syntax(ev.diff, "diff", theme="ansi_dark", background_color="default"))
+        elif isinstance(ev, events.RunFailed):
+            tree.add(Text(f"run failed: {_error_line(ev.error or {}, width)}", style="bold red"))
+        elif isinstance(ev, events.RunFinished):
             label = Text("run ")
-            label.append_text(status_text(status))
+            label.append_text(status_text(ev.status if ev.status is not None else "finished"))
             end = tree.add(label)
-            if d.get("output"):
+            if ev.output:
                 try:
-                    out = payload(d["output"])
+                    out = payload(ev.output)
                     if isinstance(out, dict):  # pending interrupts are shown above
                         out = {k: v for k, v in out.items() if k != "__interrupt__"}
                     for key, summary in state_lines(out, width):
@@ -571,16 +566,17 @@ def run_tree(run: RunRecord, events: list[EventRow], payload: Callable[[str], An
     return tree
 
 
-def run_json(run: RunRecord, events: list[EventRow], payload: Callable[[str], Any]) -> dict[str, Any]:
+def run_json(run: RunRecord, rows: list[EventRow], payload: Callable[[str], Any]) -> dict[str, Any]:
     """``graphtape show --json``: the run, its events, and its input and output resolved."""
     out: dict[str, Any] = {"run": run_to_json(run), "input": None, "output": None, "events": []}
-    for ev in events:
-        out["events"].append({"seq": ev.seq, "kind": ev.kind, "ts": ev.ts, "data": ev.data})
+    for row in rows:
+        out["events"].append({"seq": row.seq, "kind": row.kind, "ts": row.ts, "data": row.data})
+        ev = events.parse(row)
         try:
-            if ev.kind == "run_started" and ev.data.get("input"):
-                out["input"] = serde.to_jsonable(display_value(payload(ev.data["input"])))
-            elif ev.kind == "run_finished" and ev.data.get("output"):
-                out["output"] = payload(ev.data["output"])
+            if isinstance(ev, events.RunStarted) and ev.input:
+                out["input"] = serde.to_jsonable(display_value(payload(ev.input)))
+            elif isinstance(ev, events.RunFinished) and ev.output:
+                out["output"] = payload(ev.output)
         except Exception:
             pass
     return out

@@ -18,6 +18,7 @@ import operator
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from graphtape import events
 from graphtape.debug.listing import Keys, Reader
 from graphtape.errors import GraphtapeError
 from graphtape.store.base import RunRecord
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["LABEL_KIND", "LABEL_SEQ_BASE", "Branch", "BranchRun", "branch_run", "build_tree"]
 
 #: Event kind of a run label; the latest label event of a run wins.
-LABEL_KIND = "label"
+LABEL_KIND = events.Label.KIND
 #: Label events are appended at sequence numbers from here on, so that a label
 #: written while the run is still recording (by another process) can never
 #: take a sequence number the recording session will use.
@@ -110,25 +111,25 @@ class Branch:
         }
 
 
-def branch_run(run: RunRecord, labels: dict[str, tuple[int, float, dict[str, Any]]]) -> BranchRun:
-    """A run as the tree shows it, with its latest label (``labels``: run id -> (seq, time, data))."""
+def branch_run(run: RunRecord, labels: dict[str, tuple[int, float, events.Label]]) -> BranchRun:
+    """A run as the tree shows it, with its latest label (``labels``: run id -> (seq, time, label))."""
     meta = run.meta or {}
     detail = {k: meta[k] for k in ("replay_mode", "fork_of", "override_of", "invalidate_from", "edit") if k in meta}
     br = BranchRun(run.run_id, run.thread_id, run.status, run.mode, run.started_at, run.ended_at,
                    run.parent_run_id, run.replay_of, detail=detail)
     lab = labels.get(run.run_id)
     if lab is not None:
-        br.label, br.note, br.labeled_at = lab[2].get("label"), lab[2].get("note"), lab[1]
+        br.label, br.note, br.labeled_at = lab[2].label, lab[2].note, lab[1]
     return br
 
 
 def config_start(tape: Tape, run: RunRecord) -> str | None:
     """The checkpoint a run was invoked from (``checkpoint_id`` in its recorded config), if any."""
     try:
-        started = tape.store.events(run.run_id, ["run_started"])
+        started = tape.store.events(run.run_id, [events.RunStarted.KIND])
         if not started:
             return None
-        cfg = started[0].data.get("config")
+        cfg: Any = events.RunStarted.from_row(started[0]).config
         if isinstance(cfg, str):
             cfg = tape.store.get_json(cfg)
         value = ((cfg or {}).get("configurable") or {}).get("checkpoint_id")
@@ -139,7 +140,7 @@ def config_start(tape: Tape, run: RunRecord) -> str | None:
 
 def build_tree(tape: Tape, reader: Reader, thread_id: str, thread_runs: list[RunRecord],
                 rows: list[tuple[Any, ...]], keys: Keys, copies: dict[str, str], nested: bool,
-                labels: dict[str, tuple[int, float, dict[str, Any]]], runs_info: dict[str, BranchRun],
+                labels: dict[str, tuple[int, float, events.Label]], runs_info: dict[str, BranchRun],
                 labels_read_for: Sequence[str]) -> list[Branch]:
     """The tree of branches around a thread's runs (``rows``: its listed checkpoints, oldest first).
 
@@ -195,7 +196,7 @@ def build_tree(tape: Tape, reader: Reader, thread_id: str, thread_runs: list[Run
         for run_id, seq, _k, ts, *_rest, data in reader.events(sorted(missing), [LABEL_KIND]):
             prev = labels.get(run_id)
             if prev is None or seq > prev[0]:
-                labels[run_id] = (seq, ts, data)
+                labels[run_id] = (seq, ts, events.Label.from_data(data))
 
     branch_of: dict[str, Branch] = {}  # run id -> its branch
     tips: dict[str, str | None] = {}  # branch id -> the checkpoint where it stopped

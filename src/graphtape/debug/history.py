@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from graphtape import events
 from graphtape.debug.branches import LABEL_KIND, LABEL_SEQ_BASE, Branch, BranchRun, build_tree
 from graphtape.debug.listing import Ev, Keys, Match, Reader, iso, reader_for, row_key
 from graphtape.errors import GraphtapeError, RunNotFound
@@ -59,8 +60,7 @@ __all__ = [
     "locate_checkpoint",
 ]
 
-CALL_KINDS = ("llm_call", "tool_call", "effect_call")
-_TASK_KINDS = ("task_started", "task_interrupted", "task_failed")
+_TASK_KINDS = (events.TaskStarted.KIND, events.TaskInterrupted.KIND, events.TaskFailed.KIND)
 _MIN_PREFIX = 8
 
 #: Channels LangGraph keeps for itself: not part of the state a user wrote.
@@ -292,11 +292,11 @@ def _event_matches(tape: Tape, prefix: str, thread_id: str | None) -> list[Match
     runs = tape.store.list_runs(thread_id=thread_id, limit=None)  # newest first
     out = []
     for run in runs:
-        for ev in tape.store.events(run.run_id, ["checkpoint"]):
-            cp = str(ev.data.get("checkpoint_id") or "")
+        for row in tape.store.events(run.run_id, [events.Checkpoint.KIND]):
+            ev = events.Checkpoint.from_row(row)
+            cp = str(ev.checkpoint_id or "")
             if cp.startswith(prefix):
-                out.append((run.thread_id, ev.data.get("ns") or "", cp, run.run_id, ev.data.get("step"),
-                            ev.data.get("source")))
+                out.append((run.thread_id, ev.ns or "", cp, run.run_id, ev.step, ev.source))
                 if cp == prefix:
                     return out
     return out
@@ -364,8 +364,7 @@ def label_run(tape: Tape, run_id: str, label: str | None, note: str | None = Non
     previous = tape.store.events(run.run_id, [LABEL_KIND])
     seq = max([LABEL_SEQ_BASE - 1] + [e.seq for e in previous]) + 1
     text = label.strip() if label else None
-    data: dict[str, Any] = {"label": text or None, "note": note or None}
-    ev = EventRow(run.run_id, seq, LABEL_KIND, time.time(), data)
+    ev = EventRow(run.run_id, seq, LABEL_KIND, time.time(), events.Label(label=text or None, note=note or None).to_data())
     tape.store.write(WriteBatch(events=[ev]))
     return ev
 
@@ -428,14 +427,14 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]] = {}
     started: list[tuple[Any, ...]] = []
     bad: set[tuple[str, str]] = set()
-    raw_calls: list[tuple[str, str, dict[str, Any]]] = []
-    labels: dict[str, tuple[int, float, dict[str, Any]]] = {}
+    raw_calls: list[tuple[str, events.CallEvent, dict[str, Any]]] = []
+    labels: dict[str, tuple[int, float, events.Label]] = {}
     cp_events: dict[str, tuple[Any, ...]] = {}
 
-    def take(events: Iterator[Ev]) -> None:
-        for ev in events:
+    def take(read: Iterator[Ev]) -> None:
+        for ev in read:
             run_id, seq, ev_kind, ts, step, node_path, task, data = ev
-            if ev_kind == "task_started":
+            if ev_kind == events.TaskStarted.KIND:
                 if step is None:
                     continue
                 if bad:
@@ -452,22 +451,22 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
                     tasks[key] = [ev]
                 else:
                     lst.append(ev)
-            elif ev_kind in CALL_KINDS:
-                raw_calls.append((run_id, ev_kind, data))
+            elif ev_kind in events.CALL_EVENT_KINDS:
+                raw_calls.append((run_id, events.from_data(ev_kind, data), data))
             elif ev_kind == LABEL_KIND:
                 prev = labels.get(run_id)
                 if prev is None or seq > prev[0]:
-                    labels[run_id] = (seq, ts, data)
-            elif ev_kind == "checkpoint":
-                ns = data.get("ns") or ""
+                    labels[run_id] = (seq, ts, events.Label.from_data(data))
+            elif ev_kind == events.Checkpoint.KIND:
+                cp = events.Checkpoint.from_data(data)
+                ns = cp.ns or ""
                 if ns and not namespaces:
                     continue
-                cid = data.get("checkpoint_id")
-                cp_events.setdefault(cid, (cid, data.get("parent_id"), data.get("step"), iso(ts),
-                                           row_key(run_id, data.get("source"), None), None,
-                                           *((ns,) if namespaces else ())))
-            else:  # task_interrupted / task_failed
-                bad.add((run_id, (data or {}).get("task") or ""))
+                cp_events.setdefault(cp.checkpoint_id, (cp.checkpoint_id, cp.parent_id, cp.step, iso(ts),
+                                                        row_key(run_id, cp.source, None), None,
+                                                        *((ns,) if namespaces else ())))
+            else:  # task_interrupted / task_failed (the listing reads the task namespace for us)
+                bad.add((run_id, task or ""))
 
     # Labels are always read (an index scan of that kind). Call and task events are read
     # only where the rows do not say enough: rows without stored writers and calls
@@ -475,7 +474,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     # run continues (what it did in the step the next run completed); task events also
     # for subgraph levels, runs that stopped (the tasks pending on their last
     # checkpoint) and the steps of nested calls.
-    take(reader.events(event_runs, [LABEL_KIND] + (["checkpoint"] if source == "events" else [])))
+    take(reader.events(event_runs, [LABEL_KIND] + ([events.Checkpoint.KIND] if source == "events" else [])))
     if source == "events":
         rows = sorted(cp_events.values(), key=lambda r: r[0])
     listed = set(event_runs)
@@ -486,7 +485,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     else:
         call_runs = {keys[r[4]][0] for r in rows if r[5] is None} & listed | continued
     if call_runs:
-        take(reader.events([r for r in event_runs if r in call_runs], CALL_KINDS))
+        take(reader.events([r for r in event_runs if r in call_runs], events.CALL_EVENT_KINDS))
     if source == "events" or namespaces:
         task_runs = set(event_runs)
     else:
@@ -499,20 +498,20 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
                 continue
             if r.status != "finished":  # it stopped with tasks pending on its last checkpoint
                 task_runs.add(rid)
-        task_runs.update(rid for rid, _, d in raw_calls if "|" in (d.get("task") or ""))
+        task_runs.update(rid for rid, call, _ in raw_calls if "|" in (call.task or ""))
     if task_runs:
         take(reader.events([r for r in event_runs if r in task_runs], _TASK_KINDS))
 
     # the step of every task, by its namespace (calls in subgraphs, subgraph entries)
     task_step: dict[tuple[str, str], int] = {}
-    if namespaces or any("|" in (d.get("task") or "") for _, _, d in raw_calls):
+    if namespaces or any("|" in (call.task or "") for _, call, _ in raw_calls):
         task_step = {(ev[0], ev[6] or ""): ev[4] for ev in started}
 
     # calls: attributed to the step of every enclosing level shown
     calls: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    for run_id, ev_kind, d in raw_calls:
-        info = _call_dict(listed_call(ev_kind.removesuffix("_call"), d))
-        levels = call_levels(d.get("task") or "", d.get("step"),
+    for run_id, call, d in raw_calls:
+        info = _call_dict(listed_call(call.CALL_KIND, d))
+        levels = call_levels(call.task or "", call.step,
                              lambda t, run_id=run_id: task_step.get((run_id, t)), depth=None if namespaces else 1)
         for ns, step in levels:
             calls.setdefault((run_id, ns, step), []).append(info)
