@@ -1,0 +1,172 @@
+"""A call's identity: where it was made, what it asked, and how it is found again on a tape.
+
+Both sides import this module: ``record/`` names each LLM, tool and effect
+call it captures with a :class:`CallSite` and a request fingerprint, and
+``replay/`` finds the :class:`RecordedCall` that answers it by the same
+:func:`match_key`. Neither side imports the other.
+
+A site is the node path with task ids removed (``sub/sub_llm``), the branch
+(``Send`` index of every enclosing task), the step and the call's ordinal
+within its task. Task and checkpoint ids are *not* part of the match:
+LangGraph regenerates them on every execution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from graphtape import serde
+
+if TYPE_CHECKING:
+    from graphtape.store.base import EventRow, TapeStore
+
+#: Put by graphtape's ``BaseChatModel.batch``/``abatch`` wrapper into each input's config metadata:
+#: the input's index, so a batch's calls are matched by slot, not by the order their threads started.
+BATCH_SLOT_KEY = "graphtape_batch_slot"
+
+#: The kinds of call graphtape captures, and the event kind each is recorded as (``llm_call``, ...).
+KINDS = ("llm", "tool", "effect")
+CALL_KINDS = tuple(f"{k}_call" for k in KINDS)
+
+_UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def fingerprint(request: Any) -> str:
+    """The digest a request is matched by: of its *canonical* JSON, so key order never matters."""
+    return serde.digest(serde.canonical_json(request))
+
+
+def match_key(kind: str, node_path: str, fingerprint: str) -> tuple[str, str, str]:
+    """What must be equal for a recorded call to answer a new one: a changed request is never served."""
+    return (kind, node_path, fingerprint)
+
+
+def normalise_path(path: Any) -> Any:
+    """LangGraph's task path without ids and objects, e.g. ``["__pregel_push", 2]``."""
+    if isinstance(path, (list, tuple)):
+        return [p for p in (normalise_path(x) for x in path) if p is not None]
+    if isinstance(path, bool) or path is None:
+        return None
+    if isinstance(path, int):
+        return path
+    if isinstance(path, str):
+        return None if _UUIDISH.match(path) else path
+    return None
+
+
+def branch_of(metadata: dict[str, Any]) -> str:
+    """The branch of one task: its normalised ``langgraph_path`` as text (``__pregel_push,2``)."""
+    parts = normalise_path(metadata.get("langgraph_path") or [])
+    return ",".join(str(p) for p in parts) if isinstance(parts, list) else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSite:
+    """Where a call was made, in terms that survive re-execution."""
+
+    kind: str  # "llm" | "tool" | "effect"
+    node: str
+    node_path: str
+    branch: str
+    step: int | None
+    task: str  # full checkpoint namespace including task ids: unique per task execution
+    ordinal: int
+
+    def describe(self) -> str:
+        where = self.node_path or "(outside any node)"
+        step = f" step {self.step}" if self.step is not None else ""
+        return f"{self.kind} call #{self.ordinal} in node {where}{step}"
+
+
+def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int],
+                       branches: dict[str, Any] | None = None) -> CallSite:
+    """The site of a call made with these runnable metadata; ``counter(task, kind)`` gives its ordinal.
+
+    ``branches`` maps task ids to their raw paths (filled by the task recorder),
+    for the branch of every enclosing task.
+    """
+    ns = metadata.get("langgraph_checkpoint_ns") or metadata.get("checkpoint_ns") or ""
+    node = metadata.get("langgraph_node") or ""
+    pairs = [seg.partition(":") for seg in ns.split("|") if seg] if ns else []
+    segments = [name for name, _, _ in pairs]
+    node_path = "/".join(segments) if segments else node
+    # The branch of every enclosing task, not just the innermost: two Send
+    # workers that each invoke a subgraph differ only in the outer index.
+    if branches and pairs:
+        branch = "/".join(branch_of({"langgraph_path": branches.get(tid)}) for _, _, tid in pairs[:-1])
+        branch = f"{branch}/{branch_of(metadata)}" if branch else branch_of(metadata)
+    else:
+        branch = branch_of(metadata)
+    step = metadata.get("langgraph_step")
+    task = ns or "(root)"
+    counted = task
+    slot = metadata.get(BATCH_SLOT_KEY)
+    if slot is not None:
+        # One input of a model.batch(): its slot is part of the site, and ordinals are
+        # counted per slot, because the batch's threads reach this point in any order.
+        branch = f"{branch}#{slot}"
+        counted = f"{task}#{slot}"
+    return CallSite(kind, node, node_path, branch, step, task, counter(counted, kind))
+
+
+@dataclasses.dataclass
+class RecordedCall:
+    """A call as it is on the tape."""
+
+    call_id: str
+    run_id: str
+    seq: int
+    kind: str
+    node: str
+    node_path: str
+    branch: str
+    step: int | None
+    ordinal: int
+    fingerprint: str
+    request_ref: str
+    messages_ref: str | None
+    response_ref: str | None
+    error: dict[str, Any] | None
+    tokens: int
+    cost: float
+    latency: float
+    name: str | None
+    #: fingerprint of the tool's or effect's code when recorded (None on older tapes)
+    code: str | None = None
+
+    @classmethod
+    def from_event(cls, ev: EventRow) -> RecordedCall:
+        d = ev.data
+        return cls(
+            call_id=d["call_id"],
+            run_id=ev.run_id,
+            seq=ev.seq,
+            kind=ev.kind.removesuffix("_call"),
+            node=d.get("node", ""),
+            node_path=d.get("node_path", ""),
+            branch=d.get("branch", ""),
+            step=d.get("step"),
+            ordinal=d.get("ordinal", 0),
+            fingerprint=d["fingerprint"],
+            request_ref=d["request"],
+            messages_ref=d.get("messages"),
+            response_ref=d.get("response"),
+            error=d.get("error"),
+            tokens=int(d.get("tokens") or 0),
+            cost=float(d.get("cost") or 0.0),
+            latency=float(d.get("latency") or 0.0),
+            name=d.get("name") or d.get("model"),
+            code=d.get("code"),
+        )
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return match_key(self.kind, self.node_path, self.fingerprint)
+
+    def response_env(self, store: TapeStore) -> Any:
+        if self.response_ref is None:
+            return None
+        return store.get_json(self.response_ref)

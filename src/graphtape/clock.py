@@ -1,0 +1,76 @@
+"""graphtape's own clock and ids: one seam, so tests (and tools) can fix them.
+
+Run ids, call ids, event timestamps and a run's ``started_at``/``ended_at``
+come from :func:`now` and :func:`new_id`, never from ``time.time()`` or
+``uuid.uuid4()`` directly, the way a Temporal workflow takes time and ids
+from its context. Durations (latencies, flush intervals) are measured with
+``time.perf_counter``/``time.monotonic`` and are not part of this seam: they
+say how long something took, not when or which.
+
+The user's code is not affected: what a node reads from the clock is the
+user's business (``@graphtape.effect`` records it).
+
+``fixed()`` replaces both for a block::
+
+    with clock.fixed(start=1000.0, step=1.0, ids="run"):
+        ...  # now() -> 1000.0, 1001.0, ...; new_id() -> "run-0000000001", ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+_now: Callable[[], float] = time.time
+_new_id: Callable[[], str] = lambda: str(uuid.uuid4())  # noqa: E731
+_lock = threading.Lock()
+
+
+def now() -> float:
+    """Seconds since the epoch, for graphtape's own timestamps."""
+    return _now()
+
+
+def new_id() -> str:
+    """A new unique id (a UUID4 string unless fixed), for runs, calls and threads graphtape names."""
+    return _new_id()
+
+
+@contextlib.contextmanager
+def use(now: Callable[[], float] | None = None, new_id: Callable[[], str] | None = None) -> Iterator[None]:
+    """Take timestamps and/or ids from the given functions inside the block (process-wide)."""
+    global _now, _new_id
+    with _lock:
+        saved = _now, _new_id
+        if now is not None:
+            _now = now
+        if new_id is not None:
+            _new_id = new_id
+    try:
+        yield
+    finally:
+        with _lock:
+            _now, _new_id = saved
+
+
+@contextlib.contextmanager
+def fixed(start: float = 0.0, step: float = 0.0, ids: str = "id") -> Iterator[None]:
+    """Deterministic time (``start``, then ``+step`` per reading) and ids (``<ids>-0000000001``, ...)."""
+    ticks = itertools.count()
+    counter = itertools.count(1)
+    tick_lock = threading.Lock()
+
+    def fixed_now() -> float:
+        with tick_lock:
+            return start + step * next(ticks)
+
+    def fixed_id() -> str:
+        with tick_lock:
+            return f"{ids}-{next(counter):010d}"
+
+    with use(fixed_now, fixed_id):
+        yield
