@@ -18,15 +18,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from graphtape import clock
 from graphtape.errors import Divergence, StoreError
 from graphtape.record import install
+from graphtape.record.answer import RECORD, ReplayPlan
 from graphtape.record.checkpoints import TapSaver
 from graphtape.record.session import RUN_META_KEY, Session
 from graphtape.record.tasks import TaskRecorder
@@ -96,7 +97,7 @@ class RecordedGraph:
 
     def __init__(self, tape: Tape, graph: Any, *, name: str | None = None,
                  checkpointer: BaseCheckpointSaver | None = None, wait: float = 0.0,
-                 lease_ttl: float = 30.0):
+                 lease_ttl: float = 30.0, plan: ReplayPlan | None = None):
         install()
         self.tape = tape
         self.original = graph
@@ -122,8 +123,8 @@ class RecordedGraph:
         self.last_run_id: str | None = None
         self.run_ids: list[str] = []
         self._fingerprint = code_fingerprint(graph)
-        # Set by the replayer: how the next sessions answer calls.
-        self._replay: dict[str, Any] | None = None
+        #: Set by a replay, the debugger or recovery: how the next runs' calls are answered (None: recorded)
+        self.plan: ReplayPlan | None = plan
 
     @property
     def types(self) -> Any:
@@ -145,11 +146,11 @@ class RecordedGraph:
               kwargs: dict[str, Any] | None = None) -> tuple[Session, dict[str, Any]]:
         config = dict(config or {})
         configurable = dict(config.get("configurable") or {})
-        configurable.setdefault("thread_id", str(uuid.uuid4()))
+        configurable.setdefault("thread_id", clock.new_id())
         config["configurable"] = configurable
         thread_id = str(configurable["thread_id"])
-        run_id = str(config.get("run_id") or uuid.uuid4())
-        replay = self._replay or {}
+        run_id = str(config.get("run_id") or clock.new_id())
+        plan = self.plan
         lease = ThreadLease(self.tape.store, thread_id, ttl=self.lease_ttl, wait=self.wait)
         lease.acquire()
         try:
@@ -161,22 +162,16 @@ class RecordedGraph:
             self.tape,
             thread_id=thread_id,
             graph_name=self.name,
-            mode=replay.get("mode", "record"),
-            matcher=replay.get("matcher"),
-            replay_of=replay.get("replay_of"),
+            mode=plan.mode if plan is not None else "record",
+            answerer=plan.answerer if plan is not None else RECORD,
+            replay_of=plan.replay_of if plan is not None else None,
             parent_run_id=previous[0].run_id if previous else None,
-            allow_live_effects=replay.get("allow_live_effects", False),
             run_id=run_id,
-            meta={"api": api, "code_fingerprint": self._fingerprint, **replay.get("meta", {})},
+            meta={"api": api, "code_fingerprint": self._fingerprint, **(plan.meta if plan is not None else {})},
         )
         session.lease = lease
         session.durable = self.durable
-        session.debugger = replay.get("debugger")
         session.types = self.types
-        session.state_check = replay.get("state_check")
-        if replay.get("recovering"):
-            session.recovering = True
-            session.recovery_runs = list(replay.get("recovery_runs", ()))
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
         _with_callback(config, TaskRecorder(session))
         try:
@@ -195,7 +190,7 @@ class RecordedGraph:
             or kwargs.get("interrupt_before") or kwargs.get("interrupt_after")
             or getattr(self.graph, "interrupt_before_nodes", None)
             or getattr(self.graph, "interrupt_after_nodes", None)
-            or session.matcher is not None
+            or session.answerer.replays
         )
 
     def _status(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:

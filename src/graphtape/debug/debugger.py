@@ -24,9 +24,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from graphtape.calls import RecordedCall
+from graphtape.debug.inject import override_envelope
 from graphtape.errors import ControlError, GraphtapeError
+from graphtape.record.answer import LIVE, Answerer, Decision
+from graphtape.replay.answerer import TapeAnswerer
+from graphtape.replay.divergence import render_request
+from graphtape.replay.engine import replay
 
 if TYPE_CHECKING:
+    from graphtape.record.session import Call, Session
     from graphtape.replay.engine import ReplayResult
     from graphtape.tape import Tape
 
@@ -161,8 +168,6 @@ class Debugger:
     # -- control (from the controlling thread) ----------------------------------------
 
     def start(self) -> Pause:
-        from graphtape.replay.engine import replay
-
         def work() -> None:
             try:
                 result = replay(self.tape, self.run_id, self.graph, mode=self.mode,
@@ -303,8 +308,6 @@ class Debugger:
         if self._run_mode != "step_call" and not any(
                 b.matches_call(site.kind, name, site.node_path) for b in self.breakpoints):
             return ("default", None)
-        from graphtape.replay.divergence import render_request
-
         lines = render_request(site.kind, request, call.messages_view)
         info = {
             "kind": site.kind,
@@ -349,3 +352,56 @@ class Debugger:
                     return
         if self._run_mode == "step":
             self._wait(Pause("step", step=step))
+
+    def answerer(self, inner: TapeAnswerer) -> DebugAnswerer:
+        """The answerer of the replay this debugger steps through: ``inner``'s answers, paused and injected."""
+        return DebugAnswerer(inner, self)
+
+
+class DebugAnswerer(Answerer):
+    """Pauses at calls, tasks and checkpoints; answers a paused call as the user says (``use``/``live``).
+
+    Calls the user lets through are answered by ``inner`` (the replay's own
+    answerer) with the recorded call already taken for them.
+    """
+
+    replays = True
+    watches_tasks = True
+    pauses = True
+
+    def __init__(self, inner: TapeAnswerer, debugger: Debugger):
+        self.inner = inner
+        self.debugger = debugger
+
+    def answer(self, session: Session, call: Call, request: dict[str, Any]) -> Decision:
+        rec = self.inner.matcher.take(call.site, call.fingerprint)
+        command, output = self.debugger.on_call(session, call, rec, request)
+        if command == "use":
+            site = call.site
+            served = rec or RecordedCall(
+                call_id="(injected)", run_id=session.run_id, seq=-1, kind=site.kind, node=site.node,
+                node_path=site.node_path, branch=site.branch, step=site.step, ordinal=site.ordinal,
+                fingerprint=call.fingerprint, request_ref=call.request_ref, messages_ref=call.messages_ref,
+                response_ref=None, error=None, tokens=0, cost=0.0, latency=0.0, name=None)
+            return Decision.serve(served, override_envelope(served, output))
+        if command == "live":
+            return LIVE
+        return self.inner.judge(session, call, request, rec)
+
+    def knows(self, kind: str, fingerprint: str) -> bool:
+        return self.inner.knows(kind, fingerprint)
+
+    def task_started(self, info: dict[str, Any]) -> None:
+        self.debugger.on_task_start(info)
+
+    def task_ending(self, info: dict[str, Any], outputs: Any) -> None:
+        self.debugger.on_task_end(info, outputs)
+
+    def task_ended(self, session: Session, info: dict[str, Any], outputs: Any) -> None:
+        self.inner.task_ended(session, info, outputs)
+
+    def checkpoint(self, values: dict[str, Any], step: int | None, ns: str) -> None:
+        self.debugger.on_checkpoint(values, step, ns)
+
+    def paused_seconds(self) -> float:
+        return self.debugger.paused_seconds()

@@ -9,3 +9,16 @@ def install() -> None:
 
     llm.install()
     tools.install()
+
+
+def uninstall() -> None:
+    """Remove them again, restoring langchain's methods.
+
+    Raises :class:`~graphtape.record.intercept.PatchConflict` (and removes
+    nothing of that kind) if another library wrapped one of the methods after
+    graphtape: restoring ours would silently drop its wrapper.
+    """
+    from graphtape.record import llm, tools
+
+    tools.uninstall()
+    llm.uninstall()

@@ -17,14 +17,14 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from graphtape.record.session import _BY_RUN, RUN_META_KEY
+from graphtape.record.session import RUN_META_KEY, session_for_run
 
 
 def _note_interrupts(config: dict[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
     """Tell the run that a task paused on ``interrupt()`` (its status then needs a state read)."""
     if any(channel == INTERRUPT for channel, _ in writes):
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-        session = _BY_RUN.get(rid) if rid else None
+        session = session_for_run(rid)
         if session is not None:
             session.saw_interrupt = True
 
@@ -47,7 +47,7 @@ class TapSaver(BaseCheckpointSaver):
         # Savers merge the config's metadata into the stored metadata themselves,
         # so the run id is found on the config, not on ``metadata``.
         rid = (config.get("metadata") or {}).get(RUN_META_KEY) or (metadata or {}).get(RUN_META_KEY)
-        session = _BY_RUN.get(rid)
+        session = session_for_run(rid)
         if session is not None:
             session.on_checkpoint(config, checkpoint, metadata)
             session.maybe_flush()

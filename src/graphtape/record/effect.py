@@ -19,7 +19,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from graphtape import serde, typepolicy
+from graphtape.calls import fingerprint
 from graphtape.record.codeprint import code_fingerprint, effect_module
+from graphtape.record.intercept import CallKind
 from graphtape.record.session import Call, Session, current_session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,38 +44,26 @@ def _request(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str 
     if key is not None:
         request["idempotency_key"] = key
     request = serde.redact(request, redact_keys)
-    return request, serde.digest(serde.canonical_json(request))
+    return request, fingerprint(request)
 
 
 def _begin(session: Session, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
            key: str | None, code: str, legacy_name: str | None = None) -> Call:
-    request, fingerprint = _request(name, args, kwargs, key, session.tape.redact_keys)
-    matcher = session.matcher
-    if legacy_name is not None and matcher is not None and not matcher.has_fingerprint("effect", fingerprint):
+    request, digest = _request(name, args, kwargs, key, session.tape.redact_keys)
+    answerer = session.answerer
+    if legacy_name is not None and answerer.replays and not answerer.knows("effect", digest):
         # A tape from before stable effect names: the script's effects were named ``__main__.<qualname>``.
-        old_request, old_fingerprint = _request(legacy_name, args, kwargs, key, session.tape.redact_keys)
-        if matcher.has_fingerprint("effect", old_fingerprint):
-            name, request, fingerprint = legacy_name, old_request, old_fingerprint
+        old_request, old_digest = _request(legacy_name, args, kwargs, key, session.tape.redact_keys)
+        if answerer.knows("effect", old_digest):
+            name, request, digest = legacy_name, old_request, old_digest
     summary: dict[str, Any] = {"name": name, "code": code}
     if key is not None:
         summary["idempotency_key"] = key
-    return session.begin("effect", None, request, fingerprint, summary=summary)
+    return session.begin("effect", None, request, digest, summary=summary)
 
 
-def _answered(session: Session, call: Call) -> tuple[bool, Any]:
-    """(True, value) when the call needs no execution: served from the tape or reconciled."""
-    if call.served is not None:
-        value, error = session.served_value(call)
-        if error is not None:
-            raise error
-        return True, value
-    if call.call_id in session.reconciled:
-        value = session.reconciled.pop(call.call_id)
-        session.end_live(call, result=value, source="reconciled")
-        return True, value
-    if call.summary.get("idempotency_key") is not None:
-        session.intent(call)
-    return False, None
+#: effects answer as recorded: the value the function returned (a reconciled one after a crash)
+EFFECT = CallKind()
 
 
 @overload
@@ -124,16 +114,7 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
                 if session is None:
                     return await f(*args, **kwargs)
                 call = _begin(session, effect_name, args, kwargs, key_of(args, kwargs), code, legacy_name)
-                done, value = _answered(session, call)
-                if done:
-                    return value
-                try:
-                    result = await f(*args, **kwargs)
-                except BaseException as exc:
-                    session.end_live(call, error=exc)
-                    raise
-                session.end_live(call, result=result)
-                return result
+                return await EFFECT.arun(session, call, lambda: f(*args, **kwargs))
 
             async_wrapper.__graphtape_effect__ = effect_name  # type: ignore[attr-defined]
             return async_wrapper
@@ -144,16 +125,7 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
             if session is None:
                 return f(*args, **kwargs)
             call = _begin(session, effect_name, args, kwargs, key_of(args, kwargs), code, legacy_name)
-            done, value = _answered(session, call)
-            if done:
-                return value
-            try:
-                result = f(*args, **kwargs)
-            except BaseException as exc:
-                session.end_live(call, error=exc)
-                raise
-            session.end_live(call, result=result)
-            return result
+            return EFFECT.run(session, call, lambda: f(*args, **kwargs))
 
         wrapper.__graphtape_effect__ = effect_name  # type: ignore[attr-defined]
         return wrapper

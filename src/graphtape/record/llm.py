@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -38,21 +37,15 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from graphtape import serde
-from graphtape.record.session import BATCH_SLOT_KEY, Call, Session, current_session
-
-_installed = False
-_install_lock = threading.Lock()
-_orig_gen = BaseChatModel._generate_with_cache
-_orig_agen = BaseChatModel._agenerate_with_cache
-_orig_stream = BaseChatModel.stream
-_orig_astream = BaseChatModel.astream
-_orig_batch = {name: getattr(BaseChatModel, name)
-               for name in ("batch", "abatch", "batch_as_completed", "abatch_as_completed")}
+from graphtape.calls import BATCH_SLOT_KEY, fingerprint
+from graphtape.record.intercept import CallKind, Interceptor, Patch
+from graphtape.record.session import Call, Session, current_session
 
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
 #: already been answered from the tape and the inner call must not be
 #: registered a second time.
-_SERVING: contextvars.ContextVar[Call | None] = contextvars.ContextVar("graphtape_serving", default=None)
+_SERVING: contextvars.ContextVar[tuple[Session, Call] | None] = contextvars.ContextVar("graphtape_serving",
+                                                                                      default=None)
 
 
 def model_name(model: BaseChatModel, params: dict[str, Any]) -> str:
@@ -130,9 +123,8 @@ def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage
     request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
     # canonical message keys, not blob addresses: stored blobs keep key order, fingerprints must not
     keys = [session.message_key(m) for m in messages]
-    fingerprint = serde.digest(serde.canonical_json({"messages": keys, "request": request}))
     return session.begin(
-        "llm", metadata, request, fingerprint, messages_ref=head,
+        "llm", metadata, request, fingerprint({"messages": keys, "request": request}), messages_ref=head,
         summary={"model": name}, messages_view=msg_json,
     )
 
@@ -146,12 +138,16 @@ def _finish_live(session: Session, call: Call, messages_out: list[BaseMessage]) 
     session.end_live(call, result=list(messages_out), usage=usage, model_name=call.summary.get("model"))
 
 
-def _served_result(session: Session, call: Call) -> ChatResult:
-    value, error = session.served_value(call)
-    if error is not None:
-        raise error
-    msgs = _as_messages(value)
-    return ChatResult(generations=[ChatGeneration(message=m) for m in msgs])
+def _present(call: Call, value: Any) -> ChatResult:
+    return ChatResult(generations=[ChatGeneration(message=m) for m in _as_messages(value)])
+
+
+def _finish_result(session: Session, call: Call, result: ChatResult) -> None:
+    _finish_live(session, call, [g.message for g in result.generations])
+
+
+#: a request through ``_generate_with_cache``: served as a ChatResult, its messages recorded
+LLM = CallKind(present=_present, finish=_finish_result)
 
 
 def _as_messages(value: Any) -> list[BaseMessage]:
@@ -164,44 +160,36 @@ def _as_messages(value: Any) -> list[BaseMessage]:
     return [v if isinstance(v, BaseMessage) else AIMessage(content=str(v)) for v in value]
 
 
-def _gen(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
-         run_manager: Any = None, **kwargs: Any) -> ChatResult:
-    serving = _SERVING.get()
-    if serving is not None:
-        return _served_result(serving._session, serving)  # type: ignore[attr-defined]
-    session = current_session(getattr(run_manager, "metadata", None))
-    if session is None:
-        return _orig_gen(self, messages, stop, run_manager, **kwargs)
-    call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
-    if call.served is not None:
-        return _served_result(session, call)
-    try:
-        result = _orig_gen(self, messages, stop, run_manager, **kwargs)
-    except BaseException as exc:
-        session.end_live(call, error=exc)
-        raise
-    _finish_live(session, call, [g.message for g in result.generations])
-    return result
+def _wrap_gen(original: Any) -> Any:
+    def _generate_with_cache(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
+                             run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        serving = _SERVING.get()
+        if serving is not None:
+            return LLM.serve(*serving)
+        metadata = getattr(run_manager, "metadata", None)
+        session = current_session(metadata)
+        if session is None:
+            return original(self, messages, stop, run_manager, **kwargs)
+        call = begin_llm(session, self, messages, stop, kwargs, metadata)
+        return LLM.run(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
+
+    return _generate_with_cache
 
 
-async def _agen(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: Any = None, **kwargs: Any) -> ChatResult:
-    serving = _SERVING.get()
-    if serving is not None:
-        return _served_result(serving._session, serving)  # type: ignore[attr-defined]
-    session = current_session(getattr(run_manager, "metadata", None))
-    if session is None:
-        return await _orig_agen(self, messages, stop, run_manager, **kwargs)
-    call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
-    if call.served is not None:
-        return _served_result(session, call)
-    try:
-        result = await _orig_agen(self, messages, stop, run_manager, **kwargs)
-    except BaseException as exc:
-        session.end_live(call, error=exc)
-        raise
-    _finish_live(session, call, [g.message for g in result.generations])
-    return result
+def _wrap_agen(original: Any) -> Any:
+    async def _agenerate_with_cache(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
+                                    run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        serving = _SERVING.get()
+        if serving is not None:
+            return LLM.serve(*serving)
+        metadata = getattr(run_manager, "metadata", None)
+        session = current_session(metadata)
+        if session is None:
+            return await original(self, messages, stop, run_manager, **kwargs)
+        call = begin_llm(session, self, messages, stop, kwargs, metadata)
+        return await LLM.arun(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
+
+    return _agenerate_with_cache
 
 
 def to_chunk(msg: BaseMessage) -> AIMessageChunk:
@@ -235,7 +223,7 @@ def _merge(chunks: list[Any]) -> list[BaseMessage]:
 
 
 def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any],
-                  *, async_api: bool):
+                  *, async_api: bool) -> tuple[Session | None, Call | None]:
     """Register a ``stream``/``astream`` call, unless langchain will answer it through ``(a)invoke``.
 
     The question must be the one langchain's own ``stream``/``astream`` ask
@@ -257,67 +245,68 @@ def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwarg
     return session, call
 
 
-def _serve_via_invoke(self: BaseChatModel, session: Session, call: Call, input: Any, config: Any,
-                      stop: Any, kwargs: dict[str, Any]) -> BaseMessage:
-    call._session = session  # type: ignore[attr-defined]
-    token = _SERVING.set(call)
-    try:
-        return self.invoke(input, config=config, stop=stop, **kwargs)
-    finally:
-        _SERVING.reset(token)
-
-
-def _stream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
-            **kwargs: Any) -> Iterator[AIMessageChunk]:
-    session, call = _stream_setup(self, input, config, stop, kwargs, async_api=False)
-    if session is None:
-        yield from _orig_stream(self, input, config, stop=stop, **kwargs)
-        return
-    if call.served is not None:
-        yield to_chunk(_serve_via_invoke(self, session, call, input, config, stop, kwargs))
-        return
-    chunks: list[Any] = []
-    try:
-        for chunk in _orig_stream(self, input, config, stop=stop, **kwargs):
-            chunks.append(chunk)
-            yield chunk
-    except GeneratorExit:
-        _finish_live(session, call, _merge(chunks))  # the consumer stopped early: keep what it saw
-        raise
-    except BaseException as exc:
-        session.end_live(call, error=exc)
-        raise
-    _finish_live(session, call, _merge(chunks))
-
-
-async def _astream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
-                   **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
-    session, call = _stream_setup(self, input, config, stop, kwargs, async_api=True)
-    if session is None:
-        async for chunk in _orig_astream(self, input, config, stop=stop, **kwargs):
-            yield chunk
-        return
-    if call.served is not None:
-        call._session = session  # type: ignore[attr-defined]
-        token = _SERVING.set(call)
+def _wrap_stream(original: Any) -> Any:
+    def stream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
+               **kwargs: Any) -> Iterator[AIMessageChunk]:
+        session, call = _stream_setup(self, input, config, stop, kwargs, async_api=False)
+        if session is None or call is None:
+            yield from original(self, input, config, stop=stop, **kwargs)
+            return
+        if call.served is not None:
+            # through invoke, so langchain's callbacks see the served answer; _gen serves it
+            token = _SERVING.set((session, call))
+            try:
+                msg = self.invoke(input, config=config, stop=stop, **kwargs)
+            finally:
+                _SERVING.reset(token)
+            yield to_chunk(msg)
+            return
+        chunks: list[Any] = []
         try:
-            msg = await self.ainvoke(input, config=config, stop=stop, **kwargs)
-        finally:
-            _SERVING.reset(token)
-        yield to_chunk(msg)
-        return
-    chunks: list[Any] = []
-    try:
-        async for chunk in _orig_astream(self, input, config, stop=stop, **kwargs):
-            chunks.append(chunk)
-            yield chunk
-    except GeneratorExit:
+            for chunk in original(self, input, config, stop=stop, **kwargs):
+                chunks.append(chunk)
+                yield chunk
+        except GeneratorExit:
+            _finish_live(session, call, _merge(chunks))  # the consumer stopped early: keep what it saw
+            raise
+        except BaseException as exc:
+            session.end_live(call, error=exc)
+            raise
         _finish_live(session, call, _merge(chunks))
-        raise
-    except BaseException as exc:
-        session.end_live(call, error=exc)
-        raise
-    _finish_live(session, call, _merge(chunks))
+
+    return stream
+
+
+def _wrap_astream(original: Any) -> Any:
+    async def astream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
+                      **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
+        session, call = _stream_setup(self, input, config, stop, kwargs, async_api=True)
+        if session is None or call is None:
+            async for chunk in original(self, input, config, stop=stop, **kwargs):
+                yield chunk
+            return
+        if call.served is not None:
+            token = _SERVING.set((session, call))
+            try:
+                msg = await self.ainvoke(input, config=config, stop=stop, **kwargs)
+            finally:
+                _SERVING.reset(token)
+            yield to_chunk(msg)
+            return
+        chunks: list[Any] = []
+        try:
+            async for chunk in original(self, input, config, stop=stop, **kwargs):
+                chunks.append(chunk)
+                yield chunk
+        except GeneratorExit:
+            _finish_live(session, call, _merge(chunks))
+            raise
+        except BaseException as exc:
+            session.end_live(call, error=exc)
+            raise
+        _finish_live(session, call, _merge(chunks))
+
+    return astream
 
 
 def _slotted(inputs: Any, config: Any) -> Any:
@@ -336,32 +325,35 @@ def _slotted(inputs: Any, config: Any) -> Any:
 
 
 def _batch_wrapper(name: str) -> Any:
-    """``name`` (a batch method) with slotted configs while a run is recorded or replayed."""
-    orig = _orig_batch[name]
+    """A maker of ``name`` (a batch method) with slotted configs while a run is recorded or replayed."""
 
     def configs(inputs: Any, config: Any) -> Any:
         meta = config.get("metadata") if isinstance(config, dict) else None
         return _slotted(inputs, config) if inputs and current_session(meta) is not None else config
 
-    if name == "abatch":
-        async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
-            return await orig(self, inputs, configs(inputs, config), **kwargs)
-    elif name == "abatch_as_completed":
-        async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None,  # type: ignore[misc]
-                          **kwargs: Any) -> Any:
-            async for item in orig(self, inputs, configs(inputs, config), **kwargs):
-                yield item
-    else:
-        def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:  # type: ignore[misc]
-            return orig(self, inputs, configs(inputs, config), **kwargs)
+    def make(orig: Any) -> Any:
+        if name == "abatch":
+            async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
+                return await orig(self, inputs, configs(inputs, config), **kwargs)
+        elif name == "abatch_as_completed":
+            async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None,  # type: ignore[misc]
+                              **kwargs: Any) -> Any:
+                async for item in orig(self, inputs, configs(inputs, config), **kwargs):
+                    yield item
+        else:
+            def wrapper(self: BaseChatModel, inputs: Any, config: Any = None,  # type: ignore[misc]
+                        **kwargs: Any) -> Any:
+                return orig(self, inputs, configs(inputs, config), **kwargs)
 
-    wrapper.__name__ = wrapper.__qualname__ = name
-    wrapper.__doc__ = orig.__doc__
-    return wrapper
+        wrapper.__name__ = wrapper.__qualname__ = name
+        wrapper.__doc__ = orig.__doc__
+        return wrapper
+
+    return make
 
 
-def _never_retry_control_errors() -> None:
-    """Make ``Runnable.with_retry`` re-raise graphtape's control errors at once.
+def _never_retry_control_errors(built: Any) -> Any:
+    """``RunnableRetry._kwargs_retrying`` that makes ``with_retry`` re-raise graphtape's control errors at once.
 
     ``RunnableRetry`` retries through tenacity with a rule built from
     ``retry_if_exception_type`` (``Exception`` by default), which knows
@@ -369,14 +361,12 @@ def _never_retry_control_errors() -> None:
     ``with_retry`` would be asked again after a divergence. The rule it
     builds gets "and not a ControlError" added (see graphtape.errors).
     """
-    from langchain_core.runnables.retry import RunnableRetry
     from tenacity import retry_if_exception_type, retry_if_not_exception_type
 
     from graphtape.errors import ControlError
 
-    built = RunnableRetry.__dict__.get("_kwargs_retrying")
     if not isinstance(built, property) or built.fget is None:  # pragma: no cover - langchain changed
-        return
+        return built
     rule = built.fget
 
     def _kwargs_retrying(self: Any) -> dict[str, Any]:
@@ -384,20 +374,31 @@ def _never_retry_control_errors() -> None:
         kwargs["retry"] = kwargs.get("retry", retry_if_exception_type()) & retry_if_not_exception_type(ControlError)
         return kwargs
 
-    RunnableRetry._kwargs_retrying = property(_kwargs_retrying)  # type: ignore[method-assign,assignment]
+    return property(_kwargs_retrying)
+
+
+def _patches() -> list[Patch]:
+    from langchain_core.runnables.retry import RunnableRetry
+
+    return [
+        Patch(BaseChatModel, "_generate_with_cache", _wrap_gen),
+        Patch(BaseChatModel, "_agenerate_with_cache", _wrap_agen),
+        Patch(BaseChatModel, "stream", _wrap_stream),
+        Patch(BaseChatModel, "astream", _wrap_astream),
+        *(Patch(BaseChatModel, name, _batch_wrapper(name))
+          for name in ("batch", "abatch", "batch_as_completed", "abatch_as_completed")),
+        Patch(RunnableRetry, "_kwargs_retrying", _never_retry_control_errors),
+    ]
+
+
+INTERCEPTOR = Interceptor("chat model", _patches())
 
 
 def install() -> None:
     """Install the wrappers once per process (idempotent, inert outside runs)."""
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        BaseChatModel._generate_with_cache = _gen  # type: ignore[method-assign]
-        BaseChatModel._agenerate_with_cache = _agen  # type: ignore[method-assign]
-        BaseChatModel.stream = _stream  # type: ignore[method-assign]
-        BaseChatModel.astream = _astream  # type: ignore[method-assign]
-        for name in _orig_batch:
-            setattr(BaseChatModel, name, _batch_wrapper(name))
-        _never_retry_control_errors()
-        _installed = True
+    INTERCEPTOR.install()
+
+
+def uninstall() -> None:
+    """Restore langchain's methods (raises PatchConflict if someone wrapped one of them after graphtape)."""
+    INTERCEPTOR.uninstall()

@@ -16,7 +16,9 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from graphtape.record.session import Lazy, Session, _error_info, _is_control_flow
+from graphtape.record.errors_codec import error_info
+from graphtape.record.session import Session, is_control_flow
+from graphtape.record.writer import Lazy
 
 STEP_TAG = "graph:step:"
 
@@ -51,14 +53,14 @@ class TaskRecorder(BaseCallbackHandler):
         # A recording must never break the user's graph, so handler errors are
         # swallowed; under the debugger, stopping is done by raising here, and a
         # strict replay stops here at the first task whose writes differ.
-        return self.session.debugger is not None or self.session.state_check is not None
+        return self.session.answerer.watches_tasks
 
     def __init__(self, session: Session):
         self.session = session
-        debugger = session.debugger
+        answerer = session.answerer
         # a task's duration leaves out the time it sat paused at a breakpoint (debug/debugger.py)
-        self._clock = (time.perf_counter if debugger is None
-                       else lambda: time.perf_counter() - debugger.paused_seconds())
+        self._clock = (time.perf_counter if not answerer.pauses
+                       else lambda: time.perf_counter() - answerer.paused_seconds())
         self._open: dict[UUID, tuple[float, dict[str, Any], tuple[str, int] | None]] = {}
         self._info: dict[UUID, dict[str, Any]] = {}
 
@@ -86,10 +88,9 @@ class TaskRecorder(BaseCallbackHandler):
                 self.session.task_steps[ns] = step
         self._open[run_id] = (self._clock(), {"task": ns}, key)
         self.session.event("task_started", info)
-        if self.session.debugger is not None or self.session.state_check is not None:
+        if self.session.answerer.watches_tasks:
             self._info[run_id] = info
-        if self.session.debugger is not None:
-            self.session.debugger.on_task_start(info)
+            self.session.answerer.task_started(info)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.pop(run_id, None)
@@ -98,8 +99,9 @@ class TaskRecorder(BaseCallbackHandler):
         started, info, _ = opened
         session = self.session
         full = self._info.pop(run_id, info)
-        if session.debugger is not None:
-            session.debugger.on_task_end(full, outputs)
+        watching = session.answerer.watches_tasks
+        if watching:
+            session.answerer.task_ending(full, outputs)
         session.event(
             "task_finished",
             {
@@ -109,8 +111,8 @@ class TaskRecorder(BaseCallbackHandler):
                 "writes": Lazy(lambda: session.put_json(session.view(outputs))),
             },
         )
-        if session.state_check is not None:
-            session.state_check.check(session, full, outputs)
+        if watching:
+            session.answerer.task_ended(session, full, outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.pop(run_id, None)
@@ -118,12 +120,12 @@ class TaskRecorder(BaseCallbackHandler):
             return
         started, info, key = opened
         self._info.pop(run_id, None)
-        kind = "task_interrupted" if _is_control_flow(error) else "task_failed"
+        kind = "task_interrupted" if is_control_flow(error) else "task_failed"
         if key is not None:
             # not a writer of the step's checkpoint (unless a retry starts it again)
             self.session.step_writers.get(key, {}).pop(info["task"], None)
         self.session.event(
             kind,
             {**info, "duration": round(self._clock() - started, 6),
-             **({} if kind == "task_interrupted" else {"error": _error_info(error)})},
+             **({} if kind == "task_interrupted" else {"error": error_info(error)})},
         )

@@ -14,20 +14,16 @@ so the conversation stays consistent) without running the tool.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from graphtape import serde
+from graphtape.calls import fingerprint
 from graphtape.record.codeprint import tool_code
+from graphtape.record.intercept import CallKind, Interceptor, Patch
 from graphtape.record.session import Call, Session, current_session
-
-_installed = False
-_install_lock = threading.Lock()
-_orig_run = BaseTool.run
-_orig_arun = BaseTool.arun
 
 
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, str | None]:
@@ -42,15 +38,13 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str
 def _begin(session: Session, tool: BaseTool, tool_input: Any, metadata: dict[str, Any] | None) -> Call:
     request = {"tool": tool.name, "input": serde.to_jsonable(tool_input)}
     request = serde.redact(request, session.tape.redact_keys)
-    fingerprint = serde.digest(serde.canonical_json(request))
     # the code that answers: a tool fixed since the recording is not served its old answer in flight mode
-    return session.begin("tool", metadata, request, fingerprint, summary={"name": tool.name, "code": tool_code(tool)})
+    return session.begin("tool", metadata, request, fingerprint(request),
+                         summary={"name": tool.name, "code": tool_code(tool)})
 
 
-def _serve(session: Session, call: Call, tool_call_id: str | None) -> Any:
-    value, error = session.served_value(call)
-    if error is not None:
-        raise error
+def _present(call: Call, value: Any) -> Any:
+    tool_call_id = call.caller_id
     if isinstance(value, ToolMessage) and tool_call_id and value.tool_call_id != tool_call_id:
         value = value.model_copy(update={"tool_call_id": tool_call_id})
     if call.override is not None and tool_call_id and not isinstance(value, ToolMessage):
@@ -60,45 +54,45 @@ def _serve(session: Session, call: Call, tool_call_id: str | None) -> Any:
     return value
 
 
-def _run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
-    tool_input, metadata, tool_call_id = _split(args, kwargs)
-    session = current_session(metadata)
-    if session is None:
-        return _orig_run(self, *args, **kwargs)
-    call = _begin(session, self, tool_input, metadata)
-    if call.served is not None:
-        return _serve(session, call, tool_call_id)
-    try:
-        result = _orig_run(self, *args, **kwargs)
-    except BaseException as exc:
-        session.end_live(call, error=exc)
-        raise
-    session.end_live(call, result=result)
-    return result
+TOOL = CallKind(present=_present)
 
 
-async def _arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
-    tool_input, metadata, tool_call_id = _split(args, kwargs)
-    session = current_session(metadata)
-    if session is None:
-        return await _orig_arun(self, *args, **kwargs)
-    call = _begin(session, self, tool_input, metadata)
-    if call.served is not None:
-        return _serve(session, call, tool_call_id)
-    try:
-        result = await _orig_arun(self, *args, **kwargs)
-    except BaseException as exc:
-        session.end_live(call, error=exc)
-        raise
-    session.end_live(call, result=result)
-    return result
+def _wrap_run(original: Any) -> Any:
+    def run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+        tool_input, metadata, tool_call_id = _split(args, kwargs)
+        session = current_session(metadata)
+        if session is None:
+            return original(self, *args, **kwargs)
+        call = _begin(session, self, tool_input, metadata)
+        call.caller_id = tool_call_id
+        return TOOL.run(session, call, lambda: original(self, *args, **kwargs))
+
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    return run
+
+
+def _wrap_arun(original: Any) -> Any:
+    async def arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
+        tool_input, metadata, tool_call_id = _split(args, kwargs)
+        session = current_session(metadata)
+        if session is None:
+            return await original(self, *args, **kwargs)
+        call = _begin(session, self, tool_input, metadata)
+        call.caller_id = tool_call_id
+        return await TOOL.arun(session, call, lambda: original(self, *args, **kwargs))
+
+    arun.__wrapped__ = original  # type: ignore[attr-defined]
+    return arun
+
+
+INTERCEPTOR = Interceptor("tool", [Patch(BaseTool, "run", _wrap_run), Patch(BaseTool, "arun", _wrap_arun)])
 
 
 def install() -> None:
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        BaseTool.run = _run  # type: ignore[method-assign]
-        BaseTool.arun = _arun  # type: ignore[method-assign]
-        _installed = True
+    """Wrap ``BaseTool.run``/``arun`` (idempotent; inert outside recorded runs)."""
+    INTERCEPTOR.install()
+
+
+def uninstall() -> None:
+    """Restore ``BaseTool.run``/``arun`` (raises PatchConflict if someone wrapped them after graphtape)."""
+    INTERCEPTOR.uninstall()

@@ -16,6 +16,7 @@ from graphtape.errors import Divergence
 
 if TYPE_CHECKING:
     from graphtape.record.session import Call, Session
+    from graphtape.replay.matcher import Matcher
     from graphtape.store.base import TapeStore
 
 
@@ -64,9 +65,9 @@ def recorded_request_lines(store: TapeStore, kind: str, request_ref: str, messag
     return render_request(kind, request, messages)
 
 
-def build_divergence(session: Session, call: Call, request: dict[str, Any]) -> Divergence:
+def build_divergence(session: Session, call: Call, request: dict[str, Any], matcher: Matcher | None) -> Divergence:
+    """The divergence of ``call`` (no recorded call answers it), against what ``matcher`` expected there."""
     site = call.site
-    matcher = session.matcher
     expected = matcher.expected(site) if matcher is not None else None
     current_lines = render_request(site.kind, request, call.messages_view)
     replayed = session.replay_of or "?"

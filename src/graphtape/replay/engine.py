@@ -33,13 +33,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import uuid
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from graphtape import serde
+from graphtape import clock, serde
 from graphtape.errors import Divergence, ReplayError
+from graphtape.record.answer import ReplayPlan
+from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
+from graphtape.replay.statecheck import StateCheck
 from graphtape.store.base import RunRecord
 
 if TYPE_CHECKING:
@@ -227,8 +229,6 @@ def _core(
     differ in how they execute a :class:`_Step`; everything else (which runs,
     with what input, how results are judged) lives here once.
     """
-    from graphtape.replay.statecheck import StateCheck
-
     matcher = Matcher.from_store(
         tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
@@ -238,16 +238,12 @@ def _core(
     state_check = None
     if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
         state_check = StateCheck.from_store(tape, [r.run_id for r in chain[start_index:]])
-    new_thread = thread_id or f"replay-{uuid.uuid4()}"
+    new_thread = thread_id or f"replay-{clock.new_id()}"
     recorder = tape.record(graph, name=target.graph)
-    recorder._replay = {
-        "mode": mode,
-        "matcher": matcher,
-        "allow_live_effects": allow_live_effects,
-        "meta": {"replay_mode": mode, **(meta or {})},
-        "debugger": debugger,
-        "state_check": state_check,
-    }
+    answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
+    # the debugger pauses at calls, tasks and checkpoints, and answers calls with what the user injects
+    plan = ReplayPlan(answerer if debugger is None else debugger.answerer(answerer), mode,
+                      meta={"replay_mode": mode, **(meta or {})})
     output: Any = None
     status = "finished"
     divergence: dict[str, Any] | None = None
@@ -272,7 +268,7 @@ def _core(
                 config["configurable"][key] = v
         if "recursion_limit" in rec_config:
             config["recursion_limit"] = rec_config["recursion_limit"]
-        recorder._replay["replay_of"] = original.run_id
+        recorder.plan = dataclasses.replace(plan, replay_of=original.run_id)
         if progress is not None:
             progress(index, len(chain), original)
         # the run's own arguments (version="v2", stream_mode, interrupt_before, ...) shape its output

@@ -13,72 +13,14 @@ every execution.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import defaultdict
 from typing import Any
 
-from graphtape.record.session import CallSite
-from graphtape.store.base import EventRow, TapeStore
+from graphtape.calls import CALL_KINDS, CallSite, RecordedCall, match_key
+from graphtape.store.base import TapeStore
 
-
-@dataclasses.dataclass
-class RecordedCall:
-    """A call as it is on the tape."""
-
-    call_id: str
-    run_id: str
-    seq: int
-    kind: str
-    node: str
-    node_path: str
-    branch: str
-    step: int | None
-    ordinal: int
-    fingerprint: str
-    request_ref: str
-    messages_ref: str | None
-    response_ref: str | None
-    error: dict[str, Any] | None
-    tokens: int
-    cost: float
-    latency: float
-    name: str | None
-    #: fingerprint of the tool's or effect's code when recorded (None on older tapes)
-    code: str | None = None
-
-    @classmethod
-    def from_event(cls, ev: EventRow) -> "RecordedCall":
-        d = ev.data
-        return cls(
-            call_id=d["call_id"],
-            run_id=ev.run_id,
-            seq=ev.seq,
-            kind=ev.kind.removesuffix("_call"),
-            node=d.get("node", ""),
-            node_path=d.get("node_path", ""),
-            branch=d.get("branch", ""),
-            step=d.get("step"),
-            ordinal=d.get("ordinal", 0),
-            fingerprint=d["fingerprint"],
-            request_ref=d["request"],
-            messages_ref=d.get("messages"),
-            response_ref=d.get("response"),
-            error=d.get("error"),
-            tokens=int(d.get("tokens") or 0),
-            cost=float(d.get("cost") or 0.0),
-            latency=float(d.get("latency") or 0.0),
-            name=d.get("name") or d.get("model"),
-            code=d.get("code"),
-        )
-
-    def response_env(self, store: TapeStore) -> Any:
-        if self.response_ref is None:
-            return None
-        return store.get_json(self.response_ref)
-
-
-CALL_KINDS = ("llm_call", "tool_call", "effect_call")
+__all__ = ["CALL_KINDS", "Matcher", "RecordedCall"]
 
 
 class Matcher:
@@ -92,7 +34,7 @@ class Matcher:
         self._by_key: dict[tuple[str, str, str], list[RecordedCall]] = defaultdict(list)
         self._by_site: dict[tuple[str, str], list[RecordedCall]] = defaultdict(list)
         for c in calls:
-            self._by_key[(c.kind, c.node_path, c.fingerprint)].append(c)
+            self._by_key[c.key].append(c)
             self._by_site[(c.kind, c.node_path)].append(c)
         self.consumed: set[str] = set()
         self.overrides = dict(overrides or {})
@@ -115,7 +57,7 @@ class Matcher:
     def take(self, site: CallSite, fingerprint: str) -> RecordedCall | None:
         with self._lock:
             cands = [
-                c for c in self._by_key.get((site.kind, site.node_path, fingerprint), ())
+                c for c in self._by_key.get(match_key(site.kind, site.node_path, fingerprint), ())
                 if c.call_id not in self.consumed and c.call_id not in self.live_from
             ]
             if not cands:

@@ -26,12 +26,57 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from graphtape import serde
+from graphtape.errors import EffectInDoubt
+from graphtape.record.answer import Decision, ReplayPlan
+from graphtape.record.effect import NOT_DONE, reconcilers
+from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
 from graphtape.runtime.lease import lease_name
 from graphtape.store.base import RunRecord, WriteBatch
 
 if TYPE_CHECKING:
+    from graphtape.record.session import Call, Session
     from graphtape.tape import Tape
+
+
+class RecoveryAnswerer(TapeAnswerer):
+    """Serves what the crashed runs completed; runs the rest live; never runs an in-doubt effect twice."""
+
+    def __init__(self, matcher: Matcher, recovery_runs: list[str]):
+        super().__init__(matcher, "recover", allow_live_effects=True)
+        #: the crashed run and the runs it was itself recovering, whose effect intents are honoured
+        self.recovery_runs = list(recovery_runs)
+
+    def answer(self, session: Session, call: Call, request: dict[str, Any]) -> Decision:
+        rec = self.matcher.take(call.site, call.fingerprint)
+        if rec is None and call.site.kind == "effect" and call.summary.get("idempotency_key"):
+            decided = self._in_doubt(session, call)
+            if decided is not None:
+                return decided
+        return self.judge(session, call, request, rec)
+
+    def _in_doubt(self, session: Session, call: Call) -> Decision | None:
+        """An effect that started before a crash and never reported back: never run it twice."""
+        key = call.summary["idempotency_key"]
+        name = call.summary.get("name")
+        started = any(
+            ev.data.get("idempotency_key") == key and ev.data.get("name") == name
+            for rid in self.recovery_runs
+            for ev in session.store.events(rid, ["effect_started"])
+        )
+        if not started:
+            return None
+        reconcile = reconcilers.get(name) if name is not None else None
+        if reconcile is None:
+            raise EffectInDoubt(
+                f"effect {name} with idempotency key {key!r} started before a crash and never finished; "
+                "graphtape will not run it twice: check the outside world, then give the effect a "
+                "reconcile= function (or re-run the thread by hand)"
+            )
+        result = reconcile(key)
+        if result is NOT_DONE:
+            return None
+        return Decision.reconciled(result)
 
 
 @dataclasses.dataclass
@@ -155,15 +200,7 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
         store.write(WriteBatch(run_updates=[(run.run_id, {"status": "crashed"})]))
     matcher = Matcher.from_store(store, list(reversed(chain)))
     recorder = tape.record(graph, name=run.graph)
-    recorder._replay = {
-        "mode": "recover",
-        "matcher": matcher,
-        "allow_live_effects": True,
-        "recovering": True,
-        "recovery_runs": chain,
-        "replay_of": None,
-        "meta": {"recovers": run.run_id},
-    }
+    recorder.plan = ReplayPlan(RecoveryAnswerer(matcher, chain), "recover", meta={"recovers": run.run_id})
     use_async = (run.meta or {}).get("api", "invoke") in ("ainvoke", "astream", "astream_events")
     try:
         if use_async:

@@ -1,0 +1,221 @@
+"""The tape writer of one run: buffering, content addressing and flushing.
+
+A run's events, blobs and message chains are buffered here and written in
+one store transaction per flush: from the checkpoint tap (which runs off the
+main thread under LangGraph's default ``durability="async"``), beside
+graphtape's own saver in the checkpoint's own transaction, and at the end of
+the run. Values are stored by address (``serde.digest`` of their stored
+JSON); an address this run already wrote is not sent again.
+
+The :class:`~graphtape.record.session.Session` keeps what the run *is*
+(identity, counts, the calls in flight); this object only turns what it is
+told into rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from graphtape import clock, serde
+from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
+
+#: Beside a foreign checkpoint saver, the tape is written at most this often
+#: (and at the end of every run): one extra transaction per super-step was
+#: the largest recording cost measured. graphtape's own saver writes the tape
+#: in the checkpoint's transaction instead.
+FLUSH_INTERVAL = 0.05
+
+
+class Lazy:
+    """An event field computed at flush time (off the hot path when LangGraph saves in the background)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+    def resolve(self) -> Any:
+        return self.fn()
+
+
+class TapeWriter:
+    """Buffers one run's rows and writes them, fenced by the run's thread lease."""
+
+    def __init__(self, store: TapeStore, run_id: str):
+        self.store = store
+        self.run_id = run_id
+        #: the thread's lease (one writer per thread); its token fences every write
+        self.lease: Any = None
+        self._lock = threading.RLock()
+        self._batch = WriteBatch()
+        self._seq = 0
+        # Addresses this run already wrote: not sent again. Per run, not per
+        # process: garbage collection (``prune``) may delete a blob between two
+        # runs, and a later run must then write it again, not point at nothing.
+        self._written: set[str] = set()
+        #: id(message) -> (message, ids of its field values, request JSON, blob address): see message_blob
+        #: (and, once asked for, its canonical key: see message_key)
+        self._messages: dict[int, list[Any]] = {}
+        self._last_flush = time.monotonic()
+        #: seconds each store write of this run took (summarised into ``meta.write_ms``)
+        self.write_seconds: list[float] = []
+
+    # -- content addressing -------------------------------------------------------------
+
+    def put_json(self, obj: Any) -> str:
+        """Store a JSON value in its own key order (hash what is matched on: ``serde.canonical_json``)."""
+        data = serde.stored_json(obj)
+        h = serde.digest(data)
+        if h not in self._written:
+            with self._lock:
+                self._batch.blobs[h] = data
+        return h
+
+    def encode(self, obj: Any) -> dict[str, Any]:
+        """An exactly restorable envelope; messages stored once, by reference."""
+        return serde.encode_value(obj, self.put_json)
+
+    def message_blob(self, msg: Any) -> tuple[dict[str, Any], str]:
+        """A message's request JSON and its blob address, computed once per message object in a run.
+
+        A run meets the same message objects several times: in every chat
+        request that carries the history, and again in the final state. At
+        turn 200 of a conversation, turning 400 messages into JSON twice was
+        half the cost of recording the turn. The memo holds the message (so
+        its ``id()`` is not reused) and the identities of its field values: a
+        field given a new value is seen and the message is read again.
+        """
+        fields = tuple(map(id, msg.__dict__.values()))
+        hit = self._messages.get(id(msg))
+        if hit is not None and hit[0] is msg and hit[1] == fields:
+            return hit[2], hit[3]
+        js = serde.message_for_request(msg)
+        h = self.put_json(js)
+        self._messages[id(msg)] = [msg, fields, js, h, None]
+        return js, h
+
+    def message_key(self, msg: Any) -> str:
+        """The digest of a message's *canonical* JSON: what request fingerprints are built from.
+
+        The blob address (``message_blob``) hashes the stored, order-preserving
+        JSON; fingerprints must not depend on key order (and must stay what
+        tapes recorded before blobs kept their order), so they use this key.
+        """
+        self.message_blob(msg)
+        entry = self._messages[id(msg)]
+        if entry[4] is None:
+            entry[4] = serde.digest(serde.canonical_bytes(entry[2]))
+        return entry[4]
+
+    def message_ref(self, msg: Any) -> dict[str, Any]:
+        ref: dict[str, Any] = {"$m": self.message_blob(msg)[1]}
+        if msg.id is not None:
+            ref["id"] = msg.id
+        return ref
+
+    def view(self, obj: Any) -> Any:
+        """A compact JSON view for display and comparison.
+
+        Messages become references to their (id-less) blob and lists of
+        messages become chains, which share their prefixes with the chat
+        requests already on the tape: the final state of turn 200 of a
+        conversation adds one chain node, not 400 messages.
+        """
+        from langchain_core.messages import BaseMessage
+
+        if isinstance(obj, BaseMessage):
+            return self.message_ref(obj)
+        if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, BaseMessage) for m in obj):
+            hashes = [self.message_blob(m)[1] for m in obj]
+            return {"$chain": self.put_messages(hashes)}
+        if isinstance(obj, dict):
+            return {str(k): self.view(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.view(v) for v in obj]
+        if hasattr(obj, "model_dump") and not isinstance(obj, type) and hasattr(type(obj), "model_fields"):
+            return {k: self.view(getattr(obj, k)) for k in type(obj).model_fields}
+        return serde.to_jsonable(obj)
+
+    def put_messages(self, hashes: list[str]) -> str | None:
+        """Store a message list as a chain; returns its head (content addressed)."""
+        parent: str | None = None
+        new: dict[str, tuple[str | None, str]] = {}
+        for mh in hashes:
+            cid = serde.digest(f"{parent or ''}/{mh}")
+            if cid not in self._written:
+                new[cid] = (parent, mh)
+            parent = cid
+        if new:
+            with self._lock:
+                self._batch.chains.update(new)
+        return parent
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def event(self, kind: str, data: dict[str, Any]) -> int:
+        """Buffer an event of this run; returns its sequence number."""
+        with self._lock:
+            seq = self._seq
+            self._seq += 1
+            self._batch.events.append(EventRow(self.run_id, seq, kind, clock.now(), data))
+            return seq
+
+    def new_run(self, run: RunRecord) -> None:
+        with self._lock:
+            self._batch.new_runs.append(run)
+
+    def update_run(self, update: dict[str, Any]) -> None:
+        with self._lock:
+            self._batch.run_updates.append((self.run_id, update))
+
+    def defer(self, batch: WriteBatch) -> None:
+        """Add ``batch`` to what the next flush writes (in the same transaction)."""
+        with self._lock:
+            self._batch.extend(batch)
+
+    # -- flushing ------------------------------------------------------------------------
+
+    def maybe_flush(self) -> None:
+        """Flush if the last flush is older than ``FLUSH_INTERVAL`` (used beside foreign savers)."""
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+            self.flush()
+
+    def flush(self, extra: WriteBatch | None = None) -> None:
+        """Write the buffered rows, together with ``extra`` (a checkpoint) if given, in one transaction."""
+        with self._lock:
+            self._last_flush = time.monotonic()
+            for ev in self._batch.events:
+                for key, value in ev.data.items():
+                    if isinstance(value, Lazy):
+                        ev.data[key] = value.resolve()
+            batch, self._batch = self._batch, WriteBatch()
+            if extra is not None:
+                batch.extend(extra)
+            if batch:
+                try:
+                    t0 = time.perf_counter()
+                    self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
+                    self.write_seconds.append(time.perf_counter() - t0)
+                except BaseException:
+                    # Keep the rows for the next flush; the checkpoint's writer sees the error.
+                    if extra is not None:
+                        batch.checkpoints.clear()
+                        batch.writes.clear()
+                    batch.extend(self._batch)
+                    self._batch = batch
+                    raise
+                self._written.update(batch.blobs)
+                self._written.update(batch.chains)
+
+    def write_ms(self) -> dict[str, Any]:
+        """``{"write_ms": {n, sum, p50, p95, max}}`` of this run's store writes (nearest-rank), or nothing."""
+        seconds = self.write_seconds
+        if not seconds:
+            return {}
+        ms = sorted(x * 1000.0 for x in seconds)
+        n = len(ms)
+        return {"write_ms": {"n": n, "sum": round(sum(ms), 3), "p50": round(ms[(n + 1) // 2 - 1], 3),
+                             "p95": round(ms[max(0, -(-95 * n // 100) - 1)], 3), "max": round(ms[-1], 3)}}
