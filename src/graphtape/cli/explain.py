@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from graphtape import events
+
 if TYPE_CHECKING:
     from graphtape.tape import Tape
-
-CALL_KINDS = ["llm_call", "tool_call", "effect_call"]
 
 REASONS = {
     "before_start": "made before the checkpoint the replay started from (those steps were not run again)",
@@ -26,8 +26,10 @@ REASONS = {
 }
 
 
-def _site(kind: str, d: dict[str, Any]) -> tuple[Any, ...]:
-    return (kind, d.get("node_path"), d.get("branch", ""), d.get("ordinal", 0))
+def _site(call: events.CallEvent) -> tuple[Any, ...]:
+    # a key left out of the event (null) reads as the site's default
+    return (call.KIND, call.node_path, "" if call.branch is None else call.branch,
+            0 if call.ordinal is None else call.ordinal)
 
 
 def unused_reasons(tape: Tape, result: Any) -> dict[str, int]:
@@ -41,18 +43,18 @@ def unused_reasons(tape: Tape, result: Any) -> dict[str, int]:
     first_steps: list[int] = []
     started_from_input = False
     for i, rid in enumerate(result.run_ids):
-        for ev in tape.store.events(rid, [*CALL_KINDS, "checkpoint"]):
-            d = ev.data
-            if ev.kind == "checkpoint":
-                if i == 0 and not d.get("ns"):
-                    started_from_input |= d.get("source") == "input"
-                    if isinstance(d.get("step"), int):
-                        first_steps.append(d["step"])
+        for row in tape.store.events(rid, [*events.CALL_EVENT_KINDS, events.Checkpoint.KIND]):
+            ev = events.parse(row)
+            if isinstance(ev, events.Checkpoint):
+                if i == 0 and not ev.ns:
+                    started_from_input |= ev.source == "input"
+                    if isinstance(ev.step, int):
+                        first_steps.append(ev.step)
                 continue
-            if d.get("served_from"):
-                served.add(d["served_from"])
-            if d.get("source") == "live":
-                live_sites.add(_site(ev.kind, d))
+            if ev.served_from:
+                served.add(ev.served_from)
+            if ev.source == "live":
+                live_sites.add(_site(ev))
     first = tape.store.get_run(result.run_ids[0])
     first_original = first.replay_of if first is not None else None
     # the last step that was not run again: the starting checkpoint's
@@ -62,14 +64,14 @@ def unused_reasons(tape: Tape, result: Any) -> dict[str, int]:
     for run in run_chain(tape, tape.run(result.replay_of)):
         if run.run_id == first_original:
             before = False
-        for ev in tape.store.events(run.run_id, CALL_KINDS):
-            d = ev.data
-            if d.get("call_id") in served:
+        for row in tape.store.events(run.run_id, list(events.CALL_EVENT_KINDS)):
+            call = events.parse(row)
+            if call.call_id in served:
                 continue
-            if _site(ev.kind, d) in live_sites:
+            if _site(call) in live_sites:
                 reason = "replaced"
             elif before or (run.run_id == first_original and start_step is not None
-                            and isinstance(d.get("step"), int) and d["step"] <= start_step):
+                            and isinstance(call.step, int) and call.step <= start_step):
                 reason = "before_start"
             else:
                 reason = "not_asked"
@@ -89,12 +91,13 @@ def counted_calls(tape: Tape, run: Any) -> Any:
 
     if run.status not in ("running", "crashed") or run.llm_calls or run.tool_calls or run.effect_calls:
         return run
-    counts = {"llm_call": 0, "tool_call": 0, "effect_call": 0}
+    counts = dict.fromkeys(events.CALL_KINDS, 0)
     tokens = 0
-    for ev in tape.store.events(run.run_id, CALL_KINDS):
-        counts[ev.kind] += 1
-        tokens += int(ev.data.get("tokens") or 0)
+    for row in tape.store.events(run.run_id, list(events.CALL_EVENT_KINDS)):
+        call = events.parse(row)
+        counts[call.CALL_KIND] += 1
+        tokens += int(call.tokens or 0)
     if not any(counts.values()):
         return run
-    return dataclasses.replace(run, llm_calls=counts["llm_call"], tool_calls=counts["tool_call"],
-                               effect_calls=counts["effect_call"], tokens=run.tokens or tokens)
+    return dataclasses.replace(run, llm_calls=counts["llm"], tool_calls=counts["tool"],
+                               effect_calls=counts["effect"], tokens=run.tokens or tokens)

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import typer
 
+from graphtape import events
 from graphtape.cli import render
 from graphtape.cli.explain import unused_reasons
 from graphtape.cli.app import (
@@ -142,14 +143,14 @@ def resume_cmd(
             recorded = tape.resume(thread, load_graph(graph_spec), None if by_id else answer,
                                    by_id=answer if by_id else None)
             run = tape.run(recorded.last_run_id)
-            pending = [e.data for e in tape.events(run.run_id, ["interrupt"])]
+            pending = [events.Interrupt.from_row(e) for e in tape.events(run.run_id, [events.Interrupt.KIND])]
     if as_json:
-        echo_json({"run": run.to_dict(), "pending_interrupts": pending})
+        echo_json({"run": run.to_dict(), "pending_interrupts": [p.to_data() for p in pending]})
         return
     console = stdout()
     console.print(f"recorded run {run.run_id}  {run.status}")
     for p in pending:
-        console.print(f"  waiting: interrupt {p['interrupt_id']}: {json.dumps(p['value'], ensure_ascii=False)}")
+        console.print(f"  waiting: interrupt {p.interrupt_id}: {json.dumps(p.value, ensure_ascii=False)}")
 
 
 DEBUG_HELP = """commands:

@@ -364,7 +364,8 @@ def label_run(tape: Tape, run_id: str, label: str | None, note: str | None = Non
     previous = tape.store.events(run.run_id, [LABEL_KIND])
     seq = max([LABEL_SEQ_BASE - 1] + [e.seq for e in previous]) + 1
     text = label.strip() if label else None
-    ev = EventRow(run.run_id, seq, LABEL_KIND, time.time(), events.Label(label=text or None, note=note or None).to_data())
+    label_event = events.Label(label=text or None, note=note or None)
+    ev = EventRow(run.run_id, seq, LABEL_KIND, time.time(), label_event.to_data())
     tape.store.write(WriteBatch(events=[ev]))
     return ev
 
