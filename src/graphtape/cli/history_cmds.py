@@ -1,6 +1,6 @@
 """CLI commands for time travel: ``history``, ``state`` and ``diff`` (browsing a thread's checkpoints).
 
-Registered on the main app when ``graphtape.cli.app`` is imported.
+Registered on the app of :mod:`graphtape.cli.base` when imported (``graphtape.cli.app`` imports it).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from graphtape.cli.app import app, echo_json, handle_errors, open_tape, stdout
+from graphtape.cli.base import app, echo_json, handle_errors, open_tape, stdout
 
 # ---------------------------------------------------------------------------
 # time travel: history, state, diff

@@ -1,6 +1,6 @@
 """CLI commands for logic injection: ``fork``, ``override``, ``resume`` and the interactive ``debug``.
 
-Registered on the main app when ``graphtape.cli.app`` is imported.
+Registered on the app of :mod:`graphtape.cli.base` when imported (``graphtape.cli.app`` imports it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import typer
 from graphtape import events
 from graphtape.cli import render
 from graphtape.cli.explain import unused_reasons
-from graphtape.cli.app import (
+from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
     app,

@@ -1,6 +1,6 @@
 """CLI commands for running a store in production: ``prune``, ``stats``, ``recover`` and ``serve``.
 
-Registered on the main app when ``graphtape.cli.app`` is imported.
+Registered on the app of :mod:`graphtape.cli.base` when imported (``graphtape.cli.app`` imports it).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import typer
 from rich.text import Text
 
 from graphtape.cli import render
-from graphtape.cli.app import (
+from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
-    _one_line,
-    _progress,
     app,
     echo_json,
     handle_errors,
+    one_line,
     open_tape,
+    progress_bar,
     stderr,
     stdout,
 )
@@ -115,7 +115,7 @@ def prune_cmd(
                 result = prune(tape, plan, dry_run=True)
             else:
                 err = stderr()
-                with _progress(err) as progress:
+                with progress_bar(err) as progress:
                     task = progress.add_task(f"deleting {len(plan.delete)} run(s)", total=len(plan.delete))
 
                     def on_progress(done: int, total: int) -> None:
@@ -190,7 +190,7 @@ def stats_cmd(
             raise CliError("--stuck-after, --size-warning and --limit must be 0 or more")
         with open_tape(ctx) as tape:
             err = stderr()
-            with _progress(err, counted=False) as progress:
+            with progress_bar(err, counted=False) as progress:
                 progress.add_task("reading the tape", total=None)
                 stats = collect_stats(tape, stuck_after=stuck_after, size_warning=size_warning,
                                       limit_runs=limit or None)
@@ -328,7 +328,7 @@ def recover_cmd(
                 loaded[spec] = load_graph(spec)
             err = stderr()
             results = []
-            with _progress(err) as progress:
+            with progress_bar(err) as progress:
                 task = progress.add_task("recovering", total=len(orphans))
                 for i, o in enumerate(orphans):
                     progress.update(task, completed=i, description=f"recovering run {render.short_id(o.run_id)}")
@@ -346,7 +346,7 @@ def recover_cmd(
                 if r.run_id:
                     line.append(f" as run {render.short_id(r.run_id)} ({r.served} served, {r.live} live)")
                 if r.error:
-                    line.append(f"  {_one_line(r.error)}", style="red")
+                    line.append(f"  {one_line(r.error)}", style="red")
                 console.print(line)
         if any(r.error or r.status == "failed" for r in results):
             raise typer.Exit(EXIT_BAD_RESULT)
