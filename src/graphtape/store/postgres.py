@@ -110,7 +110,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
 from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, WriteBatch
 from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
 from graphtape.store.gc import mark_live
-from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, decode_blob, row_to_checkpoint
+from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
 
 # The public names moved with the schema; ``X as X`` keeps them importable from here.
 from graphtape.store.postgres_schema import COMPRESS_OVER as COMPRESS_OVER
@@ -467,16 +467,7 @@ class PostgresTapeStore(SqlTapeStore):
 
     def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
                          metadata_filter=None) -> list[CheckpointRow]:
-        where, params = [], []
-        if thread_id is not None:
-            where.append("thread_id = %s")
-            params.append(thread_id)
-        if checkpoint_ns is not None:
-            where.append("checkpoint_ns = %s")
-            params.append(checkpoint_ns)
-        if before is not None:
-            where.append("checkpoint_id < %s")
-            params.append(before)
+        where, params = checkpoint_filters(DIALECT, thread_id, checkpoint_ns, before)
         if metadata_filter:
             # Containment is one server-side test for every key. It is looser
             # than equality in two places, tightened here: a nested object or

@@ -61,6 +61,20 @@ class Dialect:
         return f"{column} IN ({','.join([self.param] * len(values))})", values
 
 
+def checkpoint_filters(dialect: Dialect, thread_id: str | None, checkpoint_ns: str | None,
+                       before: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions of ``list_checkpoints`` both SQL stores write alike, and their parameters
+    (each store adds its own metadata filter and order)."""
+    where: list[str] = []
+    params: list[Any] = []
+    for condition, value in (("thread_id = ?", thread_id), ("checkpoint_ns = ?", checkpoint_ns),
+                             ("checkpoint_id < ?", before)):
+        if value is not None:
+            where.append(dialect.sql(condition))
+            params.append(value)
+    return where, params
+
+
 def row_to_run(row: Sequence[Any]) -> RunRecord:
     """A ``gt_runs`` row (:data:`RUN_COLUMNS`) as a record."""
     return RunRecord(

@@ -36,7 +36,7 @@ from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, WriteBatch
 from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
-from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, decode_blob, row_to_checkpoint
+from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -384,16 +384,7 @@ class SqliteTapeStore(SqlTapeStore):
 
     def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
                          metadata_filter=None) -> list[CheckpointRow]:
-        where, params = [], []
-        if thread_id is not None:
-            where.append("thread_id=?")
-            params.append(thread_id)
-        if checkpoint_ns is not None:
-            where.append("checkpoint_ns=?")
-            params.append(checkpoint_ns)
-        if before is not None:
-            where.append("checkpoint_id<?")
-            params.append(before)
+        where, params = checkpoint_filters(DIALECT, thread_id, checkpoint_ns, before)
         structured = {}
         for key, value in (metadata_filter or {}).items():
             if isinstance(value, (dict, list)):
