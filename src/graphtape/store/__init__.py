@@ -23,13 +23,9 @@ import os
 from pathlib import Path
 
 from graphtape.errors import StoreError
-from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
+from graphtape.store.base import EventRow, RunRecord, StoreNotFound, TapeStore, WriteBatch
 
 DEFAULT_PATH = Path(".graphtape") / "tape.db"
-
-
-class StoreNotFound(StoreError):
-    """There is no graphtape store at the URL, and the caller asked not to create one."""
 
 
 def _sqlite_options(url: str, query: str) -> dict[str, float]:

@@ -34,6 +34,11 @@ from graphtape.store.listing import (
 )
 
 
+class StoreNotFound(StoreError):
+    """There is no graphtape store at the URL, and the caller asked not to create one
+    (``open_store(url, create=False)``; importable from :mod:`graphtape.store`)."""
+
+
 #: Run statuses. ``running`` is also what a crashed run looks like.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "diverged", "crashed")
 

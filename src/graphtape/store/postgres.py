@@ -107,7 +107,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
         f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({_exc}); pip install 'graphtape[postgres]'"
     ) from _exc
 
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, WriteBatch
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
@@ -228,8 +228,6 @@ class PostgresTapeStore(SqlTapeStore):
 
     def _check_exists(self, conn: psycopg.Connection) -> None:
         """Refuse to go on (and so to create anything) when the schema holds no graphtape store."""
-        from graphtape.store import StoreNotFound
-
         found = conn.execute("SELECT to_regclass(format('%%I.gt_schema', %s::text))", (self.schema,)).fetchone()
         if found is None or found[0] is None:
             raise StoreNotFound(

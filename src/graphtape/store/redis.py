@@ -56,7 +56,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, EventRow, RunRecord, TapeStore, WriteBatch, WriteRow
+from graphtape.store.base import (
+    RUN_UPDATABLE, CheckpointRow, EventRow, RunRecord, StoreNotFound, TapeStore, WriteBatch, WriteRow,
+)
 from graphtape.store.codec import event_refs, unpack_event
 from graphtape.store.gc import mark_live
 
@@ -163,8 +165,6 @@ class RedisTapeStore(TapeStore):
                                      "remove the unknown parameter") from exc
                 self._check_server()
                 if not create and self.schema_version == 0:
-                    from graphtape.store import StoreNotFound
-
                     raise StoreNotFound(
                         f"no tape store at {self.url}: no graphtape keys under the prefix {self.prefix!r}; check "
                         "--url or GRAPHTAPE_URL (a store is created by recording a run, or by graphtape import)"

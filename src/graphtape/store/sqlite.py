@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, WriteBatch
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
@@ -179,8 +179,6 @@ class SqliteTapeStore(SqlTapeStore):
             except OSError as exc:
                 raise StoreError(f"cannot create the folder for {self.path}: {exc.strerror}") from exc
         elif not self.path.is_file():
-            from graphtape.store import StoreNotFound
-
             raise StoreNotFound(
                 f"no tape store at {self.path}: the file does not exist; check --url or GRAPHTAPE_URL "
                 "(a store is created by recording a run, or by graphtape import)"
@@ -218,8 +216,6 @@ class SqliteTapeStore(SqlTapeStore):
         A read-only command pointed at another application's database must not
         add graphtape's tables to it, nor switch its journal to WAL.
         """
-        from graphtape.store import StoreNotFound
-
         if self._conn.execute("PRAGMA user_version").fetchone()[0] > 0:
             return
         tables = [r[0] for r in self._conn.execute(
