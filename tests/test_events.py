@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from graphtape import events
+from graphtape import docgen, events
 from tests import graphs
 from tests.graphs import forbid
 
@@ -27,7 +27,8 @@ _SAMPLES: dict[Any, Any] = {str: "s", int: 3, float: 0.25, bool: True, dict: {"t
 def _sample(cls: type[events.Event]) -> events.Event:
     kwargs: dict[str, Any] = {}
     for name, hint, _key in cls.KEYS:
-        args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
+        union = isinstance(hint, types.UnionType)
+        args = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
         kwargs[name] = _SAMPLES.get(typing.get_origin(args[0]) or args[0], {"any": [1, None]})
     return cls(**kwargs)
 
@@ -73,6 +74,9 @@ def test_references_are_the_fields_garbage_collection_follows():
         "tool_call": (("request", "response"), ("messages",)),
         "effect_call": (("request", "response"), ("messages",)),
     }
+    values = {k: events.event_class(k).VALUE_FIELDS for k in events.KINDS if events.event_class(k).VALUE_FIELDS}
+    assert values == {"run_started": ("input",), "resume": ("value",), "llm_call": ("response",),
+                      "tool_call": ("response",), "effect_call": ("response",)}
     blobs: set[str] = set()
     chains: set[str] = set()
     data = {"request": "r", "response": "p", "messages": "m", "name": "not-an-address", "error": {"x": "y"}}
@@ -197,7 +201,7 @@ def test_replay_stats_counts_served_and_live_calls():
 
 def test_the_event_reference_in_the_docs_is_generated_from_the_types():
     text = DOCS.read_text(encoding="utf-8")
-    assert events.render_doc() in text, "docs/tape-format.md is stale: run `python -m graphtape.events --doc`"
+    assert events.render_doc() in text, "docs/tape-format.md is stale: run `python -m graphtape.docgen`"
     assert events.update_doc(text) == text
     for kind in events.KINDS:
         assert f"`{kind}`" in events.render_doc()
@@ -207,9 +211,11 @@ def test_the_doc_command_rewrites_only_its_section(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Title\n\nbefore\n", encoding="utf-8")
     out: list[str] = []
-    assert events.main(["--doc", str(page)], out.append) == 0
+    assert docgen.main([str(page)], out.append) == 0
     first = page.read_text(encoding="utf-8")
     assert first.startswith("# Title\n\nbefore\n\n" + events.DOC_BEGIN) and first.endswith(events.DOC_END + "\n")
     page.write_text(first.replace("| `label` | str |", "| `label` | int |") + "after\n", encoding="utf-8")
-    events.main(["--doc", str(page)], out.append)
+    docgen.main([str(page)], out.append)
     assert page.read_text(encoding="utf-8") == first + "after\n"
+    docgen.main([str(page)], out.append)
+    assert [line.split(":")[0] for line in out] == ["updated", "updated", "unchanged"]

@@ -28,21 +28,20 @@ Frozen dataclasses with slots, not pydantic: events are built on the
 recording hot path (one per call, task and checkpoint), and validation would
 cost more than the dict they replace. The event reference in
 ``docs/tape-format.md`` is generated from these classes
-(``python -m graphtape.events --doc``) and a test fails when it drifts.
+(``python -m graphtape.docgen``) and a test fails when it drifts.
 
-A new kind: add a class with :func:`_event`, its ``KIND`` and ``VERSION``,
-fields with :func:`field`, then regenerate the docs. A changed JSON form is
-a new ``VERSION``, and ``from_data`` must still read the old one.
+A new kind: a frozen slotted dataclass deriving from :class:`Event`, decorated
+with ``_event``, with its ``KIND`` and fields annotated with :class:`Key`; then
+regenerate the docs. A changed JSON form is a new ``VERSION``, and
+``from_data`` must still read the old one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, TypeVar
 
 if TYPE_CHECKING:
@@ -77,7 +76,6 @@ __all__ = [
     "call_event_kind",
     "event_class",
     "from_data",
-    "main",
     "parse",
     "refs",
     "render_doc",
@@ -103,8 +101,9 @@ class Key:
 
     ``always``: written even when ``None`` (as ``null``); otherwise a ``None`` field is left
     out of the JSON form. ``ref``: ``"blob"`` or ``"chain"`` when the field holds a content
-    address the event keeps alive. Every field defaults to ``None``: a key missing from a
-    stored event reads as ``None``.
+    address the event keeps alive; ``"value"`` for a blob holding an encoded value (a typed
+    envelope, which may name classes: what an import checks). Every field defaults to
+    ``None``: a key missing from a stored event reads as ``None``.
     """
 
     doc: str
@@ -124,8 +123,9 @@ class Event:
     KEYS: ClassVar[tuple[tuple[str, Any, Key], ...]] = ()
     #: (name, always) of each JSON key, in that order
     LAYOUT: ClassVar[tuple[tuple[str, bool], ...]] = ()
-    #: fields holding a blob address / a chain head
+    #: fields holding a blob address / a chain head / the address of an encoded value (blobs too)
     BLOB_FIELDS: ClassVar[tuple[str, ...]] = ()
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ()
     CHAIN_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     #: keys of a stored event this version does not know, written back as they were
@@ -186,7 +186,8 @@ def _event(cls: type[_E]) -> type[_E]:
         keys.append((f.name, typing.get_args(hint)[0], key))
     cls.KEYS = tuple(keys)
     cls.LAYOUT = tuple((name, key.always) for name, _, key in keys)
-    cls.BLOB_FIELDS = tuple(name for name, _, key in keys if key.ref == "blob")
+    cls.BLOB_FIELDS = tuple(name for name, _, key in keys if key.ref in ("blob", "value"))
+    cls.VALUE_FIELDS = tuple(name for name, _, key in keys if key.ref == "value")
     cls.CHAIN_FIELDS = tuple(name for name, _, key in keys if key.ref == "chain")
     _compile(cls)
     if cls.KIND:
@@ -235,7 +236,7 @@ class RunStarted(Event):
     repeat from run to run, so they are stored by address."""
 
     KIND = "run_started"
-    input: Annotated[str | None, Key("the run's input, encoded (typed envelope)", always=True, ref="blob")] = None
+    input: Annotated[str | None, Key("the run's input, encoded (typed envelope)", always=True, ref="value")] = None
     config: Annotated[
         str | None, Key("the run's config without callbacks and per-run ids (redacted)", always=True, ref="blob")
     ] = None
@@ -255,7 +256,7 @@ class Resume(Event):
     """The run was started with ``Command(resume=...)``: a human's answer to an interrupt."""
 
     KIND = "resume"
-    value: Annotated[str | None, Key("the resume value, encoded", always=True, ref="blob")] = None
+    value: Annotated[str | None, Key("the resume value, encoded", always=True, ref="value")] = None
 
 
 @_event
@@ -377,7 +378,7 @@ class CallEvent(Event):
     fingerprint: Annotated[str | None, Key("hash of the canonical request (what replay matches on)")] = None
     request: Annotated[str | None, Key("the request, encoded", ref="blob")] = None
     messages: Annotated[str | None, Key("a chat request's messages, as a chain head", ref="chain")] = None
-    response: Annotated[str | None, Key("the result, encoded (absent when the call raised)", ref="blob")] = None
+    response: Annotated[str | None, Key("the result, encoded (absent when the call raised)", ref="value")] = None
     error: Annotated[dict[str, Any] | None, Key("the recorded error when the call raised")] = None
     tokens: Annotated[int | None, Key("total tokens (absent when zero)")] = None
     cost: Annotated[float | None, Key("cost in dollars from the price table (absent when zero)")] = None
@@ -578,9 +579,8 @@ def replay_stats(calls: Iterable[Event | EventRow]) -> ReplayStats:
 
 # -- the reference in docs/tape-format.md ----------------------------------------------
 
-DOC_BEGIN = "<!-- events:begin (generated by `python -m graphtape.events --doc`; do not edit) -->"
+DOC_BEGIN = "<!-- events:begin (generated by `python -m graphtape.docgen`; do not edit) -->"
 DOC_END = "<!-- events:end -->"
-DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "tape-format.md"
 
 
 def _type_name(hint: Any) -> str:
@@ -594,7 +594,8 @@ def render_doc() -> str:
     lines = [DOC_BEGIN, "", "## Events", "",
              "Each stored event has a kind and a JSON body. *always* fields are written even when null; "
              "*optional* ones are left out when null. *blob* and *chain* fields hold content addresses "
-             "(kept alive by garbage collection, copied by export). A reader keeps keys it does not know "
+             "(kept alive by garbage collection, copied by export); a *value* is a blob holding an encoded value "
+             "(a typed envelope, checked by import). A reader keeps keys it does not know "
              "and reads a missing key as null. The kinds of call: "
              + ", ".join(f"`{k}`" for k in CALL_KINDS) + ".", ""]
     for kind in KINDS:
@@ -622,17 +623,3 @@ def update_doc(text: str) -> str:
     if begin < 0 or end < begin:
         return text.rstrip("\n") + "\n\n" + render_doc() + "\n"
     return text[:begin] + render_doc() + text[end + len(DOC_END):]
-
-
-def main(argv: list[str], write: Callable[[str], Any] = sys.stdout.write) -> int:
-    if argv[:1] == ["--doc"]:
-        path = Path(argv[1]) if len(argv) > 1 else DOC_PATH
-        path.write_text(update_doc(path.read_text(encoding="utf-8")), encoding="utf-8")
-        write(f"wrote the event reference into {path}\n")
-        return 0
-    write(render_doc() + "\n")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - a maintainer's command
-    raise SystemExit(main(sys.argv[1:]))

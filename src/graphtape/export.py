@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphtape import serde
+from graphtape import events, serde
 from graphtape.errors import GraphtapeError, StoreError, TapeFormatError
 from graphtape.store.base import EventRow, RunRecord, WriteBatch
 
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 
 FORMAT = "graphtape-tape"
 VERSION = 1
-
-from graphtape.store.codec import event_refs as _refs
 
 
 def _line(obj: dict[str, Any]) -> str:
@@ -53,13 +51,13 @@ def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: st
     lines = [_line({"format": FORMAT, "kind": kind, "version": VERSION})]
     blob_ids: set[str] = set()
     chain_heads: set[str] = set()
-    events: list[EventRow] = []
+    rows: list[EventRow] = []
     for run in runs:
         lines.append(_line({"type": "run", **run.to_dict()}))
         for ev in store.events(run.run_id):
-            events.append(ev)
-            _refs(ev.kind, ev.data, blob_ids, chain_heads)
-    for ev in events:
+            rows.append(ev)
+            events.refs(ev.kind, ev.data, blob_ids, chain_heads)
+    for ev in rows:
         lines.append(_line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind,
                             "ts": ev.ts, "data": ev.data}))
     # Close over references: blobs refer to message blobs and chains, chains to blobs.
@@ -168,11 +166,6 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
     return header, batch
 
 
-#: Event keys that hold the address of an encoded value (``serde.encode_value``).
-_VALUE_KEYS = {"run_started": ("input",), "resume": ("value",), "llm_call": ("response",),
-               "tool_call": ("response",), "effect_call": ("response",)}
-
-
 def check_names(batch: WriteBatch, path: Path) -> None:
     """Refuse a file whose values or errors name a callable that is not a data class (nothing is imported)."""
     from graphtape import typepolicy
@@ -181,10 +174,13 @@ def check_names(batch: WriteBatch, path: Path) -> None:
     for ev in batch.events:
         named: list[tuple[str, str]] = []
         try:
-            if isinstance(ev.data.get("error"), dict):
-                named += errors_codec.classes_named(ev.data["error"])
-            for key in _VALUE_KEYS.get(ev.kind, ()):
-                blob = batch.blobs.get(ev.data.get(key)) if isinstance(ev.data.get(key), str) else None
+            typed = events.parse(ev)
+            error = getattr(typed, "error", None)  # run_failed, task_failed and the calls keep one
+            if isinstance(error, dict):
+                named += errors_codec.classes_named(error)
+            for name in typed.VALUE_FIELDS:
+                address = getattr(typed, name)
+                blob = batch.blobs.get(address) if isinstance(address, str) else None
                 if blob is not None and (b'"c":' in blob):
                     named += serde.classes_named(json.loads(blob))
         except (AttributeError, TypeError, ValueError) as exc:

@@ -37,16 +37,17 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from graphtape import events
 from graphtape.runtime.lease import lease_name
 from graphtape.serde import blob_refs
 from graphtape.store.base import RUN_STATUSES, CheckpointRow, EventRow, RunRecord, TapeStore
-from graphtape.store.codec import event_refs
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 _FETCH = 500
-_TASK_ENDS = ("task_finished", "task_failed", "task_interrupted")
+_TASK_KINDS = (events.TaskStarted.KIND, events.TaskFinished.KIND)
+_TASK_END_KINDS = (events.TaskFinished.KIND, events.TaskFailed.KIND, events.TaskInterrupted.KIND)
 
 
 @dataclasses.dataclass
@@ -334,20 +335,22 @@ def _event_bytes(ev: EventRow) -> int:
 
 
 def _run_facts(store: TapeStore, run: RunRecord, sizer: _Sizer) -> _RunFacts:
-    events = store.events(run.run_id)
+    rows = store.events(run.run_id)
     blobs: set[str] = set()
     chains: set[str] = set()
     size = 0
     nodes: dict[str, str] = {}
     durations: list[tuple[str, float]] = []
-    for ev in events:
-        size += _event_bytes(ev)
-        event_refs(ev.kind, ev.data, blobs, chains)
-        if ev.kind == "task_started":
-            nodes[str(ev.data.get("task") or "")] = str(ev.data.get("node_path") or "?")
-        elif ev.kind == "task_finished" and isinstance(ev.data.get("duration"), (int, float)):
-            node = nodes.get(str(ev.data.get("task") or ""), "?")
-            durations.append((node, float(ev.data["duration"])))
+    for row in rows:
+        size += _event_bytes(row)
+        events.refs(row.kind, row.data, blobs, chains)
+        if row.kind not in _TASK_KINDS:
+            continue
+        ev = events.parse(row)
+        if isinstance(ev, events.TaskStarted):
+            nodes[str(ev.task or "")] = str(ev.node_path or "?")
+        elif isinstance(ev, events.TaskFinished) and isinstance(ev.duration, (int, float)):
+            durations.append((nodes.get(str(ev.task or ""), "?"), float(ev.duration)))
     size += sizer.closure_bytes(blobs, chains)
     return _RunFacts(size, durations)
 
@@ -361,19 +364,20 @@ def _stuck(store: TapeStore, run: RunRecord, now: float, stuck_after: float) -> 
     holder = store.lease_holder(lease_name(run.thread_id))
     if holder is None:
         return False
-    events = store.events(run.run_id)
-    open_tasks: dict[str, EventRow] = {}
-    for ev in events:
-        task = str(ev.data.get("task") or "")
-        if ev.kind == "task_started":
-            open_tasks[task] = ev
-        elif ev.kind in _TASK_ENDS:
-            open_tasks.pop(task, None)
+    rows = store.events(run.run_id)
+    open_tasks: dict[str, tuple[EventRow, events.TaskStarted]] = {}
+    for row in rows:
+        if row.kind == events.TaskStarted.KIND or row.kind in _TASK_END_KINDS:
+            ev = events.parse(row)
+            if isinstance(ev, events.TaskStarted):
+                open_tasks[str(ev.task or "")] = (row, ev)
+            else:
+                open_tasks.pop(str(ev.task or ""), None)
     if open_tasks:
-        last = max(open_tasks.values(), key=lambda e: (e.ts, e.seq))
-        node, since = str(last.data.get("node_path") or "?"), last.ts
+        last, started = max(open_tasks.values(), key=lambda e: (e[0].ts, e[0].seq))
+        node, since = str(started.node_path or "?"), last.ts
     else:
-        node, since = None, (events[-1].ts if events else run.started_at)
+        node, since = None, (rows[-1].ts if rows else run.started_at)
     waited = now - since
     if waited <= stuck_after:
         return None
