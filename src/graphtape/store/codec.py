@@ -1,10 +1,10 @@
-"""How an event is stored: its body's bytes, and the addresses it refers to.
+"""How an event body is stored: the bytes every backend keeps for it.
 
 Every backend stores an event body as :func:`pack_event` makes it and reads it
-back with :func:`unpack_event`; garbage collection, statistics and export
-follow an event's references with :func:`event_refs`. Kept apart from the
-store interface (:mod:`graphtape.store.base`) because it is a format: a stored
-byte depends on it, where the interface only says what a store must do.
+back with :func:`unpack_event` (which addresses a body refers to is said by its
+type, :func:`graphtape.events.refs`). Kept apart from the store interface
+(:mod:`graphtape.store.base`) because it is a format: a stored byte depends on
+it, where the interface only says what a store must do.
 """
 
 from __future__ import annotations
@@ -12,31 +12,6 @@ from __future__ import annotations
 import json
 import zlib
 from typing import Any
-
-#: Top-level event fields that hold a blob address, per event kind, and those
-#: that hold a chain head. Only these are followed: other strings in an event
-#: (an interrupt's value, a config key) are data, not addresses.
-EVENT_BLOB_KEYS: dict[str, frozenset[str]] = {
-    "run_started": frozenset({"input", "config", "versions"}),
-    "resume": frozenset({"value"}),
-    "task_finished": frozenset({"writes"}),
-    "llm_call": frozenset({"request", "response"}),
-    "tool_call": frozenset({"request", "response"}),
-    "effect_call": frozenset({"request", "response"}),
-    "run_finished": frozenset({"output"}),
-}
-EVENT_CHAIN_KEYS: dict[str, frozenset[str]] = {"llm_call": frozenset({"messages"})}
-
-
-def event_refs(kind: str, data: dict[str, Any], blobs: set[str], chains: set[str]) -> None:
-    """Add the blob and chain addresses an event refers to directly."""
-    for key in EVENT_BLOB_KEYS.get(kind, ()):
-        if isinstance(data.get(key), str):
-            blobs.add(data[key])
-    for key in EVENT_CHAIN_KEYS.get(kind, ()):
-        if isinstance(data.get(key), str):
-            chains.add(data[key])
-
 
 #: Preset dictionary for compressing event bodies (format 1). Never edit it:
 #: stored events depend on it byte for byte. A new dictionary is a new format byte.

@@ -108,7 +108,8 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
     ) from _exc
 
 from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
+from graphtape.events import refs as event_refs
+from graphtape.store.codec import dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
 

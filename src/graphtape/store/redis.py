@@ -59,7 +59,8 @@ from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.store.base import (
     RUN_UPDATABLE, CheckpointRow, EventRow, RunRecord, StoreNotFound, TapeStore, WriteBatch, WriteRow,
 )
-from graphtape.store.codec import event_refs, unpack_event
+from graphtape.events import refs as event_refs
+from graphtape.store.codec import unpack_event
 from graphtape.store.gc import mark_live
 
 # The public constants moved with the layout; ``X as X`` keeps them importable from here.

@@ -33,7 +33,8 @@ from typing import Any
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, event_refs, pack_event, unpack_event
+from graphtape.events import refs as event_refs
+from graphtape.store.codec import dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
