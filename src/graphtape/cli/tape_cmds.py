@@ -16,7 +16,7 @@ import typer
 from rich.text import Text
 
 import graphtape
-from graphtape import serde
+from graphtape import events, serde
 from graphtape.cli import render
 from graphtape.cli.base import (
     EXIT_BAD_RESULT,
@@ -107,13 +107,13 @@ def show_cmd(
     """Show one run: steps, node tasks, every call and where its answer came from."""
     with handle_errors(), open_tape(ctx) as tape:
         record = counted_calls(tape, tape.run(run))
-        events = tape.events(record.run_id)
+        rows = tape.events(record.run_id)
         if as_json:
-            echo_json(render.run_json(record, events, tape.payload))
+            echo_json(render.run_json(record, rows, tape.payload))
             return
         console = stdout()
         width = max(40, console.width - 30)
-        console.print(render.run_tree(record, events, tape.payload, width=width))
+        console.print(render.run_tree(record, rows, tape.payload, width=width))
 
 
 # ---------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def run_cmd(
             if recorded.last_run_id is None:  # pragma: no cover - the recorder always opens a run
                 raise CliError("the graph did not start a run")
             run = tape.run(recorded.last_run_id)
-            interrupts = [e.data for e in tape.events(run.run_id, ["interrupt"])]
+            interrupts = [events.Interrupt.from_row(e) for e in tape.events(run.run_id, [events.Interrupt.KIND])]
 
         if as_json:
             echo_json(
@@ -238,7 +238,7 @@ def run_cmd(
                     "graph": run.graph,
                     "status": run.status,
                     "output": serde.to_jsonable(output),
-                    "interrupts": interrupts,
+                    "interrupts": [i.to_data() for i in interrupts],
                     "error": run.error,
                     "llm_calls": run.llm_calls,
                     "tool_calls": run.tool_calls,
@@ -257,7 +257,7 @@ def run_cmd(
             )
 
 
-def _print_run_result(run: Any, output: Any, interrupts: list[dict[str, Any]], graph_spec: str) -> None:
+def _print_run_result(run: Any, output: Any, interrupts: list[events.Interrupt], graph_spec: str) -> None:
     console = stdout()
     width = max(40, console.width - 20)
     head = Text("recorded run ")
@@ -275,7 +275,7 @@ def _print_run_result(run: Any, output: Any, interrupts: list[dict[str, Any]], g
     if interrupts:
         for intr in interrupts:
             console.print(
-                Text(f"waiting for input: {render.summarize(intr.get('value'), width)}", style="yellow")
+                Text(f"waiting for input: {render.summarize(intr.value, width)}", style="yellow")
             )
         console.print(
             f"resume with: graphtape run {graph_spec} --thread {run.thread_id} --resume '<json>'", style="dim"
@@ -299,11 +299,12 @@ def _resolve_checkpoint(tape: graphtape.Tape, target: Any, prefix: str) -> str:
 
     ids: list[str] = []
     for run in run_chain(tape, target):
-        for ev in tape.store.events(run.run_id, ["checkpoint"]):
-            cid = str(ev.data.get("checkpoint_id") or "")
+        for row in tape.store.events(run.run_id, [events.Checkpoint.KIND]):
+            ev = events.Checkpoint.from_row(row)
+            cid = str(ev.checkpoint_id or "")
             if cid == prefix:
                 return cid
-            if cid.startswith(prefix) and not ev.data.get("ns") and cid not in ids:
+            if cid.startswith(prefix) and not ev.ns and cid not in ids:
                 ids.append(cid)
     if len(ids) == 1:
         return ids[0]
