@@ -24,14 +24,14 @@ from graphtape.store import redis as redis_store  # noqa: E402
 from graphtape.store import redis_layout  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.redis import MIGRATIONS, RedisTapeStore  # noqa: E402
-from graphtape.store.redis_layout import _split_url  # noqa: E402
+from graphtape.store.redis_layout import split_url  # noqa: E402
 from graphtape.runtime.saver import saver_for  # noqa: E402
 
 REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def _drop_prefix(client, prefix: str) -> None:
-    pattern = redis_layout._glob_escape(prefix) + "*"
+    pattern = redis_layout.glob_escape(prefix) + "*"
     keys = list(client.scan_iter(match=pattern, count=1000))
     for i in range(0, len(keys), 500):
         client.delete(*keys[i : i + 500])
@@ -91,7 +91,7 @@ def _cp(thread: str, ns: str, cid: str, *, values=None, **meta) -> CheckpointRow
 
 
 def _keys(redis_raw, prefix: str) -> set[str]:
-    return {k.decode() for k in redis_raw.scan_iter(match=redis_layout._glob_escape(prefix) + "*")}
+    return {k.decode() for k in redis_raw.scan_iter(match=redis_layout.glob_escape(prefix) + "*")}
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -113,11 +113,11 @@ def test_open_store_by_url_and_schema(prefixes, redis_raw):
 
 
 def test_default_prefix_and_url_hides_password():
-    client_url, prefix, shown = _split_url("redis://alice:s3cret@db.example:6380/2?prefix=gt:&socket_timeout=3")
+    client_url, prefix, shown = split_url("redis://alice:s3cret@db.example:6380/2?prefix=gt:&socket_timeout=3")
     assert prefix == "gt:"
     assert "prefix" not in client_url and "s3cret" in client_url and "socket_timeout=3" in client_url
     assert shown == "redis://alice:***@db.example:6380/2?prefix=gt:&socket_timeout=3"
-    _, prefix, shown = _split_url("rediss://:s3cret@db.example/0?password=other")
+    _, prefix, shown = split_url("rediss://:s3cret@db.example/0?password=other")
     assert prefix == "graphtape:"
     assert "s3cret" not in shown and "other" not in shown
 
@@ -463,7 +463,7 @@ def test_checkpoint_headers_written_before_the_writers_field_still_read():
     import json
 
     old = json.dumps(["p1", "r1", 3, "loop", "2026-01-01", {"step": 3}, {"n": "h1"}]).encode() + b"\x00body"
-    row = redis_layout._decode_checkpoint("t", "", "c1", old)
+    row = redis_layout.decode_checkpoint("t", "", "c1", old)
     assert (row.parent_id, row.step, row.values, row.body, row.writers) == ("p1", 3, {"n": "h1"}, b"body", None)
     new = CheckpointRow("t", "", "c2", "c1", "r1", 4, "loop", "2026-01-02", {}, b"b", {}, writers="a|b")
-    assert redis_layout._decode_checkpoint("t", "", "c2", redis_layout._encode_checkpoint(new)) == new
+    assert redis_layout.decode_checkpoint("t", "", "c2", redis_layout.encode_checkpoint(new)) == new

@@ -121,8 +121,8 @@ from graphtape.store.postgres_schema import MIGRATION_LOCK as MIGRATION_LOCK
 from graphtape.store.postgres_schema import MIGRATIONS as MIGRATIONS
 from graphtape.store.postgres_schema import parse_url as parse_url
 from graphtape.store.postgres_schema import (
-    _ACQUIRE_LEASE, _CP_COLUMNS, _CP_COLUMNS_IN, _MARK, _WRITE_COLUMNS, _columns, _dec,
-    _enc, _enc_params, _float, _jsonb_text, _one_line,
+    ACQUIRE_LEASE, CHECKPOINT_COLUMNS, CHECKPOINT_COLUMNS_IN, MARK, WRITE_COLUMNS, as_columns, decode,
+    encode, encode_params, nullable_float, jsonb_text, one_line,
 )
 
 #: Deadlocks and serialization failures are retried this many times in all.
@@ -130,7 +130,7 @@ WRITE_ATTEMPTS = 3
 
 #: The SQL the PostgreSQL store shares with the SQLite store (see :mod:`graphtape.store.sql`);
 #: readers fetch 2000 addresses per query.
-DIALECT = Dialect(param="%s", array_params=True, chunk=2000, checkpoint_columns=_CP_COLUMNS)
+DIALECT = Dialect(param="%s", array_params=True, chunk=2000, checkpoint_columns=CHECKPOINT_COLUMNS)
 
 T = TypeVar("T")
 
@@ -195,7 +195,7 @@ class PostgresTapeStore(SqlTapeStore):
         diag = getattr(exc, "diag", None)
         # the server's primary message only: its DETAIL/CONTEXT lines name internals (index tuples, pids)
         msg = " ".join((diag.message_primary or "").split()) if diag is not None else ""
-        msg = msg or _one_line(exc)
+        msg = msg or one_line(exc)
         if isinstance(exc, PoolTimeout):
             return StoreError(
                 f"no connection to {self.url} within {self.pool_timeout:g}s (server down, or every pooled "
@@ -280,8 +280,8 @@ class PostgresTapeStore(SqlTapeStore):
         for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
-                    rows = conn.execute(query, _enc_params(params), binary=binary).fetchall()
-                return [tuple(map(_dec, row)) for row in rows]
+                    rows = conn.execute(query, encode_params(params), binary=binary).fetchall()
+                return [tuple(map(decode, row)) for row in rows]
             except psycopg.OperationalError as exc:
                 if attempt == 1 and not isinstance(exc, pg_errors.QueryCanceled) and self._is_disconnect(exc):
                     continue
@@ -362,7 +362,7 @@ class PostgresTapeStore(SqlTapeStore):
         )
         chains = sorted((k, p, i) for k, (p, i) in batch.chains.items())
         runs = sorted(
-            ((r.run_id, r.thread_id, r.graph, r.status, float(r.started_at), _float(r.ended_at), r.parent_run_id,
+            ((r.run_id, r.thread_id, r.graph, r.status, float(r.started_at), nullable_float(r.ended_at), r.parent_run_id,
               r.replay_of, r.mode, int(r.llm_calls), int(r.tool_calls), int(r.effect_calls), int(r.served_calls),
               int(r.live_calls), int(r.tokens), r.error, dump_meta(r.meta)) for r in new_runs),
             key=lambda row: row[0],
@@ -373,7 +373,7 @@ class PostgresTapeStore(SqlTapeStore):
             (c.thread_id, c.checkpoint_ns, c.checkpoint_id): (
                 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id,
                 None if c.step is None else int(c.step), c.source,
-                c.created_at, dump_meta(c.metadata), _jsonb_text(c.metadata), bytes(c.body), dump_meta(c.values),
+                c.created_at, dump_meta(c.metadata), jsonb_text(c.metadata), bytes(c.body), dump_meta(c.values),
                 c.writers, c.calls)
             for c in batch.checkpoints
         }.items())
@@ -394,7 +394,7 @@ class PostgresTapeStore(SqlTapeStore):
         def part(query: str, rows: Iterable[Sequence[Any]] | None = None, extra: Sequence[Any] = ()) -> None:
             parts.append(f"w{len(parts)} AS ({query})")
             if rows is not None:
-                params.extend(_columns(rows))
+                params.extend(as_columns(rows))
             params.extend(extra)
 
         if blobs:
@@ -411,7 +411,7 @@ class PostgresTapeStore(SqlTapeStore):
             part("INSERT INTO gt_events(run_id, seq, kind, ts, data) "
                  "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %b::bytea[])", events)
         if checkpoints:
-            part(f"INSERT INTO gt_checkpoints({_CP_COLUMNS_IN}) "
+            part(f"INSERT INTO gt_checkpoints({CHECKPOINT_COLUMNS_IN}) "
                  "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr, ca FROM unnest("
                  "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
                  "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[], %s::text[]) "
@@ -428,7 +428,7 @@ class PostgresTapeStore(SqlTapeStore):
             (kept, "DO NOTHING"),
         ):
             if rows:
-                part(f"INSERT INTO gt_writes({_WRITE_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
+                part(f"INSERT INTO gt_writes({WRITE_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
                      "%s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[]) "
                      f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}",
                      (rows[k] for k in sorted(rows)))
@@ -437,12 +437,12 @@ class PostgresTapeStore(SqlTapeStore):
             if fields:
                 sets = ", ".join(f"{k} = %s" for k in fields)  # names checked against RUN_UPDATABLE above
                 part(f"UPDATE gt_runs SET {sets} WHERE run_id = %s",
-                     extra=_enc_params([*(dump_meta(v) if k == "meta" else v for k, v in fields.items()), run_id]))
+                     extra=encode_params([*(dump_meta(v) if k == "meta" else v for k, v in fields.items()), run_id]))
         if not parts:
             return
         main = "SELECT gt_check_fence(%s, %s)" if fence is not None else "SELECT 1"
         if fence is not None:
-            params.extend([_enc(fence[0]), int(fence[1])])
+            params.extend([encode(fence[0]), int(fence[1])])
         query = "WITH " + ", ".join(parts) + " " + main
         self._transaction(lambda conn: conn.execute(query, params), fence=fence, transaction=False)
 
@@ -450,15 +450,15 @@ class PostgresTapeStore(SqlTapeStore):
 
     def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
         found: list[str] = []
-        if _enc(prefix) is prefix:
+        if encode(prefix) is prefix:
             escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             found = [r[0] for r in self._query(
                 "SELECT run_id FROM gt_runs WHERE run_id LIKE %s ESCAPE '\\' ORDER BY run_id LIMIT %s",
                 (escaped + "%", limit),
             )]
-        # ids stored encoded (see _enc) sort together after the marker; an empty index range normally
+        # ids stored encoded (see encode) sort together after the marker; an empty index range normally
         marked = [r[0] for r in self._query(
-            f"SELECT run_id FROM gt_runs WHERE run_id >= '{_MARK}' AND run_id < '{chr(ord(_MARK) + 1)}'"
+            f"SELECT run_id FROM gt_runs WHERE run_id >= '{MARK}' AND run_id < '{chr(ord(MARK) + 1)}'"
         ) if r[0].startswith(prefix)]
         return sorted(found + marked)[:limit]
 
@@ -475,15 +475,15 @@ class PostgresTapeStore(SqlTapeStore):
             contained = {k: v for k, v in metadata_filter.items() if v is not None}
             if contained:
                 where.append("metadata @> %s::jsonb")
-                params.append(_jsonb_text(contained))
+                params.append(jsonb_text(contained))
             for key, value in metadata_filter.items():
                 if value is None:
                     where.append("coalesce(metadata -> %s, 'null'::jsonb) = 'null'::jsonb")
                     params.append(key)
                 elif isinstance(value, (dict, list)):
                     where.append("metadata -> %s = %s::jsonb")
-                    params.extend([key, _jsonb_text(value)])
-        query = f"SELECT {_CP_COLUMNS} FROM gt_checkpoints"
+                    params.extend([key, jsonb_text(value)])
+        query = f"SELECT {CHECKPOINT_COLUMNS} FROM gt_checkpoints"
         if where:
             query += " WHERE " + " AND ".join(where)
         # Newest first by id across threads and namespaces too; ties (a copied
@@ -498,7 +498,7 @@ class PostgresTapeStore(SqlTapeStore):
     def delete_checkpoints(self, keys: Sequence[tuple[str, str, str]]) -> None:
         if not keys:
             return
-        columns = _columns(sorted(set(map(tuple, keys))))
+        columns = as_columns(sorted(set(map(tuple, keys))))
 
         def go(conn: psycopg.Connection) -> None:
             for table in ("gt_checkpoints", "gt_writes"):
@@ -512,15 +512,15 @@ class PostgresTapeStore(SqlTapeStore):
 
     def delete_thread(self, thread_id: str) -> None:
         def go(conn: psycopg.Connection) -> None:
-            conn.execute("DELETE FROM gt_checkpoints WHERE thread_id = %s", (_enc(thread_id),))
-            conn.execute("DELETE FROM gt_writes WHERE thread_id = %s", (_enc(thread_id),))
+            conn.execute("DELETE FROM gt_checkpoints WHERE thread_id = %s", (encode(thread_id),))
+            conn.execute("DELETE FROM gt_writes WHERE thread_id = %s", (encode(thread_id),))
 
         self._transaction(go)
 
     # -- retention ------------------------------------------------------------------------
 
     def delete_runs(self, run_ids: Sequence[str]) -> None:
-        ids = sorted({_enc(r) for r in run_ids})
+        ids = sorted({encode(r) for r in run_ids})
         if not ids:
             return
 
@@ -550,20 +550,20 @@ class PostgresTapeStore(SqlTapeStore):
                 events.itersize = 5000
                 events.execute("SELECT kind, data FROM gt_events")
                 for kind, data in events:
-                    event_refs(_dec(kind), unpack_event(data), blobs, chains)
+                    event_refs(decode(kind), unpack_event(data), blobs, chains)
             for (values,) in conn.execute("SELECT DISTINCT channel_values FROM gt_checkpoints"):
                 blobs.update(json.loads(values).values())
-            blobs.update(_dec(v) for (v,) in conn.execute("SELECT DISTINCT value FROM gt_writes"))
-            nodes = {_dec(k): (_dec(p), _dec(i)) for k, p, i in conn.execute("SELECT id, parent, item FROM gt_chains")}
+            blobs.update(decode(v) for (v,) in conn.execute("SELECT DISTINCT value FROM gt_writes"))
+            nodes = {decode(k): (decode(p), decode(i)) for k, p, i in conn.execute("SELECT id, parent, item FROM gt_chains")}
 
             def fetch(hashes: list[str]) -> dict[str, bytes]:
                 rows = conn.execute("SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)",
-                                    _enc_params([hashes]), binary=True)
-                return {_dec(h): decode_blob(enc, data) for h, enc, data in rows}
+                                    encode_params([hashes]), binary=True)
+                return {decode(h): decode_blob(enc, data) for h, enc, data in rows}
 
             blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
-            dead_chains = sorted(_enc(k) for k in nodes if k not in live_chains)
-            dead_blobs = sorted(h for (h,) in conn.execute("SELECT hash FROM gt_blobs") if _dec(h) not in blobs)
+            dead_chains = sorted(encode(k) for k in nodes if k not in live_chains)
+            dead_blobs = sorted(h for (h,) in conn.execute("SELECT hash FROM gt_blobs") if decode(h) not in blobs)
             if dead_chains:
                 conn.execute("DELETE FROM gt_chains WHERE id = ANY(%s)", (dead_chains,))
             if dead_blobs:
@@ -586,7 +586,7 @@ class PostgresTapeStore(SqlTapeStore):
         def go(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
             conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
             return conn.execute(
-                _ACQUIRE_LEASE, {"name": _enc(name), "owner": _enc(owner), "ttl": float(ttl)}).fetchall()
+                ACQUIRE_LEASE, {"name": encode(name), "owner": encode(owner), "ttl": float(ttl)}).fetchall()
 
         rows = self._transaction(go)
         return rows[0][0] if rows else None
@@ -595,7 +595,7 @@ class PostgresTapeStore(SqlTapeStore):
         # The row (and its token) stays, so the next holder's token is larger.
         self._transaction(lambda conn: conn.execute(
             "UPDATE gt_leases SET owner = NULL, expires_at = 0 WHERE name = %s AND owner = %s",
-            (_enc(name), _enc(owner))))
+            (encode(name), encode(owner))))
 
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:
         rows = self._query(

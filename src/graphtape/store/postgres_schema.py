@@ -11,13 +11,13 @@ the store class stays short:
   :data:`MIGRATION_LOCK`, and :data:`COMPRESS_OVER` (which blobs are stored
   deflated),
 * SQL text shared by several statements: the column lists
-  (``_CP_COLUMNS``, ``_CP_COLUMNS_IN``, ``_WRITE_COLUMNS``)
-  and the lease upsert ``_ACQUIRE_LEASE``,
+  (``CHECKPOINT_COLUMNS``, ``CHECKPOINT_COLUMNS_IN``, ``WRITE_COLUMNS``)
+  and the lease upsert ``ACQUIRE_LEASE``,
 * the pure encode/decode helpers: strings PostgreSQL cannot hold
-  (``_enc``, ``_dec``, ``_enc_params``, ``_columns``), the jsonb copy of
-  metadata (``_jsonb_text``) and nullable floats (``_float``),
+  (``encode``, ``decode``, ``encode_params``, ``as_columns``), the jsonb copy of
+  metadata (``jsonb_text``) and nullable floats (``nullable_float``),
 * :func:`parse_url`, which takes graphtape's ``schema`` out of a store URL,
-  and ``_one_line`` for error messages.
+  and ``one_line`` for error messages.
 
 Nothing here talks to a server. Why the schema looks the way it does is in the
 docstring of :mod:`graphtape.store.postgres`. It is imported by that module
@@ -155,14 +155,14 @@ MIGRATIONS: list[str] = [
 #: SQLSTATE raised by ``gt_check_fence`` when the lease changed hands.
 FENCE_SQLSTATE = "GTL01"
 
-_CP_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
+CHECKPOINT_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
                "metadata_text, body, channel_values, writers, calls")
-_CP_COLUMNS_IN = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
+CHECKPOINT_COLUMNS_IN = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
                   "metadata_text, metadata, body, channel_values, writers, calls")
-_WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value"
+WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value"
 
 #: One statement per lease operation; the server's clock is read once (``c.now``).
-_ACQUIRE_LEASE = """
+ACQUIRE_LEASE = """
 WITH c AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
 INSERT INTO gt_leases AS l (name, owner, expires_at, token)
 SELECT %(name)s, %(owner)s, c.now + %(ttl)s, 1 FROM c
@@ -176,43 +176,43 @@ RETURNING token
 """
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
 #: Marks a stored string that PostgreSQL could not hold as it is (see the docstring of
 #: :mod:`graphtape.store.postgres`, "Any Python string fits").
-_MARK = "\ufdd0"
+MARK = "\ufdd0"
 
 
-def _enc(value: Any) -> Any:
+def encode(value: Any) -> Any:
     """A value as stored: strings with NUL (or starting with the marker) become marker + JSON."""
-    if type(value) is str and ("\x00" in value or value.startswith(_MARK)):
-        return _MARK + json.dumps(value)
+    if type(value) is str and ("\x00" in value or value.startswith(MARK)):
+        return MARK + json.dumps(value)
     return value
 
 
-def _dec(value: Any) -> Any:
-    if type(value) is str and value.startswith(_MARK):
+def decode(value: Any) -> Any:
+    if type(value) is str and value.startswith(MARK):
         return json.loads(value[1:])
     return value
 
 
-def _enc_params(params: Any) -> Any:
+def encode_params(params: Any) -> Any:
     """Query parameters as stored: strings encoded, also inside lists (``= ANY(%s)``)."""
     if params is None:
         return None
     if isinstance(params, dict):
-        return {k: _enc_params(v) if isinstance(v, list) else _enc(v) for k, v in params.items()}
-    return [_enc_params(v) if isinstance(v, list) else _enc(v) for v in params]
+        return {k: encode_params(v) if isinstance(v, list) else encode(v) for k, v in params.items()}
+    return [encode_params(v) if isinstance(v, list) else encode(v) for v in params]
 
 
-def _columns(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
+def as_columns(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
     """Rows as one list per column (strings encoded): each becomes one array parameter of an ``unnest`` insert."""
-    return [[_enc(v) for v in column] for column in zip(*rows)]
+    return [[encode(v) for v in column] for column in zip(*rows)]
 
 
-def _jsonb_text(obj: Any) -> str:
+def jsonb_text(obj: Any) -> str:
     """JSON for the jsonb copy of metadata, which cannot hold NUL: there it becomes U+FFFD."""
     text = dump_meta(obj)
     if "\\u0000" not in text:
@@ -230,7 +230,7 @@ def _jsonb_text(obj: Any) -> str:
     return dump_meta(clean(json.loads(text)))
 
 
-def _float(value: Any) -> float | None:
+def nullable_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
@@ -248,7 +248,7 @@ def parse_url(url: str) -> tuple[str, str, str]:
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError as exc:
-        raise StoreError(f"cannot read the PostgreSQL URL: {_one_line(exc)}; {usage}") from None
+        raise StoreError(f"cannot read the PostgreSQL URL: {one_line(exc)}; {usage}") from None
     if parts.scheme.lower() not in ("postgresql", "postgres"):
         raise StoreError(f"not a PostgreSQL URL (scheme {parts.scheme!r}); {usage}")
     # The query is split by hand and passed on byte for byte: libpq decodes
@@ -273,5 +273,5 @@ def parse_url(url: str) -> tuple[str, str, str]:
     try:
         conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
-        raise StoreError(f"invalid PostgreSQL URL {safe}: {_one_line(exc)}; {usage}") from None
+        raise StoreError(f"invalid PostgreSQL URL {safe}: {one_line(exc)}; {usage}") from None
     return conninfo, schema, safe

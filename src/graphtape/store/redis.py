@@ -67,10 +67,10 @@ from graphtape.store.gc import mark_live
 from graphtape.store.redis_layout import COMPRESS_OVER as COMPRESS_OVER
 from graphtape.store.redis_layout import DEFAULT_PREFIX as DEFAULT_PREFIX
 from graphtape.store.redis_layout import (
-    _ACQUIRE_LEASE_LUA, _APPLY_LUA, _ASCII_LOWER, _CHAIN_LUA, _DELETE_RUNS_LUA, _DELETE_THREAD_LUA, _GC_LOCK_LUA,
-    _LATEST_CHECKPOINT_LUA, _RELEASE_LEASE_LUA, _SWEEP_LUA, _add_batch, _decode_blob, _decode_chain_node,
-    _decode_checkpoint, _decode_event, _decode_run, _glob_escape, _group, _id_member, _Keys, _Ops, _s,
-    _split_event, _split_id_member, _split_url, _write_group,
+    ACQUIRE_LEASE_LUA, APPLY_LUA, ASCII_LOWER, CHAIN_LUA, DELETE_RUNS_LUA, DELETE_THREAD_LUA, GC_LOCK_LUA,
+    LATEST_CHECKPOINT_LUA, RELEASE_LEASE_LUA, SWEEP_LUA, add_batch, decode_stored_blob, decode_chain_node,
+    decode_checkpoint, decode_event, decode_run, glob_escape, group_key, id_member, Keys, Ops, as_str,
+    split_event, split_id_member, split_url, write_group_key,
 )
 
 #: How long a batch id is remembered, so that a resent batch is not refused
@@ -126,14 +126,14 @@ class RedisTapeStore(TapeStore):
     """
 
     def __init__(self, url: str, *, busy_timeout: float = 10.0, create: bool = True):
-        client_url, prefix, self.url = _split_url(url)
+        client_url, prefix, self.url = split_url(url)
         self.busy_timeout = busy_timeout
         if redis_client is None:
             raise StoreError(f"the store {self.url} needs the redis package; install graphtape[redis]")
         if not prefix:
             raise StoreError(f"{self.url} has an empty prefix; use ?prefix=NAME: so graphtape's keys stay apart")
         self.prefix = prefix
-        self.keys = _Keys(prefix)
+        self.keys = Keys(prefix)
         self._closed = False
         self._close_lock = threading.Lock()
         try:
@@ -148,15 +148,15 @@ class RedisTapeStore(TapeStore):
         except (ValueError, TypeError) as exc:
             raise StoreError(f"cannot use {self.url} as a Redis store URL: {_one_line(exc)}") from exc
         r = self._redis
-        self._apply = r.register_script(_APPLY_LUA)
-        self._delete_runs_script = r.register_script(_DELETE_RUNS_LUA)
-        self._delete_thread_script = r.register_script(_DELETE_THREAD_LUA)
-        self._latest_script = r.register_script(_LATEST_CHECKPOINT_LUA)
-        self._chain_script = r.register_script(_CHAIN_LUA)
-        self._acquire_script = r.register_script(_ACQUIRE_LEASE_LUA)
-        self._release_script = r.register_script(_RELEASE_LEASE_LUA)
-        self._gc_lock_script = r.register_script(_GC_LOCK_LUA)
-        self._sweep_script = r.register_script(_SWEEP_LUA)
+        self._apply = r.register_script(APPLY_LUA)
+        self._delete_runs_script = r.register_script(DELETE_RUNS_LUA)
+        self._delete_thread_script = r.register_script(DELETE_THREAD_LUA)
+        self._latest_script = r.register_script(LATEST_CHECKPOINT_LUA)
+        self._chain_script = r.register_script(CHAIN_LUA)
+        self._acquire_script = r.register_script(ACQUIRE_LEASE_LUA)
+        self._release_script = r.register_script(RELEASE_LEASE_LUA)
+        self._gc_lock_script = r.register_script(GC_LOCK_LUA)
+        self._sweep_script = r.register_script(SWEEP_LUA)
         try:
             with self._errors():
                 try:
@@ -217,14 +217,14 @@ class RedisTapeStore(TapeStore):
             info = self._redis.info()
         except redis_client.ResponseError:  # INFO disabled (some managed services): trust the operator
             return
-        version = _s(str(info.get("redis_version", "7")))
+        version = as_str(str(info.get("redis_version", "7")))
         try:
             major = int(version.split(".")[0])
         except ValueError:
             major = 7
         if major < 7:
             raise StoreError(f"Redis at {self.url} is version {version}; graphtape needs Redis 7 or later")
-        policy = _s(info.get("maxmemory_policy", "noeviction"))
+        policy = as_str(info.get("maxmemory_policy", "noeviction"))
         if policy.startswith("allkeys-"):
             warnings.warn(
                 f"Redis at {self.url} has maxmemory-policy {policy}: it may evict tape keys; "
@@ -261,7 +261,7 @@ class RedisTapeStore(TapeStore):
                 f"{self.url}: key {self.keys.schema!r} is not a graphtape schema version; use another ?prefix="
             ) from None
 
-    def _run_apply(self, ops: _Ops, *, marker: bool, wait_for_gc: bool) -> list[bytes]:
+    def _run_apply(self, ops: Ops, *, marker: bool, wait_for_gc: bool) -> list[bytes]:
         """Run the apply script, waiting (up to ``busy_timeout``) while a garbage collection holds its lock."""
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.01
@@ -285,7 +285,7 @@ class RedisTapeStore(TapeStore):
         if not batch:
             return
         k = self.keys
-        ops = _Ops(k, secrets.token_hex(12))
+        ops = Ops(k, secrets.token_hex(12))
         # Refusals that need no server state are found before anything is sent.
         seen_runs: set[str] = set()
         for run in batch.new_runs:
@@ -308,14 +308,14 @@ class RedisTapeStore(TapeStore):
             if nulls:
                 raise StoreError(f"write refused by {self.url}: run columns {nulls} of {run_id} cannot be None")
 
-        _add_batch(ops, k, batch, events_by_run, fence)
+        add_batch(ops, k, batch, events_by_run, fence)
 
         reply = self._run_apply(ops, marker=True, wait_for_gc=True)
         verdict = reply[0]
         if verdict == b"ok":
             return
         if verdict == b"lease":
-            current = _s(reply[1]) or "none"
+            current = as_str(reply[1]) or "none"
             raise LeaseLost(
                 f"lease {fence[0]} now belongs to another process (our token {fence[1]}, current {current}); "  # type: ignore[index]
                 "this run must stop: the thread moved on"
@@ -328,7 +328,7 @@ class RedisTapeStore(TapeStore):
         if verdict == b"dup":
             key = ops.keys[int(reply[1]) - 1]
             run_id = key[len(k.events_ns):]
-            raise StoreError(f"write refused by {self.url}: event {_s(reply[2])} of run {run_id} is already in "
+            raise StoreError(f"write refused by {self.url}: event {as_str(reply[2])} of run {run_id} is already in "
                              "the store (is this run already recorded?)")
         raise StoreError(f"Redis at {self.url} gave an unexpected reply {reply!r}; is the prefix shared?")
 
@@ -337,7 +337,7 @@ class RedisTapeStore(TapeStore):
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._errors():
             fields = self._redis.hgetall(self.keys.run(run_id))
-        return _decode_run(fields) if fields else None
+        return decode_run(fields) if fields else None
 
     def _runs(self, run_ids: Sequence[str]) -> list[RunRecord | None]:
         with self._errors():
@@ -345,7 +345,7 @@ class RedisTapeStore(TapeStore):
             for run_id in run_ids:
                 pipe.hgetall(self.keys.run(run_id))
             rows = pipe.execute()
-        return [_decode_run(f) if f else None for f in rows]
+        return [decode_run(f) if f else None for f in rows]
 
     def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
         """Ids starting with ``prefix`` ignoring ASCII case (as SQLite's ``LIKE``), ordered by the folded id.
@@ -353,7 +353,7 @@ class RedisTapeStore(TapeStore):
         SQLite orders by the id itself; the two orders differ only among ids
         that mix upper and lower case, which graphtape's run ids never do.
         """
-        folded = prefix.translate(_ASCII_LOWER)
+        folded = prefix.translate(ASCII_LOWER)
         out: list[str] = []
         start = "[" + folded
         with self._errors():
@@ -362,13 +362,13 @@ class RedisTapeStore(TapeStore):
                 if not page:
                     break
                 for raw in page:
-                    key, run_id = _split_id_member(_s(raw))
+                    key, run_id = split_id_member(as_str(raw))
                     if not key.startswith(folded):
                         return out
                     out.append(run_id)
                     if limit is not None and len(out) >= limit:
                         return out
-                start = "(" + _s(page[-1])
+                start = "(" + as_str(page[-1])
         return out
 
     def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
@@ -390,7 +390,7 @@ class RedisTapeStore(TapeStore):
                 break
             offset += len(page)
             done = False
-            runs = self._runs([_s(m) for m, _ in page])
+            runs = self._runs([as_str(m) for m, _ in page])
             for (_, score), run in zip(page, runs):
                 if boundary is not None and score != boundary:
                     done = True  # past every run tied with the last one kept
@@ -425,7 +425,7 @@ class RedisTapeStore(TapeStore):
                 if kind in wanted:
                     rows.append(EventRow(run_id, int(seq), json.loads(kind), float(ts), unpack_event(data)))
         else:
-            rows = [_decode_event(run_id, seq, value) for seq, value in stored.items()]
+            rows = [decode_event(run_id, seq, value) for seq, value in stored.items()]
         rows.sort(key=lambda e: e.seq)
         return rows
 
@@ -438,7 +438,7 @@ class RedisTapeStore(TapeStore):
                 values = self._redis.mget([self.keys.blob(h) for h in chunk])
             for h, stored in zip(chunk, values):
                 if stored is not None:
-                    out[h] = _decode_blob(stored)
+                    out[h] = decode_stored_blob(stored)
         return out
 
     def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
@@ -450,7 +450,7 @@ class RedisTapeStore(TapeStore):
                 values = self._redis.hmget(self.keys.chains, chunk)
             for cid, stored in zip(chunk, values):
                 if stored is not None:
-                    out[cid] = _decode_chain_node(stored)
+                    out[cid] = decode_chain_node(stored)
         return out
 
     def get_chain(self, head: str | None) -> list[str]:
@@ -459,16 +459,16 @@ class RedisTapeStore(TapeStore):
         with self._errors():
             found, payload = self._chain_script(keys=[self.keys.chains], args=[head])
         if not found:
-            raise StoreError(f"chain {head} is incomplete in {self.url} (node {_s(payload)} is missing): "
+            raise StoreError(f"chain {head} is incomplete in {self.url} (node {as_str(payload)} is missing): "
                              "the tape is damaged")
-        items = [_s(i) for i in payload]
+        items = [as_str(i) for i in payload]
         items.reverse()
         return items
 
     # -- checkpoints -------------------------------------------------------------------
 
     def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
-        g = _group(thread_id, checkpoint_ns)
+        g = group_key(thread_id, checkpoint_ns)
         with self._errors():
             if checkpoint_id:
                 stored = self._redis.hget(self.keys.cp_data(g), checkpoint_id)
@@ -476,10 +476,10 @@ class RedisTapeStore(TapeStore):
                 reply = self._latest_script(keys=[self.keys.cp_ids(g), self.keys.cp_data(g)], args=[])
                 if not reply or reply[1] is None:
                     return None
-                checkpoint_id, stored = _s(reply[0]), reply[1]
+                checkpoint_id, stored = as_str(reply[0]), reply[1]
         if stored is None:
             return None
-        return _decode_checkpoint(thread_id, checkpoint_ns, checkpoint_id, stored)
+        return decode_checkpoint(thread_id, checkpoint_ns, checkpoint_id, stored)
 
     def _groups(self, thread_id: str | None, checkpoint_ns: str | None) -> list[tuple[str, str]]:
         if thread_id is not None and checkpoint_ns is not None:
@@ -509,17 +509,17 @@ class RedisTapeStore(TapeStore):
                 with self._errors():
                     ids = self._redis.zrevrangebylex(key, high, "-", start=0, num=page)
             for raw in ids:
-                yield _s(raw)
+                yield as_str(raw)
             if len(ids) < page:
                 return
-            high = "(" + _s(ids[-1])
+            high = "(" + as_str(ids[-1])
             ids = None
 
     def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
                          metadata_filter=None) -> list[CheckpointRow]:
         if limit is not None and limit <= 0:
             return []
-        groups = [_group(t, ns) for t, ns in self._groups(thread_id, checkpoint_ns)]
+        groups = [group_key(t, ns) for t, ns in self._groups(thread_id, checkpoint_ns)]
         page = _CHUNK if limit is None or metadata_filter else max(1, min(limit, _CHUNK))
         high = "(" + before if before is not None else "+"
         with self._errors():
@@ -555,7 +555,7 @@ class RedisTapeStore(TapeStore):
                 if value is None:  # deleted since its id was read
                     continue
                 t, ns = names.get(g) or names.setdefault(g, json.loads(g))
-                row = _decode_checkpoint(t, ns, cid, value)
+                row = decode_checkpoint(t, ns, cid, value)
                 if metadata_filter and not _matches(row.metadata, metadata_filter):
                     continue
                 rows.append(row)
@@ -565,7 +565,7 @@ class RedisTapeStore(TapeStore):
 
     def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
         with self._errors():
-            stored = self._redis.hgetall(self.keys.writes(_write_group(thread_id, checkpoint_ns, checkpoint_id)))
+            stored = self._redis.hgetall(self.keys.writes(write_group_key(thread_id, checkpoint_ns, checkpoint_id)))
         rows = []
         for field, value in stored.items():
             task_id, idx = json.loads(field)
@@ -578,11 +578,11 @@ class RedisTapeStore(TapeStore):
         if not keys:
             return
         k = self.keys
-        ops = _Ops(k, None)
+        ops = Ops(k, None)
         touched: dict[str, str] = {}
         for thread_id, checkpoint_ns, checkpoint_id in keys:
-            g = _group(thread_id, checkpoint_ns)
-            wg = _write_group(thread_id, checkpoint_ns, checkpoint_id)
+            g = group_key(thread_id, checkpoint_ns)
+            wg = write_group_key(thread_id, checkpoint_ns, checkpoint_id)
             ops.add("zrem", k.cp_ids(g), checkpoint_id)
             ops.add("hdel", k.cp_data(g), checkpoint_id)
             ops.add("del", k.writes(wg))
@@ -612,7 +612,7 @@ class RedisTapeStore(TapeStore):
         args: list[str] = []
         for run_id in ids:
             keys.extend((k.run(run_id), k.events(run_id)))
-            args.extend((run_id, _id_member(run_id)))
+            args.extend((run_id, id_member(run_id)))
         with self._errors():
             self._delete_runs_script(keys=keys, args=args)
 
@@ -621,7 +621,7 @@ class RedisTapeStore(TapeStore):
         while True:
             with self._errors():
                 cursor, batch = self._redis.scan(cursor, match=pattern, count=1000)
-            yield [_s(b) for b in batch]
+            yield [as_str(b) for b in batch]
             if cursor == 0:
                 return
 
@@ -681,7 +681,7 @@ class RedisTapeStore(TapeStore):
         event_keys: list[str] = []
         write_keys: list[str] = []
         data_keys: list[str] = []
-        for batch in self._scan(_glob_escape(k.prefix) + "*"):
+        for batch in self._scan(glob_escape(k.prefix) + "*"):
             for key in batch:
                 if key.startswith(k.blob_ns):
                     blob_keys.append(key)
@@ -705,7 +705,7 @@ class RedisTapeStore(TapeStore):
                     yield from values
 
         for stored in hvals_each(event_keys):
-            _, kind, data = _split_event(stored)
+            _, kind, data = split_event(stored)
             event_refs(kind, unpack_event(data), blobs, chains)
         for stored in hvals_each(data_keys):
             header = json.loads(stored.partition(b"\x00")[0])
@@ -719,7 +719,7 @@ class RedisTapeStore(TapeStore):
             with self._errors():
                 cursor, part = self._redis.hscan(k.chains, cursor, count=1000)
             for cid, stored in part.items():
-                nodes[_s(cid)] = _decode_chain_node(stored)
+                nodes[as_str(cid)] = decode_chain_node(stored)
             keep_lock()
             if cursor == 0:
                 break
@@ -757,7 +757,7 @@ class RedisTapeStore(TapeStore):
         now = sec + usec / 1_000_000
         if owner is None or expires is None or float(expires) <= now:
             return None
-        return _s(owner), float(expires), int(token)
+        return as_str(owner), float(expires), int(token)
 
     def close(self) -> None:
         with self._close_lock:

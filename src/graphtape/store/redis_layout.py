@@ -4,13 +4,13 @@
 and its migrations); this module holds what that store writes and reads,
 so the format can be read in one place and the store class stays short:
 
-* the key layout (:class:`_Keys`, the only place that spells a key name,
+* the key layout (:class:`Keys`, the only place that spells a key name,
   and the group and run-id index members),
-* the Lua scripts, and :class:`_Ops` and :func:`_add_batch`, which turn a
+* the Lua scripts, and :class:`Ops` and :func:`add_batch`, which turn a
   write batch into the operation list the apply script runs,
 * the pure encode/decode helpers of every stored record (runs, events,
   blobs, chain nodes, checkpoints),
-* :func:`_split_url`, which takes graphtape's ``prefix`` out of a store URL.
+* :func:`split_url`, which takes graphtape's ``prefix`` out of a store URL.
 
 Nothing here talks to a server.
 
@@ -58,7 +58,7 @@ COMPRESS_OVER = 1024
 
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord))
 _RUN_INTS = frozenset({"llm_calls", "tool_calls", "effect_calls", "served_calls", "live_calls", "tokens"})
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 # -- Lua -------------------------------------------------------------------------------
 #
@@ -70,7 +70,7 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 #: ARGV[2] "1" to wait for a running collection; then operations as
 #: ``code, key index, argument count, arguments...``. Checks all run before
 #: any write, so a refused batch writes nothing.
-_APPLY_LUA = r"""#!lua
+APPLY_LUA = r"""#!lua
 local marker_ttl = tonumber(ARGV[1])
 if marker_ttl > 0 and redis.call('EXISTS', KEYS[2]) == 1 then return {'ok'} end
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return {'gc'} end
@@ -136,7 +136,7 @@ return {'ok'}
 #: Removes runs with their events. KEYS[1] runs by start, KEYS[2] run ids,
 #: then (run key, events key) per run; ARGV is (run id, id-index member) per
 #: run. The run's thread index is named in its hash (``_tidx``).
-_DELETE_RUNS_LUA = r"""#!lua
+DELETE_RUNS_LUA = r"""#!lua
 for i = 1, #ARGV, 2 do
   local run_key, events_key = KEYS[i + 2], KEYS[i + 3]
   local thread_index = redis.call('HGET', run_key, '_tidx')
@@ -151,7 +151,7 @@ return 1
 #: Removes a thread's checkpoints and writes. KEYS: the thread's group set,
 #: its write set, the global group set; ARGV: the key prefixes of checkpoint
 #: ids, checkpoint data and writes (the members of the sets complete them).
-_DELETE_THREAD_LUA = r"""#!lua
+DELETE_THREAD_LUA = r"""#!lua
 for _, g in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   redis.call('DEL', ARGV[1] .. g, ARGV[2] .. g)
   redis.call('SREM', KEYS[3], g)
@@ -164,7 +164,7 @@ return 1
 """
 
 #: The newest checkpoint of a group: id and record in one atomic read.
-_LATEST_CHECKPOINT_LUA = r"""#!lua flags=no-writes
+LATEST_CHECKPOINT_LUA = r"""#!lua flags=no-writes
 local ids = redis.call('ZREVRANGEBYLEX', KEYS[1], '+', '-', 'LIMIT', 0, 1)
 if #ids == 0 then return false end
 return {ids[1], redis.call('HGET', KEYS[2], ids[1])}
@@ -172,7 +172,7 @@ return {ids[1], redis.call('HGET', KEYS[2], ids[1])}
 
 #: Walks a chain from its head on the server: one round trip instead of
 #: one per message. Returns {1, items head first} or {0, missing node id}.
-_CHAIN_LUA = r"""#!lua flags=no-writes
+CHAIN_LUA = r"""#!lua flags=no-writes
 -- a node is "-:item" at the root, else "<length of parent>:parent item"
 local items, cur, guard = {}, ARGV[1], 0
 while cur do
@@ -195,7 +195,7 @@ return {1, items}
 """
 
 #: Takes or renews a lease by the server clock; see TapeStore.acquire_lease.
-_ACQUIRE_LEASE_LUA = r"""#!lua
+ACQUIRE_LEASE_LUA = r"""#!lua
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local expires = now + tonumber(ARGV[2])
@@ -215,7 +215,7 @@ return token + 1
 """
 
 #: Gives a lease up; the token stays so the next holder's is larger.
-_RELEASE_LEASE_LUA = r"""#!lua
+RELEASE_LEASE_LUA = r"""#!lua
 if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'owner')
   redis.call('HSET', KEYS[1], 'expires', 0)
@@ -224,7 +224,7 @@ return 1
 """
 
 #: The collector's lock: take (or refresh, for the same token) / give up.
-_GC_LOCK_LUA = r"""#!lua
+GC_LOCK_LUA = r"""#!lua
 local cur = redis.call('GET', KEYS[1])
 if ARGV[2] == 'release' then
   if cur == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -240,7 +240,7 @@ return 1
 #: writer can have referred to it since the mark). KEYS[1] the lock,
 #: KEYS[2] the chain hash, KEYS[3..] blob keys; ARGV[1] the lock token,
 #: ARGV[2..] chain ids.
-_SWEEP_LUA = r"""#!lua
+SWEEP_LUA = r"""#!lua
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
 for i = 2, #ARGV do redis.call('HDEL', KEYS[2], ARGV[i]) end
@@ -248,34 +248,34 @@ return 1
 """
 
 
-def _glob_escape(text: str) -> str:
+def glob_escape(text: str) -> str:
     """``text`` as a literal in a SCAN ``MATCH`` pattern."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _s(value: bytes | str) -> str:
+def as_str(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def _group(thread_id: str, checkpoint_ns: str) -> str:
+def group_key(thread_id: str, checkpoint_ns: str) -> str:
     """The name of a (thread, namespace) group: JSON, so any thread id or namespace is unambiguous."""
     return json.dumps([thread_id, checkpoint_ns])
 
 
-def _write_group(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+def write_group_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
     return json.dumps([thread_id, checkpoint_ns, checkpoint_id])
 
 
-def _id_member(run_id: str) -> str:
+def id_member(run_id: str) -> str:
     """Member of the run-id index: SQLite's ``LIKE`` is ASCII case-insensitive, so the key is the folded id.
 
     Folding keeps the length, so the two halves split at the middle even
     when an id contains the separator.
     """
-    return f"{run_id.translate(_ASCII_LOWER)}\x00{run_id}"
+    return f"{run_id.translate(ASCII_LOWER)}\x00{run_id}"
 
 
-def _split_id_member(member: str) -> tuple[str, str]:
+def split_id_member(member: str) -> tuple[str, str]:
     half = (len(member) - 1) // 2
     return member[:half], member[half + 1 :]
 
@@ -288,7 +288,7 @@ def _encode_chain_node(parent: str | None, item: str) -> bytes:
     return str(len(raw)).encode() + b":" + raw + item.encode("utf-8")
 
 
-def _decode_chain_node(stored: bytes) -> tuple[str | None, str]:
+def decode_chain_node(stored: bytes) -> tuple[str | None, str]:
     head, _, rest = stored.partition(b":")
     if head == b"-":
         return None, rest.decode("utf-8")
@@ -302,7 +302,7 @@ def _encode_blob(data: bytes) -> bytes:
     return b"r" + data
 
 
-def _decode_blob(stored: bytes) -> bytes:
+def decode_stored_blob(stored: bytes) -> bytes:
     return zlib.decompress(stored[1:]) if stored[:1] == b"z" else stored[1:]
 
 
@@ -311,22 +311,22 @@ def _encode_event(ev: EventRow) -> bytes:
     return f"{float(ev.ts)!r}\x00{json.dumps(ev.kind)}\x00".encode("utf-8") + pack_event(ev.data)
 
 
-def _split_event(stored: bytes) -> tuple[float, str, bytes]:
+def split_event(stored: bytes) -> tuple[float, str, bytes]:
     ts, kind, data = stored.split(b"\x00", 2)
     return float(ts), json.loads(kind), data
 
 
-def _decode_event(run_id: str, seq: bytes, stored: bytes) -> EventRow:
-    ts, kind, data = _split_event(stored)
+def decode_event(run_id: str, seq: bytes, stored: bytes) -> EventRow:
+    ts, kind, data = split_event(stored)
     return EventRow(run_id, int(seq), kind, ts, unpack_event(data))
 
 
-def _encode_checkpoint(c: CheckpointRow) -> bytes:
+def encode_checkpoint(c: CheckpointRow) -> bytes:
     header = dump_meta([c.parent_id, c.run_id, c.step, c.source, c.created_at, c.metadata, c.values, c.writers, c.calls])
     return header.encode("utf-8") + b"\x00" + bytes(c.body)
 
 
-def _decode_checkpoint(thread_id: str, checkpoint_ns: str, checkpoint_id: str, stored: bytes) -> CheckpointRow:
+def decode_checkpoint(thread_id: str, checkpoint_ns: str, checkpoint_id: str, stored: bytes) -> CheckpointRow:
     header, _, body = stored.partition(b"\x00")
     # a header written before the writers and calls were stored has seven fields (then: not known)
     parent_id, run_id, step, source, created_at, metadata, values, *listed = json.loads(header)
@@ -338,7 +338,7 @@ def _encode_run_field(name: str, value: Any) -> str:
     return dump_meta(value) if name == "meta" else json.dumps(value, default=str)
 
 
-def _decode_run(fields: dict[bytes, bytes]) -> RunRecord:
+def decode_run(fields: dict[bytes, bytes]) -> RunRecord:
     values: dict[str, Any] = {}
     for name in _RUN_FIELDS:
         raw = fields.get(name.encode())
@@ -354,7 +354,7 @@ def _decode_run(fields: dict[bytes, bytes]) -> RunRecord:
     return RunRecord(**values)
 
 
-class _Keys:
+class Keys:
     """Key names under one prefix; the only place that spells them (see the module docstring)."""
 
     def __init__(self, prefix: str):
@@ -405,10 +405,10 @@ class _Keys:
         return f"{self.prefix}lease:{name}"
 
 
-class _Ops:
-    """Operations for :data:`_APPLY_LUA`, with the keys they touch declared in ``KEYS``."""
+class Ops:
+    """Operations for :data:`APPLY_LUA`, with the keys they touch declared in ``KEYS``."""
 
-    def __init__(self, keys: _Keys, batch_id: str | None):
+    def __init__(self, keys: Keys, batch_id: str | None):
         self.keys: list[str] = [keys.gc_lock, keys.applied(batch_id or "-")]
         self.index: dict[str, int] = {}
         self.args: list[Any] = []
@@ -428,7 +428,7 @@ class _Ops:
         return bool(self.args)
 
 
-def _add_batch(ops: _Ops, k: _Keys, batch: WriteBatch, events_by_run: dict[str, list[EventRow]],
+def add_batch(ops: Ops, k: Keys, batch: WriteBatch, events_by_run: dict[str, list[EventRow]],
                fence: tuple[str, int] | None) -> None:
     """Add the operations that apply ``batch`` (its events grouped by run) to ``ops``: checks, then writes."""
     # checks (the script runs them all before any write)
@@ -457,15 +457,15 @@ def _add_batch(ops: _Ops, k: _Keys, batch: WriteBatch, events_by_run: dict[str, 
         score = repr(float(run.started_at))
         ops.add("zadd", k.runs_by_start, score, run.run_id)
         ops.add("zadd", thread_index, score, run.run_id)
-        ops.add("zadd", k.run_ids, "0", _id_member(run.run_id))
+        ops.add("zadd", k.run_ids, "0", id_member(run.run_id))
     for run_id, evs in events_by_run.items():
         fields = []
         for ev in evs:
             fields.extend((str(int(ev.seq)), _encode_event(ev)))
         ops.add("hset", k.events(run_id), *fields)
     for c in batch.checkpoints:
-        g = _group(c.thread_id, c.checkpoint_ns)
-        ops.add("hset", k.cp_data(g), c.checkpoint_id, _encode_checkpoint(c))
+        g = group_key(c.thread_id, c.checkpoint_ns)
+        ops.add("hset", k.cp_data(g), c.checkpoint_id, encode_checkpoint(c))
         ops.add("zadd", k.cp_ids(g), "0", c.checkpoint_id)
         ops.add("sadd", k.cp_groups, g)
         ops.add("sadd", k.cp_thread(c.thread_id), g)
@@ -473,7 +473,7 @@ def _add_batch(ops: _Ops, k: _Keys, batch: WriteBatch, events_by_run: dict[str, 
         for w in batch.writes:
             if w.replace is not replace:
                 continue
-            wg = _write_group(w.thread_id, w.checkpoint_ns, w.checkpoint_id)
+            wg = write_group_key(w.thread_id, w.checkpoint_ns, w.checkpoint_id)
             ops.add("hset" if replace else "hsetnx", k.writes(wg), json.dumps([w.task_id, int(w.idx)]),
                     json.dumps([w.task_path, w.channel, w.value]))
             ops.add("sadd", k.writes_thread(w.thread_id), wg)
@@ -485,7 +485,7 @@ def _add_batch(ops: _Ops, k: _Keys, batch: WriteBatch, events_by_run: dict[str, 
             ops.add("hsetxx", k.run(run_id), *fields)
 
 
-def _split_url(url: str) -> tuple[str, str, str]:
+def split_url(url: str) -> tuple[str, str, str]:
     """``(url for redis-py, prefix, url to show)`` from a graphtape Redis URL.
 
     The ``prefix`` parameter is graphtape's, so it is removed before redis-py
