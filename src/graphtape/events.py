@@ -123,6 +123,9 @@ class Event:
     KEYS: ClassVar[tuple[tuple[str, Any, Key], ...]] = ()
     #: (name, always) of each JSON key, in that order
     LAYOUT: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    #: the field names, in that order (the positional order of ``__init__``), and as a set
+    NAMES: ClassVar[tuple[str, ...]] = ()
+    NAME_SET: ClassVar[frozenset[str]] = frozenset()
     #: fields holding a blob address / a chain head / the address of an encoded value (blobs too)
     BLOB_FIELDS: ClassVar[tuple[str, ...]] = ()
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ()
@@ -146,10 +149,12 @@ class Event:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Self:
         """Read a stored body: unknown keys go to ``extra``, missing ones are ``None``."""
-        kwargs = {name: data.get(name) for name, _ in cls.LAYOUT}
-        if len(data) > len(kwargs) or any(k not in kwargs for k in data):
-            kwargs["extra"] = types.MappingProxyType({k: v for k, v in data.items() if k not in kwargs})
-        return cls(**kwargs)
+        get = data.get
+        values = [get(name) for name in cls.NAMES]
+        if data.keys() <= cls.NAME_SET:  # the usual case: nothing unknown
+            return cls(*values)
+        extra = types.MappingProxyType({k: v for k, v in data.items() if k not in cls.NAME_SET})
+        return cls(*values, extra=extra)
 
     @classmethod
     def from_row(cls, row: EventRow) -> Self:
@@ -186,6 +191,8 @@ def _event(cls: type[_E]) -> type[_E]:
         keys.append((f.name, typing.get_args(hint)[0], key))
     cls.KEYS = tuple(keys)
     cls.LAYOUT = tuple((name, key.always) for name, _, key in keys)
+    cls.NAMES = tuple(name for name, _, _ in keys)
+    cls.NAME_SET = frozenset(cls.NAMES)
     cls.BLOB_FIELDS = tuple(name for name, _, key in keys if key.ref in ("blob", "value"))
     cls.VALUE_FIELDS = tuple(name for name, _, key in keys if key.ref == "value")
     cls.CHAIN_FIELDS = tuple(name for name, _, key in keys if key.ref == "chain")
