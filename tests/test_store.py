@@ -147,3 +147,25 @@ def test_run_prefix_resolution(tape):
         tape.run("abcd")
     with pytest.raises(graphtape.RunNotFound, match="graphtape runs"):
         tape.run("zzzz")
+
+
+def test_one_saver_per_store_while_it_is_used(tmp_path):
+    """``saver_for`` gives every caller on a store the same saver (its cache of each thread's last
+    checkpoint is what lets unchanged values be reused), and another store its own."""
+    import gc
+
+    from graphtape.runtime.saver import GraphtapeSaver, saver_for
+
+    first = SqliteTapeStore(tmp_path / "a.db")
+    second = SqliteTapeStore(tmp_path / "b.db")
+    try:
+        saver = saver_for(first)
+        assert isinstance(saver, GraphtapeSaver) and saver.store is first
+        assert saver_for(first) is saver
+        assert saver_for(second) is not saver and saver_for(second).store is second
+        del saver
+        gc.collect()
+        assert saver_for(first).store is first  # a new one once nobody held the old one
+    finally:
+        first.close()
+        second.close()
