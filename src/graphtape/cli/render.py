@@ -38,6 +38,8 @@ STATUS_STYLES = {
     "diverged": "bold red",
 }
 SOURCE_STYLES = {"live": "yellow", "tape": "green", "override": "magenta"}
+#: the style of each call kind (``events.CALL_KINDS``)
+CALL_STYLES = dict(zip(events.CALL_KINDS, ("bold cyan", "bold blue", "bold magenta")))
 
 _E = TypeVar("_E", bound=events.Event)
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -342,7 +344,7 @@ def _one_row(text: Text) -> Text:
 def _call_label(call: events.CallEvent, payload: Callable[[str], Any]) -> Text:
     kind = call.CALL_KIND
     label = Text()
-    label.append(f"{kind} ", style="bold cyan" if kind == "llm" else "bold blue" if kind == "tool" else "bold magenta")
+    label.append(f"{kind} ", style=CALL_STYLES.get(kind, "bold magenta"))
     label.append(str(call.title or "?"))
     if call.call_id:  # what `graphtape override RUN CALL` takes (a unique prefix is enough)
         label.append(f"  #{str(call.call_id)[:8]}", style="dim")

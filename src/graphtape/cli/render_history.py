@@ -15,7 +15,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from graphtape import serde
-from graphtape.cli.render import SOURCE_STYLES, fmt_time, short_id, short_thread, status_text, summarize
+from graphtape.cli.render import CALL_STYLES, SOURCE_STYLES, fmt_time, short_id, short_thread, status_text, summarize
 from graphtape.debug.diff import StateDiff, json_view, show_value
 from graphtape.debug.history import Branch, BranchRun, CheckpointRef, History, HistoryEntry
 
@@ -68,7 +68,7 @@ def entry_label(e: HistoryEntry) -> Text:
 def call_label(call: dict[str, Any]) -> Text:
     kind = str(call.get("kind") or "?")
     t = Text()
-    t.append(f"{kind} ", style="bold cyan" if kind == "llm" else "bold blue" if kind == "tool" else "bold magenta")
+    t.append(f"{kind} ", style=CALL_STYLES.get(kind, "bold magenta"))
     t.append(str(call.get("name") or "?"))
     source = str(call.get("source") or "live")
     t.append("  ")
