@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from graphtape import serde
+from graphtape import events, serde
 
 if TYPE_CHECKING:
     from graphtape.store.base import EventRow, TapeStore
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 BATCH_SLOT_KEY = "graphtape_batch_slot"
 
 #: The kinds of call graphtape captures, and the event kind each is recorded as (``llm_call``, ...).
-KINDS = ("llm", "tool", "effect")
-CALL_KINDS = tuple(f"{k}_call" for k in KINDS)
+KINDS = events.CALL_KINDS
+CALL_KINDS = events.CALL_EVENT_KINDS
 
 _UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -138,28 +138,32 @@ class RecordedCall:
     code: str | None = None
 
     @classmethod
-    def from_event(cls, ev: EventRow) -> RecordedCall:
-        d = ev.data
+    def from_event(cls, row: EventRow) -> RecordedCall:
+        """The call recorded in a stored ``llm_call``/``tool_call``/``effect_call`` row."""
+        ev: events.CallEvent = events.parse(row)
+        if not isinstance(ev, events.CallEvent) or ev.call_id is None or ev.fingerprint is None \
+                or ev.request is None:
+            raise ValueError(f"event {row.seq} of run {row.run_id} ({row.kind}) is not a complete recorded call")
         return cls(
-            call_id=d["call_id"],
-            run_id=ev.run_id,
-            seq=ev.seq,
-            kind=ev.kind.removesuffix("_call"),
-            node=d.get("node", ""),
-            node_path=d.get("node_path", ""),
-            branch=d.get("branch", ""),
-            step=d.get("step"),
-            ordinal=d.get("ordinal", 0),
-            fingerprint=d["fingerprint"],
-            request_ref=d["request"],
-            messages_ref=d.get("messages"),
-            response_ref=d.get("response"),
-            error=d.get("error"),
-            tokens=int(d.get("tokens") or 0),
-            cost=float(d.get("cost") or 0.0),
-            latency=float(d.get("latency") or 0.0),
-            name=d.get("name") or d.get("model"),
-            code=d.get("code"),
+            call_id=ev.call_id,
+            run_id=row.run_id,
+            seq=row.seq,
+            kind=ev.CALL_KIND,
+            node=(ev.extra or {}).get("node", ""),
+            node_path=ev.node_path if ev.node_path is not None else "",
+            branch=ev.branch if ev.branch is not None else "",
+            step=ev.step,
+            ordinal=ev.ordinal if ev.ordinal is not None else 0,
+            fingerprint=ev.fingerprint,
+            request_ref=ev.request,
+            messages_ref=ev.messages,
+            response_ref=ev.response,
+            error=ev.error,
+            tokens=int(ev.tokens or 0),
+            cost=float(ev.cost or 0.0),
+            latency=float(ev.latency or 0.0),
+            name=ev.title,
+            code=ev.code,
         )
 
     @property

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from graphtape import events
 from graphtape.calls import RecordedCall
 from graphtape.debug.inject import override_envelope
 from graphtape.errors import ControlError, GraphtapeError
@@ -129,8 +130,8 @@ class Debugger:
             except Exception:  # noqa: BLE001 - not a Pregel graph: the recorded node paths still count
                 pass
             try:
-                for ev in self.tape.store.events(self.tape.run(self.run_id).run_id, ["task_started"]):
-                    names.update(str(ev.data.get("node_path") or "").split("/"))
+                for row in self.tape.store.events(self.tape.run(self.run_id).run_id, [events.TaskStarted.KIND]):
+                    names.update(str(events.TaskStarted.from_row(row).node_path or "").split("/"))
             except GraphtapeError:
                 pass
             self._nodes = {n for n in names if n and not n.startswith("__")}

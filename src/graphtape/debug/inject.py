@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from graphtape import serde
+from graphtape import events, serde
 from graphtape.errors import ReplayError, RunNotFound
 from graphtape.replay.engine import ReplayResult, areplay, replay, run_chain
 
@@ -28,17 +28,18 @@ if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 
-def find_checkpoint(tape: Tape, checkpoint_id: str, run_id: str | None = None) -> tuple[str, dict[str, Any]]:
+def find_checkpoint(tape: Tape, checkpoint_id: str, run_id: str | None = None) -> tuple[str, events.Checkpoint]:
     """``(run_id, checkpoint event)`` of a checkpoint (exact id or unique prefix of 8+ characters)."""
     runs = run_chain(tape, tape.run(run_id)) if run_id else tape.store.list_runs(limit=None)
-    matches: dict[str, tuple[str, dict[str, Any]]] = {}
+    matches: dict[str, tuple[str, events.Checkpoint]] = {}
     for run in runs:
-        for ev in tape.store.events(run.run_id, ["checkpoint"]):
-            cid = ev.data.get("checkpoint_id", "")
+        for row in tape.store.events(run.run_id, [events.Checkpoint.KIND]):
+            ev = events.Checkpoint.from_row(row)
+            cid = ev.checkpoint_id or ""
             if cid == checkpoint_id:
-                return run.run_id, ev.data
+                return run.run_id, ev
             if len(checkpoint_id) >= 8 and cid.startswith(checkpoint_id):
-                matches.setdefault(cid, (run.run_id, ev.data))
+                matches.setdefault(cid, (run.run_id, ev))
     if len(matches) == 1:
         return next(iter(matches.values()))
     if len(matches) > 1:
@@ -50,7 +51,7 @@ def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] |
          as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
          run_id: str | None = None, _runner: Any = replay) -> ReplayResult:
     owner, event = find_checkpoint(tape, checkpoint_id, run_id)
-    if event.get("ns"):
+    if event.ns:
         raise ReplayError("fork from a checkpoint of the root graph (this one belongs to a subgraph)")
     if values is not None:
         from graphtape.debug.edit import check_edit
@@ -59,8 +60,8 @@ def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] |
         check_edit(getattr(graph, "original", graph), values, as_node)
     return _runner(
         tape, owner, graph, mode=mode, allow_live_effects=allow_live_effects,
-        from_checkpoint=event["checkpoint_id"], edit=values, as_node=as_node,
-        meta={"fork_of": event["checkpoint_id"], **({"edit": serde.to_jsonable(values)} if values else {})},
+        from_checkpoint=event.checkpoint_id, edit=values, as_node=as_node,
+        meta={"fork_of": event.checkpoint_id, **({"edit": serde.to_jsonable(values)} if values else {})},
     )
 
 
@@ -98,9 +99,9 @@ def override(tape: Tape, run_id: str, call_id: str, output: Any, graph: Any, *, 
     call = find_call(tape, call_id, run_id)
     checkpoint = None
     if not from_start and "/" not in call.node_path and call.step is not None:
-        for ev in tape.store.events(call.run_id, ["checkpoint"]):
-            if not ev.data.get("ns") and ev.data.get("step") == call.step - 1:
-                checkpoint = ev.data["checkpoint_id"]
+        for ev in map(events.Checkpoint.from_row, tape.store.events(call.run_id, [events.Checkpoint.KIND])):
+            if not ev.ns and ev.step == call.step - 1:
+                checkpoint = ev.checkpoint_id
     return _runner(
         tape, call.run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
         overrides={call.call_id: override_envelope(call, output)}, from_checkpoint=checkpoint,
@@ -114,13 +115,14 @@ def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_liv
     live: set[str] = set()
     found = False
     for run in chain:
-        for ev in tape.store.events(run.run_id):
-            if not found and ev.kind == "task_started":
-                path = ev.data.get("node_path") or ""
+        for row in tape.store.events(run.run_id, [events.TaskStarted.KIND, *events.CALL_EVENT_KINDS]):
+            ev = events.parse(row)
+            if not found and isinstance(ev, events.TaskStarted):
+                path = ev.node_path or ""
                 if path == node or path.split("/")[-1] == node:
                     found = True
-            if found and ev.kind in ("llm_call", "tool_call", "effect_call"):
-                live.add(ev.data["call_id"])
+            if found and isinstance(ev, events.CallEvent) and ev.call_id is not None:
+                live.add(ev.call_id)
     if not found:
         raise ReplayError(f"node {node!r} never ran in run {chain[-1].run_id} or the runs before it on its thread")
     return _runner(tape, chain[-1].run_id, graph, mode="flight", allow_live_effects=allow_live_effects,

@@ -24,8 +24,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from graphtape import clock, serde, typepolicy
-from graphtape.calls import BATCH_SLOT_KEY, CallSite, RecordedCall, site_from_metadata
+from graphtape import clock, events, serde, typepolicy
+from graphtape.calls import CallSite, RecordedCall, site_from_metadata
 from graphtape.errors import Divergence
 from graphtape.record.answer import RECORD, Answerer
 from graphtape.record.errors_codec import error_info, rebuild_error
@@ -36,8 +36,9 @@ from graphtape.store.listing import call_levels, listed_call
 if TYPE_CHECKING:
     from graphtape.tape import Tape
 
-__all__ = ["BATCH_SLOT_KEY", "RUN_META_KEY", "Call", "CallSite", "ReplayStats", "Session", "current_session",
-           "is_control_flow", "session_for_run"]
+#: the event type each call kind is recorded as
+_CALL_EVENTS: dict[str, type[events.CallEvent]] = {"llm": events.LlmCall, "tool": events.ToolCall,
+                                                   "effect": events.EffectCall}
 
 _CURRENT: contextvars.ContextVar[Session | None] = contextvars.ContextVar("graphtape_session", default=None)
 _BY_RUN: dict[str, Session] = {}
@@ -101,17 +102,6 @@ class Call:
     caller_id: str | None = None
 
 
-@dataclasses.dataclass
-class ReplayStats:
-    served: int = 0
-    live: int = 0
-    tokens_saved: int = 0
-    cost_saved: float = 0.0
-    time_saved: float = 0.0
-    live_tokens: int = 0
-    live_cost: float = 0.0
-
-
 class Session:
     """One run: its recording state; asks its answerer about each call, writes through its tape writer."""
 
@@ -139,7 +129,10 @@ class Session:
         self.parent_run_id = parent_run_id
         self.meta = meta or {}
         self.active = False
-        self.stats = ReplayStats()
+        #: calls answered from the tape (or an override) and, in a replay, calls that ran live; the
+        #: replay's totals are summed from the call events (graphtape.events.replay_stats)
+        self.served_calls = 0
+        self.live_calls = 0
         self.counts = {"llm": 0, "tool": 0, "effect": 0}
         self.tokens = 0
         self.divergence: Divergence | None = None
@@ -153,6 +146,7 @@ class Session:
         self.message_key = self.writer.message_key
         self.put_messages = self.writer.put_messages
         self.event = self.writer.event
+        self.emit = self.writer.emit
         self.defer = self.writer.defer
         self.flush = self.writer.flush
         self.maybe_flush = self.writer.maybe_flush
@@ -229,40 +223,35 @@ class Session:
         self.writer.new_run(run)
         # Run, thread, mode and replay link are on the run row; the config and
         # versions repeat from run to run, so they are stored by address.
-        self.event(
-            "run_started",
-            {
-                "input": input_ref,
-                "config": self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
-                "versions": self.put_json(versions.package_versions()),
-                # the call's JSON-able arguments (version="v2", stream_mode, ...): replayed as recorded
-                **({"kwargs": serde.redact(call_kwargs, self.tape.redact_keys)} if call_kwargs else {}),
-            },
-        )
+        self.emit(events.RunStarted(
+            input=input_ref,
+            config=self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
+            versions=self.put_json(versions.package_versions()),
+            # the call's JSON-able arguments (version="v2", stream_mode, ...): replayed as recorded
+            kwargs=serde.redact(call_kwargs, self.tape.redact_keys) if call_kwargs else None,
+        ))
         if _is_resume(run_input):
-            self.event("resume", {"value": self.put_json(self.encode(run_input.resume))})
+            self.emit(events.Resume(value=self.put_json(self.encode(run_input.resume))))
         self.flush()
 
     def finish(self, status: str, *, output: Any = None, error: BaseException | None = None,
                interrupts: list[dict[str, Any]] | None = None) -> None:
         for intr in interrupts or []:
-            self.event("interrupt", intr)
+            self.emit(events.Interrupt(interrupt_id=intr["interrupt_id"], value=intr["value"]))
         ended = clock.now()
         if status == "failed":
-            self.event("run_failed", {"error": error_info(error)})
+            self.emit(events.RunFailed(error=error_info(error)))
         else:
-            data: dict[str, Any] = {"status": status}
-            if output is not None:
-                data["output"] = self.put_json(self.view(output))
-            self.event("run_finished", data)
+            self.emit(events.RunFinished(status=status,
+                                         output=self.put_json(self.view(output)) if output is not None else None))
         self.writer.update_run({
             "status": status,
             "ended_at": ended,
             "llm_calls": self.counts["llm"],
             "tool_calls": self.counts["tool"],
             "effect_calls": self.counts["effect"],
-            "served_calls": self.stats.served,
-            "live_calls": self.stats.live,
+            "served_calls": self.served_calls,
+            "live_calls": self.live_calls,
             "tokens": self.tokens,
             "error": _one_line(error) if error is not None else None,
             "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids), **self.writer.write_ms()},
@@ -322,7 +311,7 @@ class Session:
         elif action == "diverge":
             assert isinstance(decision.error, Divergence)
             self.divergence = decision.error
-            self.event("divergence", decision.error.report)
+            self.emit(events.Divergence.from_data(decision.error.report))
             raise decision.error
         elif action == "block":
             assert decision.error is not None
@@ -331,9 +320,9 @@ class Session:
 
     def intent(self, call: Call) -> None:
         """Write, durably and before it runs, that an effect with an idempotency key is starting."""
-        self.event("effect_started", {"call_id": call.call_id, "name": call.summary.get("name"),
-                                      "idempotency_key": call.summary.get("idempotency_key"),
-                                      "fingerprint": call.fingerprint})
+        self.emit(events.EffectStarted(call_id=call.call_id, name=call.summary.get("name"),
+                                       idempotency_key=call.summary.get("idempotency_key"),
+                                       fingerprint=call.fingerprint))
         self.flush()
 
     def served_value(self, call: Call) -> tuple[Any, BaseException | None]:
@@ -348,10 +337,7 @@ class Session:
                           usage=None, tokens=rec.tokens if call.override is None else 0,
                           source="override" if call.override is not None else "tape")
         with self._lock:
-            self.stats.served += 1
-            self.stats.tokens_saved += rec.tokens
-            self.stats.cost_saved += rec.cost
-            self.stats.time_saved += rec.latency
+            self.served_calls += 1
         if error is not None:
             return None, rebuild_error(error, self.types)
         return self.decode(value_env), None
@@ -373,9 +359,7 @@ class Session:
             self.flush()
         if self.answerer.replays:
             with self._lock:
-                self.stats.live += 1
-                self.stats.live_tokens += tokens[2]
-                self.stats.live_cost += cost
+                self.live_calls += 1
 
     def _record_call(self, call: Call, *, response_env: Any, error: dict[str, Any] | None, latency: float,
                      usage: dict[str, Any] | None, source: str, cost: float | None = None,
@@ -387,31 +371,32 @@ class Session:
         tokens_total = counted[2]
         if cost is None:
             cost = call.served.cost if call.served is not None and source == "tape" else 0.0
-        data = {
-            "call_id": call.call_id,
-            "node_path": site.node_path,
-            "branch": site.branch,
-            "step": site.step,
-            "task": site.task,
-            "ordinal": site.ordinal,
-            "fingerprint": call.fingerprint,
-            "request": call.request_ref,
-            "messages": call.messages_ref,
-            "response": self.put_json(response_env) if response_env is not None else None,
-            "error": error,
-            "tokens": tokens_total or None,
-            "cost": round(cost, 10) or None,
-            "latency": round(latency, 6),
-            "source": source,
-            "served_from": call.served.call_id if call.served is not None else None,
-            "recorded_latency": round(call.served.latency, 6) if call.served is not None else None,
+        served = call.served
+        event = _CALL_EVENTS[site.kind](
+            call_id=call.call_id,
+            node_path=site.node_path,
+            branch=site.branch,
+            step=site.step,
+            task=site.task,
+            ordinal=site.ordinal,
+            fingerprint=call.fingerprint,
+            request=call.request_ref,
+            messages=call.messages_ref,
+            response=self.put_json(response_env) if response_env is not None else None,
+            error=error,
+            tokens=tokens_total or None,
+            cost=round(cost, 10) or None,
+            latency=round(latency, 6),
+            source=source,
+            served_from=served.call_id if served is not None else None,
+            recorded_latency=round(served.latency, 6) if served is not None else None,
             **call.summary,
-        }
-        data = {k: v for k, v in data.items() if v is not None}
+        )
         with self._lock:
             self.counts[site.kind] += 1
             self.tokens += tokens_total
-        self.event(f"{site.kind}_call", data)
+        data = event.to_data()
+        self.event(event.KIND, data)
         self.note_call(site.kind, data)
 
     def note_call(self, kind: str, data: dict[str, Any]) -> None:
@@ -431,16 +416,9 @@ class Session:
         self.checkpoint_ids.append(checkpoint["id"])
         self.answerer.checkpoint(checkpoint.get("channel_values") or {}, metadata.get("step"),
                                  conf.get("checkpoint_ns", ""))
-        self.event(
-            "checkpoint",
-            {
-                "checkpoint_id": checkpoint["id"],
-                "parent_id": conf.get("checkpoint_id"),
-                "ns": conf.get("checkpoint_ns", ""),
-                "step": metadata.get("step"),
-                "source": metadata.get("source"),
-            },
-        )
+        self.emit(events.Checkpoint(checkpoint_id=checkpoint["id"], parent_id=conf.get("checkpoint_id"),
+                                    ns=conf.get("checkpoint_ns", ""), step=metadata.get("step"),
+                                    source=metadata.get("source")))
 
 
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from graphtape import events
+
 from graphtape.record.errors_codec import error_info
 from graphtape.record.session import Session, is_control_flow
 from graphtape.record.writer import Lazy
@@ -87,7 +89,7 @@ class TaskRecorder(BaseCallbackHandler):
             if ns:
                 self.session.task_steps[ns] = step
         self._open[run_id] = (self._clock(), {"task": ns}, key)
-        self.session.event("task_started", info)
+        self.session.emit(events.TaskStarted(node_path=info["node_path"], step=info["step"], task=ns))
         if self.session.answerer.watches_tasks:
             self._info[run_id] = info
             self.session.answerer.task_started(info)
@@ -102,15 +104,12 @@ class TaskRecorder(BaseCallbackHandler):
         watching = session.answerer.watches_tasks
         if watching:
             session.answerer.task_ending(full, outputs)
-        session.event(
-            "task_finished",
-            {
-                **info,
-                "duration": round(self._clock() - started, 6),
-                # serialised at flush time, usually on LangGraph's checkpoint thread
-                "writes": Lazy(lambda: session.put_json(session.view(outputs))),
-            },
-        )
+        session.emit(events.TaskFinished(
+            task=info["task"],
+            duration=round(self._clock() - started, 6),
+            # serialised at flush time, usually on LangGraph's checkpoint thread
+            writes=Lazy(lambda: session.put_json(session.view(outputs))),
+        ))
         if watching:
             session.answerer.task_ended(session, full, outputs)
 
@@ -120,12 +119,11 @@ class TaskRecorder(BaseCallbackHandler):
             return
         started, info, key = opened
         self._info.pop(run_id, None)
-        kind = "task_interrupted" if is_control_flow(error) else "task_failed"
         if key is not None:
             # not a writer of the step's checkpoint (unless a retry starts it again)
             self.session.step_writers.get(key, {}).pop(info["task"], None)
-        self.session.event(
-            kind,
-            {**info, "duration": round(self._clock() - started, 6),
-             **({} if kind == "task_interrupted" else {"error": error_info(error)})},
-        )
+        duration = round(self._clock() - started, 6)
+        if is_control_flow(error):
+            self.session.emit(events.TaskInterrupted(task=info["task"], duration=duration))
+        else:
+            self.session.emit(events.TaskFailed(task=info["task"], duration=duration, error=error_info(error)))

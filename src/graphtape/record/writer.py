@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from graphtape import clock, serde
+from graphtape import clock, events, serde
 from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
 
 #: Beside a foreign checkpoint saver, the tape is written at most this often
@@ -162,6 +162,10 @@ class TapeWriter:
             self._seq += 1
             self._batch.events.append(EventRow(self.run_id, seq, kind, clock.now(), data))
             return seq
+
+    def emit(self, event: events.Event) -> int:
+        """Buffer a typed event of this run (its JSON form, see graphtape.events); returns its sequence number."""
+        return self.event(event.KIND, event.to_data())
 
     def new_run(self, run: RunRecord) -> None:
         with self._lock:

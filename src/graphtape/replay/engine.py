@@ -36,7 +36,7 @@ import functools
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from graphtape import clock, serde
+from graphtape import clock, events, serde
 from graphtape.errors import Divergence, ReplayError
 from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
@@ -114,28 +114,31 @@ def _strip_ids(value: Any) -> Any:
     return value
 
 
-def _recorded_input(tape: Tape, run: RunRecord, types: Any = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    started = tape.store.events(run.run_id, ["run_started"])
-    if not started:
+def _recorded_input(tape: Tape, run: RunRecord, types: Any = None) -> tuple[Any, dict[str, Any], events.RunStarted]:
+    rows = tape.store.events(run.run_id, [events.RunStarted.KIND])
+    if not rows:
         raise ReplayError(f"run {run.run_id} has no run_started event: the tape is incomplete")
-    data = started[0].data
+    started = events.RunStarted.from_row(rows[0])
     # ``types``: the classes the replayed graph declares (graphtape.typepolicy); nothing else is rebuilt
-    value = serde.decode_value(tape.store.get_json(data["input"]), tape.store.get_json, types)
-    config = data.get("config") or {}
+    value = serde.decode_value(tape.store.get_json(started.input), tape.store.get_json, types)
+    config: Any = started.config or {}
     if isinstance(config, str):
         config = tape.store.get_json(config)
-    return value, config, data
+    return value, config, started
 
 
 def _recorded_output(tape: Tape, run: RunRecord) -> Any:
-    ev = tape.store.events(run.run_id, ["run_finished"])
-    if not ev or ev[0].data.get("output") is None:
-        return None
-    return tape.store.get_json(ev[0].data["output"])
+    rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
+    output = events.RunFinished.from_row(rows[0]).output if rows else None
+    return tape.store.get_json(output) if output is not None else None
 
 
 def _recorded_interrupt_ids(tape: Tape, run: RunRecord) -> list[str]:
-    return [e.data["interrupt_id"] for e in tape.store.events(run.run_id, ["interrupt"])]
+    return _interrupt_ids(tape, run.run_id)
+
+
+def _interrupt_ids(tape: Tape, run_id: str) -> list[str]:
+    return [events.Interrupt.from_row(e).interrupt_id or "" for e in tape.store.events(run_id, [events.Interrupt.KIND])]
 
 
 def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
@@ -272,7 +275,7 @@ def _core(
         if progress is not None:
             progress(index, len(chain), original)
         # the run's own arguments (version="v2", stream_mode, interrupt_before, ...) shape its output
-        kwargs = {k: v for k, v in (started.get("kwargs") or {}).items() if k not in _NOT_REPLAYED}
+        kwargs = {k: v for k, v in (started.kwargs or {}).items() if k not in _NOT_REPLAYED}
         if debugger is not None:
             kwargs["durability"] = "sync"  # the debugger shows every step's checkpoint
             debugger.thread_id = new_thread
@@ -291,7 +294,7 @@ def _core(
         run_ids.append(recorder.last_run_id or "")
         if status in ("diverged", "failed"):
             break
-        new_interrupts = [e.data["interrupt_id"] for e in tape.store.events(recorder.last_run_id, ["interrupt"])]
+        new_interrupts = _interrupt_ids(tape, recorder.last_run_id or "")
         rec_interrupts = _recorded_interrupt_ids(tape, original)
         id_map.update(dict(zip(rec_interrupts, new_interrupts)))
         new_run = tape.store.get_run(recorder.last_run_id) if recorder.last_run_id else None
@@ -496,11 +499,12 @@ class _ReplayLoop:
 
 def _checkpoint_segment(tape: Tape, chain: list[RunRecord], checkpoint_id: str) -> int:
     for index, run in enumerate(chain):
-        for ev in tape.store.events(run.run_id, ["checkpoint"]):
-            if ev.data.get("checkpoint_id") == checkpoint_id:
-                if ev.data.get("ns"):
+        for row in tape.store.events(run.run_id, [events.Checkpoint.KIND]):
+            ev = events.Checkpoint.from_row(row)
+            if ev.checkpoint_id == checkpoint_id:
+                if ev.ns:
                     raise ReplayError(
-                        f"checkpoint {checkpoint_id} belongs to subgraph namespace {ev.data['ns']!r}; "
+                        f"checkpoint {checkpoint_id} belongs to subgraph namespace {ev.ns!r}; "
                         "replay from a checkpoint of the root graph"
                     )
                 return index
@@ -536,32 +540,13 @@ def _copy_checkpoint(saver: Any, thread_id: str, checkpoint_id: str, new_thread:
 
 
 def _sum_stats(tape: Tape, run_ids: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"served": 0, "live": 0, "tokens_saved": 0, "cost_saved": 0.0, "time_saved": 0.0,
-                           "live_tokens": 0, "live_cost": 0.0}
-    changed: set[str] = set()
-    for rid in run_ids:
-        if not rid:
-            continue
-        for ev in tape.store.events(rid, ["llm_call", "tool_call", "effect_call"]):
-            d = ev.data
-            if d.get("code_changed"):
-                changed.add(str(d.get("name") or "?"))
-            if d.get("source") in ("tape", "override"):
-                out["served"] += 1
-                if d.get("source") == "tape":
-                    out["tokens_saved"] += int(d.get("tokens") or 0)
-                    out["cost_saved"] += float(d.get("cost") or 0.0)
-                    out["time_saved"] += float(d.get("recorded_latency") or 0.0)
-            else:
-                out["live"] += 1
-                out["live_tokens"] += int(d.get("tokens") or 0)
-                out["live_cost"] += float(d.get("cost") or 0.0)
-    out["changed_code"] = sorted(changed)
-    return out
+    """The replay's totals, summed from the call events of its runs (graphtape.events.replay_stats)."""
+    rows = [row for rid in run_ids if rid for row in tape.store.events(rid, events.CALL_EVENT_KINDS)]
+    return events.replay_stats(rows).to_dict()
 
 
 def _last_session_divergence(tape: Tape, recorder: Any) -> dict[str, Any] | None:
     if not recorder.last_run_id:
         return None
-    evs = tape.store.events(recorder.last_run_id, ["divergence"])
-    return evs[0].data if evs else None
+    rows = tape.store.events(recorder.last_run_id, [events.Divergence.KIND])
+    return events.Divergence.from_row(rows[0]).to_data() if rows else None

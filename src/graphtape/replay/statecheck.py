@@ -32,7 +32,7 @@ import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from graphtape import serde
+from graphtape import events, serde
 from graphtape.errors import Divergence
 
 if TYPE_CHECKING:
@@ -69,12 +69,13 @@ class StateCheck:
         tasks: dict[tuple[str, Any], list[_RecordedTask]] = defaultdict(list)
         for rid in run_ids:
             started: dict[str, tuple[str, Any]] = {}  # task namespace -> (node path, step)
-            for ev in tape.store.events(rid, ["task_started", "task_finished"]):
-                ns = ev.data.get("task") or ""
-                if ev.kind == "task_started":
-                    started[ns] = (ev.data.get("node_path") or "", ev.data.get("step"))
+            for row in tape.store.events(rid, [events.TaskStarted.KIND, events.TaskFinished.KIND]):
+                ev = events.parse(row)
+                ns = ev.task or ""
+                if isinstance(ev, events.TaskStarted):
+                    started[ns] = (ev.node_path or "", ev.step)
                 elif ns in started:
-                    tasks[started[ns]].append(_RecordedTask(rid, ev.data.get("writes")))
+                    tasks[started[ns]].append(_RecordedTask(rid, ev.writes))
         if not any(t.writes_ref for group in tasks.values() for t in group):
             return None
         return cls(tape, dict(tasks))
@@ -157,24 +158,24 @@ def _divergence(session: Session, node_path: str, step: Any, diff: Any) -> Diver
         reason = f"it wrote a different state ({', '.join(channels)}) than the recorded run"
         text = diff.render(width=200)
     message = f"replay of run {replayed} diverged at {where}: {reason}; {HINT}"
-    report = {
-        "message": message,
-        "run_id": replayed,
-        "replay_run_id": session.run_id,
-        "kind": "state",
-        "name": node_path.rpartition("/")[2] or "?",
-        "node": node_path.rpartition("/")[2],
-        "node_path": node_path,
-        "step": step,
-        "ordinal": None,
-        "reason": reason,
-        "channels": channels,
-        "recorded_call_id": None,
-        "recorded_step": step,
-        "diff": f"--- recorded\n+++ replay\n{text}",
-        "hint": HINT,
-    }
-    div = Divergence(message, report)
+    event = events.Divergence(
+        message=message,
+        run_id=replayed,
+        replay_run_id=session.run_id,
+        kind="state",
+        name=node_path.rpartition("/")[2] or "?",
+        node=node_path.rpartition("/")[2],
+        node_path=node_path,
+        step=step,
+        ordinal=None,
+        reason=reason,
+        channels=channels,
+        recorded_call_id=None,
+        recorded_step=step,
+        diff=f"--- recorded\n+++ replay\n{text}",
+        hint=HINT,
+    )
+    div = Divergence(message, event.to_data())
     session.divergence = div
-    session.event("divergence", report)
+    session.emit(event)
     return div

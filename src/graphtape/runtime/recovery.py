@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from graphtape import serde
+from graphtape import events, serde
 from graphtape.errors import EffectInDoubt
 from graphtape.record.answer import Decision, ReplayPlan
 from graphtape.record.effect import NOT_DONE, reconcilers
@@ -60,9 +60,9 @@ class RecoveryAnswerer(TapeAnswerer):
         key = call.summary["idempotency_key"]
         name = call.summary.get("name")
         started = any(
-            ev.data.get("idempotency_key") == key and ev.data.get("name") == name
+            ev.idempotency_key == key and ev.name == name
             for rid in self.recovery_runs
-            for ev in session.store.events(rid, ["effect_started"])
+            for ev in map(events.EffectStarted.from_row, session.store.events(rid, [events.EffectStarted.KIND]))
         )
         if not started:
             return None
@@ -174,8 +174,9 @@ def recover(tape: Tape, graph: Any | Callable[[RunRecord], Any], *, run_id: str 
 def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     store = tape.store
     chain = _recovery_chain(tape, run)
-    started = store.events(run.run_id, ["run_started"])
-    config_ref = started[0].data.get("config") if started else None
+    rows = store.events(run.run_id, [events.RunStarted.KIND])
+    started = events.RunStarted.from_row(rows[0]) if rows else None
+    config_ref = started.config if started is not None else None
     recorded_config = store.get_json(config_ref) if isinstance(config_ref, str) else {}
     config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id}}
     for key, value in (recorded_config.get("configurable") or {}).items():
@@ -186,12 +187,12 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
 
     # Continue from the last checkpoint; if the run wrote none (it died while
     # starting), give it its input again.
-    wrote_checkpoint = bool(store.events(run.run_id, ["checkpoint"]))
+    wrote_checkpoint = bool(store.events(run.run_id, [events.Checkpoint.KIND]))
     run_input: Any = None
-    if not wrote_checkpoint and started:
+    if not wrote_checkpoint and started is not None and started.input is not None:
         from graphtape.typepolicy import TypePolicy
 
-        run_input = serde.decode_value(store.get_json(started[0].data["input"]), store.get_json,
+        run_input = serde.decode_value(store.get_json(started.input), store.get_json,
                                        TypePolicy.for_graph(graph, tape.types))
 
     # The crashed run is closed first, so that a recovery that crashes in turn
