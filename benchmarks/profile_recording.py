@@ -48,6 +48,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 import graphtape  # noqa: E402
 import graphtape.recorder as recorder_mod  # noqa: E402
 from graphtape.record import session as session_mod  # noqa: E402
+from graphtape.record import writer as writer_mod  # noqa: E402
 from graphtape.record.checkpoints import TapSaver  # noqa: E402
 from graphtape.record.tasks import TaskRecorder  # noqa: E402
 from graphtape.store.sqlite import SqliteTapeStore  # noqa: E402
@@ -77,7 +78,7 @@ class Patch:
 
 def _tap_without_flush(self: TapSaver, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
     rid = (config.get("metadata") or {}).get(session_mod.RUN_META_KEY)
-    session = session_mod._BY_RUN.get(rid)
+    session = session_mod.session_for_run(rid)
     if session is not None:
         session.on_checkpoint(config, checkpoint, metadata)
 
@@ -128,7 +129,7 @@ TIMED = [
     (SqliteSaver, "put", "SqliteSaver.put (LangGraph, inner)"),
     (SqliteSaver, "put_writes", "SqliteSaver.put_writes (LangGraph, inner)"),
     (TapSaver, "_tap", "TapSaver._tap (checkpoint event + flush)"),
-    (session_mod.Session, "flush", "  Session.flush (all flushes)"),
+    (writer_mod.TapeWriter, "flush", "  TapeWriter.flush (all flushes)"),
     (SqliteTapeStore, "write", "    SqliteTapeStore.write (one transaction)"),
     (TaskRecorder, "on_chain_start", "TaskRecorder.on_chain_start"),
     (TaskRecorder, "on_chain_end", "TaskRecorder.on_chain_end"),

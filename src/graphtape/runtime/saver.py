@@ -43,7 +43,7 @@ from langgraph.checkpoint.base import (
 
 from graphtape import serde
 from graphtape.record.checkpoints import _note_interrupts
-from graphtape.record.session import _BY_RUN, RUN_META_KEY
+from graphtape.record.session import RUN_META_KEY, session_for_run
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
 
@@ -76,7 +76,7 @@ def _redacted_metadata(config: RunnableConfig, metadata: dict[str, Any]) -> dict
     ``connect(redact=[...])`` are known from the recording run's tape.
     """
     rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-    session = _BY_RUN.get(rid) if rid else None
+    session = session_for_run(rid)
     extra = session.tape.redact_keys if session is not None else frozenset()
     out = dict(metadata)
     for key, value in metadata.items():
@@ -121,7 +121,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
     def _write(self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None,
                *, defer: bool = False) -> None:
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-        session = _BY_RUN.get(rid) if rid else None
+        session = session_for_run(rid)
         if session is None:
             self.store.write(batch)
             return
@@ -153,7 +153,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
         run's events.
         """
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-        session = _BY_RUN.get(rid) if rid else None
+        session = session_for_run(rid)
         if session is None or step is None:
             return None, None
         tasks = session.step_writers.pop((checkpoint_ns, step), None)
