@@ -1,0 +1,38 @@
+"""graphtape's own timestamps and ids come from graphtape.clock, so a test can fix them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from graphtape import clock
+from tests import graphs
+
+
+def test_fixed_time_and_ids_inside_the_block_only():
+    with clock.fixed(start=100.0, step=0.5, ids="t"):
+        assert [clock.now(), clock.now(), clock.now()] == [100.0, 100.5, 101.0]
+        assert [clock.new_id(), clock.new_id()] == ["t-0000000001", "t-0000000002"]
+    assert abs(clock.now() - time.time()) < 60
+    assert uuid.UUID(clock.new_id()).version == 4
+
+
+def test_use_replaces_only_what_it_is_given_and_nests():
+    with clock.use(now=lambda: 7.0):
+        with clock.use(new_id=lambda: "x"):
+            assert (clock.now(), clock.new_id()) == (7.0, "x")
+        assert clock.now() == 7.0 and clock.new_id() != "x"
+    assert clock.now() != 7.0
+
+
+def test_a_recorded_run_takes_its_ids_and_times_from_the_clock(tape):
+    recorded = tape.record(graphs.build_linear(), name="linear")
+    with clock.fixed(start=1_000.0, step=1.0, ids="fixed"):
+        recorded.invoke({"topic": ""})
+    run = tape.run(recorded.last_run_id)
+    assert run.run_id.startswith("fixed-") and run.thread_id.startswith("fixed-")
+    assert 1_000.0 <= run.started_at < run.ended_at < 2_000.0
+    rows = tape.store.events(run.run_id)
+    assert rows and all(1_000.0 <= row.ts < 2_000.0 for row in rows)
+    assert [row.ts for row in rows] == sorted(row.ts for row in rows)
+    assert all(c.call_id.startswith("fixed-") for c in tape.calls(run.run_id))
