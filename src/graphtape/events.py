@@ -34,6 +34,10 @@ A new kind: a frozen slotted dataclass deriving from :class:`Event`, decorated
 with ``_event``, with its ``KIND`` and fields annotated with :class:`Key`; then
 regenerate the docs. A changed JSON form is a new ``VERSION``, and
 ``from_data`` must still read the old one.
+
+Longer than most modules on purpose: it is the tape's schema, one declaration
+per kind, and reads best whole (the machinery above the declarations is about
+a hundred lines).
 """
 
 from __future__ import annotations
