@@ -32,6 +32,10 @@ The key layout, the record encodings and the Lua scripts live in
 :mod:`graphtape.store.redis_layout`.
 
 Redis Cluster is not supported: scripts touch keys in many hash slots.
+
+Why over 500 lines: Redis has no query language, so every listing, filter and
+order of the interface is written here by hand (sorted sets walked page by
+page), and garbage collection must hold its lock across scans.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ with ``?prefix=`` in the URL to keep several stores in one database):
 ``P gc:lock``         string     held while a garbage collection runs
 ``P applied:<id>``    string     a batch that was applied (for a minute)
 ====================  =========  ==================================================
+
+Why over 500 lines: a third of it is the Lua scripts, which must stay beside
+the key layout they spell out.
 """
 
 from __future__ import annotations

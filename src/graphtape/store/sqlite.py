@@ -17,6 +17,10 @@ Why these settings:
 LangGraph's checkpoints written by graphtape's saver live in the same file
 (``gt_checkpoints``/``gt_writes``), written in the same transaction as the
 tape events of their super-step.
+
+Why over 500 lines: a fifth of it is the migrations (the schema's history,
+never edited), the rest one method per interface operation that SQLite does
+its own way; the reads it shares with PostgreSQL are in :mod:`graphtape.store.sql`.
 """
 
 from __future__ import annotations
