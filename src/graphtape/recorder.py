@@ -25,7 +25,7 @@ from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graphtape import clock
-from graphtape.errors import Divergence, StoreError
+from graphtape.errors import ControlError, Divergence, StoreError
 from graphtape.record import install
 from graphtape.record.answer import RECORD, ReplayPlan
 from graphtape.record.checkpoints import TapSaver
@@ -312,12 +312,9 @@ def _stopped_from_outside(error: BaseException | None) -> str | None:
         return "stopped by Ctrl-C"
     if isinstance(error, asyncio.CancelledError):
         return "cancelled"
-    if error is not None and type(error).__name__ == "DebugStopped":
-        from graphtape.debug.debugger import DebugStopped
-
-        if isinstance(error, DebugStopped):
-            return "stopped in the debugger"
-    return None
+    # a stop decided by whoever answers the run's calls (the debugger's quit): the error says how
+    reason = getattr(error, "stop_reason", None) if isinstance(error, ControlError) else None
+    return reason if isinstance(reason, str) else None
 
 
 def _snapshot(graph: Any, config: dict[str, Any]) -> Any:

@@ -44,6 +44,9 @@ _INTERNAL = ("branch:", "__")
 class DebugStopped(ControlError):
     """The debugging session was stopped before the replay finished (a control error: never retried)."""
 
+    #: how the recorder describes the stopped run (it reads this, and never imports the debugger)
+    stop_reason = "stopped in the debugger"
+
 
 @dataclasses.dataclass
 class Breakpoint:

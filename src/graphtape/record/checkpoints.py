@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from graphtape.record.session import RUN_META_KEY, session_for_run
 
 
-def _note_interrupts(config: dict[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
+def note_interrupts(config: dict[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
     """Tell the run that a task paused on ``interrupt()`` (its status then needs a state read)."""
     if any(channel == INTERRUPT for channel, _ in writes):
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
@@ -66,7 +66,7 @@ class TapSaver(BaseCheckpointSaver):
 
     def put_writes(self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         out = self.inner.put_writes(config, writes, task_id, task_path)
-        _note_interrupts(config, writes)
+        note_interrupts(config, writes)
         return out
 
     def delete_thread(self, thread_id: str) -> None:
@@ -102,7 +102,7 @@ class TapSaver(BaseCheckpointSaver):
 
     async def aput_writes(self, config, writes, task_id, task_path=""):
         out = await self.inner.aput_writes(config, writes, task_id, task_path)
-        _note_interrupts(config, writes)
+        note_interrupts(config, writes)
         return out
 
     async def adelete_thread(self, thread_id):

@@ -105,12 +105,12 @@ def run_chain(tape: Tape, run: RunRecord) -> list[RunRecord]:
     return chain
 
 
-def _strip_ids(value: Any) -> Any:
+def strip_ids(value: Any) -> Any:
     """A JSON view without message ids (they differ between executions)."""
     if isinstance(value, dict):
-        return {k: _strip_ids(v) for k, v in value.items() if k != "id" or not isinstance(v, str)}
+        return {k: strip_ids(v) for k, v in value.items() if k != "id" or not isinstance(v, str)}
     if isinstance(value, list):
-        return [_strip_ids(v) for v in value]
+        return [strip_ids(v) for v in value]
     return value
 
 
@@ -307,8 +307,8 @@ def _core(
         if recorded is not None and replayed is not None:
             # Views refer to messages by blob address, which depends on the stored key order (and
             # differs between tapes recorded before and after blobs kept it): compare the messages.
-            output_matches = _strip_ids(recorded) == _strip_ids(replayed) or (
-                _strip_ids(tape.expand(recorded)) == _strip_ids(tape.expand(replayed)))
+            output_matches = strip_ids(recorded) == strip_ids(replayed) or (
+                strip_ids(tape.expand(recorded)) == strip_ids(tape.expand(replayed)))
     return ReplayResult(
         run_id=run_ids[-1] if run_ids else "",
         run_ids=run_ids,
