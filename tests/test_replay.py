@@ -17,13 +17,13 @@ from tests.graphs import LIVE, forbid
 
 def history_values(recorded, thread_id):
     """The state at every checkpoint of a thread, oldest first, message ids removed."""
-    from graphtape.replay.engine import _strip_ids
+    from graphtape.replay.engine import strip_ids
     from graphtape.serde import to_jsonable
 
     cfg = {"configurable": {"thread_id": thread_id}}
     snaps = list(recorded.get_state_history(cfg))
     snaps.reverse()
-    return [(_strip_ids(to_jsonable(s.values)), tuple(s.next)) for s in snaps]
+    return [(strip_ids(to_jsonable(s.values)), tuple(s.next)) for s in snaps]
 
 
 def record_and_replay(tape, build, run_input, *, api="invoke", config=None):

@@ -41,7 +41,7 @@ from langgraph.types import Command, RetryPolicy
 from pydantic import BaseModel
 
 import graphtape
-from graphtape.replay.engine import _strip_ids
+from graphtape.replay.engine import strip_ids
 from graphtape.serde import to_jsonable
 from tests.graphs import RandomModel, forbid, live, usage
 from tests.providers import fake_from_schema
@@ -74,7 +74,7 @@ MODELS = {"openai": openai_model, "anthropic": anthropic_model}
 
 def plain(value: Any) -> Any:
     """A comparable view of a state: JSON-able, message and tool-call ids removed."""
-    return _strip_ids(to_jsonable(value))
+    return strip_ids(to_jsonable(value))
 
 
 def history(recorded, thread_id: str) -> list:

@@ -42,7 +42,7 @@ from langgraph.checkpoint.base import (
 )
 
 from graphtape import serde
-from graphtape.record.checkpoints import _note_interrupts
+from graphtape.record.checkpoints import note_interrupts
 from graphtape.record.session import RUN_META_KEY, session_for_run
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
@@ -296,7 +296,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
                 replace=replace,
             ))
         if replace and any(channel == INTERRUPT for channel, _ in writes):
-            _note_interrupts(config, writes)
+            note_interrupts(config, writes)
         self._write(config, batch, defer=True)
 
     def delete_thread(self, thread_id: str) -> None:
