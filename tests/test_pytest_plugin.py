@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+import graphtape.testing.cassette  # noqa: F401  (kept imported: pytester drops modules an inner run imports)
 from graphtape.testing import live_call_counts, reset_live_calls
 
 pytest_plugins = ["pytester"]
@@ -296,3 +297,15 @@ def test_marker_is_registered(pytester):
     pytester.makeini(INI)
     result = pytester.runpytest("--markers")
     assert "@pytest.mark.graphtape(" in result.stdout.str()
+
+
+def test_none_mode_fails_when_a_node_writes_a_different_state(pytester, app):
+    pytester.makepyfile(agent_app=APP.format(prompt=PROMPT, temperature=0.7).replace(
+        'return {"messages": [model.invoke(',
+        'import random\n        return {"messages": [("ai", str(random.random())), model.invoke('))
+    run(pytester)[0].assert_outcomes(passed=1)
+    result, live = run(pytester, "--graphtape-mode=none")
+    result.assert_outcomes(failed=1)
+    assert live == 0  # every call was served; the state still differs
+    out = result.stdout.str()
+    assert "wrote a different state (messages)" in out and "@graphtape.effect" in out

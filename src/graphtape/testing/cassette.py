@@ -99,6 +99,8 @@ class Cassette:
         #: runs loaded from the file (replay and flight), oldest first
         self.loaded: list[str] = []
         self.matcher: Any = None
+        #: the recorded task writes a strict replay compares each task with (None: not compared)
+        self.state_check: Any = None
         self._recorders: dict[int, tuple[Any, Any]] = {}
         self._inner: dict[int, Any] = {}
         try:
@@ -111,6 +113,7 @@ class Cassette:
     def _load(self) -> None:
         from graphtape.export import check_names, read_file
         from graphtape.replay.matcher import Matcher
+        from graphtape.replay.statecheck import StateCheck
 
         _, batch = read_file(self.path)
         check_names(batch, self.path)
@@ -119,6 +122,8 @@ class Cassette:
         self.tape.store.write(batch)
         self.loaded = [r.run_id for r in sorted(batch.new_runs, key=lambda r: (r.started_at, r.run_id))]
         self.matcher = Matcher.from_store(self.tape.store, self.loaded)
+        if self.action == "replay":  # flight runs change the state on purpose
+            self.state_check = StateCheck.from_store(self.tape, self.loaded)
 
     # -- the graphs of the test ---------------------------------------------------------
 
@@ -130,7 +135,7 @@ class Cassette:
         recorder = self.tape.record(graph, **kwargs)
         if self.action != "record":
             answer_from(recorder, self.matcher, mode="strict" if self.action == "replay" else "flight",
-                        replay_of=self.loaded[0] if self.loaded else None)
+                        replay_of=self.loaded[0] if self.loaded else None, state_check=self.state_check)
         self._inner[id(recorder.graph)] = recorder.graph
         self._recorders[id(recorder)] = (recorder, graph)
         return recorder
@@ -240,8 +245,13 @@ class Cassette:
         self._dir.cleanup()
 
 
-def answer_from(recorder: Any, matcher: Any, *, mode: str, replay_of: str | None) -> None:
+def answer_from(recorder: Any, matcher: Any, *, mode: str, replay_of: str | None, state_check: Any = None) -> None:
     """Make ``recorder``'s next runs answer their calls from ``matcher`` (``strict`` or ``flight``).
+
+    With ``state_check`` (strict), each task's writes are also compared with
+    a recorded task of the same node and step (:mod:`graphtape.replay.statecheck`):
+    a node that reads the clock directly fails the test even though every
+    call was served.
 
     The one place that sets a recorder's replay plan for runs the test
     drives itself (the replay engine does it for runs it re-executes).
@@ -249,7 +259,7 @@ def answer_from(recorder: Any, matcher: Any, *, mode: str, replay_of: str | None
     from graphtape.record.answer import ReplayPlan
     from graphtape.replay.answerer import TapeAnswerer
 
-    recorder.plan = ReplayPlan(TapeAnswerer(matcher, mode), mode, replay_of=replay_of,
+    recorder.plan = ReplayPlan(TapeAnswerer(matcher, mode, state_check=state_check), mode, replay_of=replay_of,
                                meta={"replay_mode": mode, "cassette": True})
 
 
