@@ -50,8 +50,8 @@ def _imports(tree: ast.AST, name: str, is_package: bool, modules: set[str]) -> s
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
+            for orelse in node.orelse:
+                visit(orelse)
             return
         if isinstance(node, ast.Import):
             for alias in node.names:

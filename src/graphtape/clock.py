@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 _now: Callable[[], float] = time.time
-_new_id: Callable[[], str] = lambda: str(uuid.uuid4())  # noqa: E731
+_new_id: Callable[[], str] = lambda: str(uuid.uuid4())
 _lock = threading.Lock()
 
 

@@ -130,7 +130,7 @@ class Debugger:
             try:
                 for _, sub in graph.get_subgraphs(recurse=True):
                     names |= set(getattr(sub, "nodes", {}) or {})
-            except Exception:  # noqa: BLE001 - not a Pregel graph: the recorded node paths still count
+            except Exception:
                 pass
             try:
                 for row in self.tape.store.events(self.tape.run(self.run_id).run_id, [events.TaskStarted.KIND]):
@@ -184,7 +184,7 @@ class Debugger:
                 if self.result.error:
                     detail += f": {self.result.error}"
                 self._pauses.put(Pause("done", detail=detail))
-            except BaseException as exc:  # noqa: BLE001 - reported to the controller
+            except BaseException as exc:
                 self.error = exc
                 self._pauses.put(Pause("done", detail=f"stopped: {type(exc).__name__}: {exc}"))
 

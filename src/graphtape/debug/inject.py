@@ -15,7 +15,8 @@ what the tape serves, so the original run is never modified:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -133,14 +134,16 @@ def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_liv
 
 async def afork(tape: Tape, checkpoint_id: str, graph: Any, **kwargs: Any) -> ReplayResult:
     """:func:`fork` in the running event loop."""
-    return await fork(tape, checkpoint_id, graph, _runner=areplay, **kwargs)
+    return await cast(Awaitable[ReplayResult], fork(tape, checkpoint_id, graph, _runner=areplay, **kwargs))
 
 
 async def aoverride(tape: Tape, run_id: str, call_id: str, output: Any, graph: Any, **kwargs: Any) -> ReplayResult:
     """:func:`override` in the running event loop."""
-    return await override(tape, run_id, call_id, output, graph, _runner=areplay, **kwargs)
+    pending = override(tape, run_id, call_id, output, graph, _runner=areplay, **kwargs)
+    return await cast(Awaitable[ReplayResult], pending)
 
 
 async def ainvalidate_from(tape: Tape, run_id: str, node: str, graph: Any, **kwargs: Any) -> ReplayResult:
     """:func:`invalidate_from` in the running event loop."""
-    return await invalidate_from(tape, run_id, node, graph, _runner=areplay, **kwargs)
+    pending = invalidate_from(tape, run_id, node, graph, _runner=areplay, **kwargs)
+    return await cast(Awaitable[ReplayResult], pending)

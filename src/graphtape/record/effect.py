@@ -95,7 +95,7 @@ def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         effect_name = name or f"{effect_module(f)}.{f.__qualname__}"
-        legacy_name = f"__main__.{f.__qualname__}"
+        legacy_name: str | None = f"__main__.{f.__qualname__}"
         if name is not None or legacy_name == effect_name:
             legacy_name = None
         code = code_fingerprint(f)

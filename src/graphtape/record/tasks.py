@@ -17,7 +17,6 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from graphtape import events
-
 from graphtape.record.errors_codec import error_info
 from graphtape.record.session import Session, is_control_flow
 from graphtape.record.writer import Lazy
@@ -74,7 +73,7 @@ class TaskRecorder(BaseCallbackHandler):
         md = metadata or {}
         ns = md.get("langgraph_checkpoint_ns") or ""
         segments = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
-        info = {
+        info: dict[str, Any] = {
             "node_path": "/".join(segments) or md.get("langgraph_node") or kwargs.get("name"),
             "step": md.get("langgraph_step"),
             "task": ns,

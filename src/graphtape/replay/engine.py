@@ -119,6 +119,8 @@ def _recorded_input(tape: Tape, run: RunRecord, types: Any = None) -> tuple[Any,
     if not rows:
         raise ReplayError(f"run {run.run_id} has no run_started event: the tape is incomplete")
     started = events.RunStarted.from_row(rows[0])
+    if started.input is None:
+        raise ReplayError(f"run {run.run_id} has no recorded input: the tape is incomplete")
     # ``types``: the classes the replayed graph declares (graphtape.typepolicy); nothing else is rebuilt
     value = serde.decode_value(tape.store.get_json(started.input), tape.store.get_json, types)
     config: Any = started.config or {}

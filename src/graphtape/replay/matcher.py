@@ -43,7 +43,7 @@ class Matcher:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_store(cls, store: TapeStore, run_ids: list[str], **kw: Any) -> "Matcher":
+    def from_store(cls, store: TapeStore, run_ids: list[str], **kw: Any) -> Matcher:
         calls: list[RecordedCall] = []
         for rid in run_ids:
             calls.extend(RecordedCall.from_event(ev) for ev in store.events(rid, CALL_KINDS))

@@ -110,7 +110,8 @@ class StateCheck:
 
     def _recorded(self, rec: _RecordedTask) -> Any:
         if not rec._loaded:
-            rec._value = _revive(self.tape, self.tape.store.get_json(rec.writes_ref))
+            ref = rec.writes_ref
+            rec._value = _revive(self.tape, self.tape.store.get_json(ref)) if ref is not None else None
             rec._loaded = True
         return rec._value
 
