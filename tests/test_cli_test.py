@@ -113,7 +113,10 @@ def test_all_passing_exits_zero(project):
 
 
 def test_flight_mode_rerecords_what_changed_then_strict_passes(project):
+    from graphtape.testing.normalize import normalize_export
+
     stale = project / "tapes" / "prod" / "stale.jsonl"
+    stale.write_text(normalize_export(stale.read_text(encoding="utf-8")), encoding="utf-8")  # a cassette
     good = project / "tapes" / "prod" / "good.jsonl"
     good_before = good.read_bytes()
     reset_live_calls()
@@ -123,6 +126,8 @@ def test_flight_mode_rerecords_what_changed_then_strict_passes(project):
     assert sum(live_call_counts().values()) == 1  # only the changed call
     assert PROMPT in stale.read_text(encoding="utf-8") and OLD_PROMPT not in stale.read_text(encoding="utf-8")
     assert good.read_bytes() == good_before  # nothing changed: not rewritten
+    rewritten = stale.read_text(encoding="utf-8")
+    assert '"normalized":true' in rewritten.splitlines()[0] and normalize_export(rewritten) == rewritten
     again = cli("test", str(project / "tapes"), "--graph", f"{project / 'tape_app.py'}:graph")
     assert again.exit_code == 0, again.output
 

@@ -9,6 +9,7 @@ model or was served from the tape.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 
 import pytest
@@ -57,8 +58,53 @@ PROMPT = "You are a refund agent. Refund orders under 100 EUR."
 TAPE = "tapes/test_agent/test_refund.jsonl"
 
 
+#: Written beside the inner tests: the modules of graphtape, LangGraph and langchain the inner run had loaded.
+CONFTEST = '''
+import sys
+from pathlib import Path
+
+def pytest_unconfigure(config):
+    names = sorted(m for m in sys.modules if m.startswith(("graphtape", "langgraph", "langchain")))
+    (Path(str(config.rootpath)) / "modules.txt").write_text("\\n".join(names))
+'''
+
+
+@pytest.fixture(scope="module")
+def warm_imports(tmp_path_factory):
+    """Load, in this process, every module a cassette run loads, before pytester takes its snapshot.
+
+    An in-process pytester run removes from ``sys.modules`` whatever it imported; a graphtape
+    module imported for the first time inside it would be imported again later as a second copy
+    (another session ContextVar, other patches), and later tests would record nothing.
+    ``run`` checks that the inner runs imported nothing new.
+    """
+    import asyncio
+
+    from graphtape.errors import Divergence
+    from graphtape.testing.cassette import Cassette
+    from graphtape.testing.tapefiles import check_file  # noqa: F401
+
+    ns: dict = {}
+    exec(compile(APP.format(prompt=PROMPT, temperature=0.7), "<warm>", "exec"), ns)
+    path = tmp_path_factory.mktemp("warm") / "warm.jsonl"
+    for mode in ("once", "none", "new_episodes"):
+        cassette = Cassette(path, mode)
+        try:
+            with cassette.autorecording():
+                graph = ns["build"]()
+                graph.invoke({"messages": [("human", "warm")]})
+                asyncio.run(graph.ainvoke({"messages": [("human", "warm")]}))
+                list(graph.stream({"messages": [("human", "warm")]}))
+                if mode == "none":
+                    with pytest.raises(Divergence):
+                        graph.invoke({"messages": [("human", "not on the tape")]})
+            cassette.save()
+        finally:
+            cassette.close()
+
+
 @pytest.fixture
-def app(pytester, monkeypatch):
+def app(warm_imports, pytester, monkeypatch):
     """Write the app and its test; returns a function that (re)writes them."""
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # the app is rewritten within the same second
     monkeypatch.delenv("CI", raising=False)
@@ -68,6 +114,7 @@ def app(pytester, monkeypatch):
         pytester.makepyfile(test_agent=TEST.format(marker=marker, config=config))
 
     pytester.makeini(INI)
+    pytester.makeconftest(CONFTEST)
     write()
     return write
 
@@ -76,6 +123,9 @@ def run(pytester, *args: str):
     """Run the written test; the result and how many live model calls it made."""
     reset_live_calls()
     result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    loaded = (pytester.path / "modules.txt").read_text().split()
+    fresh = sorted(set(loaded) - set(sys.modules))
+    assert not fresh, f"the inner run imported {fresh}: pytester drops them; load them in warm_imports"
     return result, sum(live_call_counts().values())
 
 
@@ -309,3 +359,26 @@ def test_none_mode_fails_when_a_node_writes_a_different_state(pytester, app):
     assert live == 0  # every call was served; the state still differs
     out = result.stdout.str()
     assert "wrote a different state (messages)" in out and "@graphtape.effect" in out
+
+
+# -- normalisation keeps tapes replayable ------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["linear.jsonl", "fanout.jsonl", "agent.jsonl", "functional.jsonl",
+                                  "review_thread.jsonl"])
+def test_normalised_golden_tapes_still_replay_strictly(name, graphtape_replay, tmp_path):
+    from graphtape.testing.normalize import normalize_export
+    from tests import graphs
+    from tests.test_golden import REPLAYABLE, TAPES
+
+    original = (TAPES / name).read_text(encoding="utf-8")
+    text = normalize_export(original)
+    assert text != original and normalize_export(text) == text  # changed once, then stable
+    ids = re.findall(r'"(?:checkpoint_id|run_id|call_id)":"([^"]+)"', text)
+    assert ids and all(i.startswith("00000000-0000-4000-8000-") for i in ids)
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with graphs.forbid():
+        results = graphtape_replay(path, REPLAYABLE[name]())
+    assert results
+    for result in results:
+        assert (result.status, result.live, result.unused, result.output_matches) == ("finished", 0, 0, True)

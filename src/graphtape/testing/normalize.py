@@ -118,8 +118,8 @@ def normalize_export(text: str) -> str:
     """An export file's text, normalised (see the module docstring); idempotent."""
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     header, records = lines[0], lines[1:]
-    runs = [r for r in records if r["type"] == "run"]
-    events = canonical_order([r for r in records if r["type"] == "event"])
+    runs = [_as_recording_run(r) for r in records if r["type"] == "run"]
+    events = canonical_order([_as_recording_event(r) for r in records if r["type"] == "event"])
     chains = {r["id"]: (r["parent"], r["item"]) for r in records if r["type"] == "chain"}
     blobs = {r["hash"]: r["text"] for r in records if r["type"] == "blob"}
 
@@ -173,25 +173,9 @@ def normalize_export(text: str) -> str:
         for key, tick in (("started_at", "start"), ("ended_at", "end")):
             if row.get(key) is not None:
                 row[key] = ticks[(run["run_id"], tick)]
-        row["mode"] = "record"
-        row["replay_of"] = None
-        row["served_calls"] = 0
-        row["live_calls"] = 0
-        meta = dict(row.get("meta") or {})
-        for key in ("write_ms", "replay_mode"):
-            meta.pop(key, None)
-        row["meta"] = meta
         out.append(_line(row))
     for ev in events:
         data = json.loads(_rewrite_refs(ids.apply(json.dumps(ev["data"])), address, blobs, chains))
-        if ev["kind"].endswith("_call"):
-            data["latency"] = 0.0
-            data.pop("recorded_latency", None)
-            data.pop("served_from", None)
-            if data.get("source") == "tape":
-                data["source"] = "live"
-        if "duration" in data:
-            data["duration"] = 0.0
         out.append(_line({**ev, "run_id": ids.apply(ev["run_id"]), "ts": ticks[(ev["run_id"], ev["seq"])], "data": data}))
     for ref in list(blobs) + list(chains):  # payloads no event refers to are still carried
         address(ref)
@@ -201,6 +185,26 @@ def normalize_export(text: str) -> str:
     for h in sorted(new_blobs):
         out.append(_line({"type": "blob", "hash": h, "text": new_blobs[h]}))
     return "\n".join(out) + "\n"
+
+
+def _as_recording_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A run row without what measures or links it (write timings, the run a flight run replayed)."""
+    meta = {k: v for k, v in (run.get("meta") or {}).items() if k not in ("write_ms", "replay_mode", "cassette")}
+    return {**run, "mode": "record", "replay_of": None, "served_calls": 0, "live_calls": 0, "meta": meta}
+
+
+def _as_recording_event(ev: dict[str, Any]) -> dict[str, Any]:
+    """An event without measured times; a served call as the live call it once was."""
+    data = dict(ev["data"])
+    if ev["kind"].endswith("_call"):
+        data["latency"] = 0.0
+        data.pop("recorded_latency", None)
+        data.pop("served_from", None)
+        if data.get("source") == "tape":
+            data["source"] = "live"
+    if "duration" in data:
+        data["duration"] = 0.0
+    return {**ev, "data": data}
 
 
 #: events written when a run ends: every checkpoint of the run is saved before them
