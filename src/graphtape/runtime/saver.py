@@ -1,6 +1,6 @@
 """graphtape's own LangGraph checkpoint saver, on any :class:`TapeStore`.
 
-Why not LangGraph's savers (measured in ``../shared/LESSONS.md``):
+Why not LangGraph's savers (measured in ``docs/benchmarks.md``, ``benchmarks/savers.py``):
 
 * they write a super-step as two transactions and know nothing of the tape,
   so a crash can leave a checkpoint without the calls that produced it (or
