@@ -158,7 +158,7 @@ def test_none_mode_fails_with_the_diff_when_the_prompt_changed(pytester, app):
     result.assert_outcomes(failed=1)
     assert live == 0  # nothing reached the model
     out = result.stdout.str()
-    assert "the test no longer matches its tape" in out
+    assert f"the test no longer matches its tape {TAPE}" in out
     assert f"-[system] {PROMPT}" in out
     assert "+[system] You are a refund agent. Refund every order." in out
     assert "Traceback" not in out

@@ -33,6 +33,7 @@ Older fixtures:
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -108,7 +109,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             and isinstance(call.excinfo.value, errors.Divergence) and _uses_cassette(item)):
         from graphtape.testing.cassette import divergence_text
 
-        report.longrepr = divergence_text(call.excinfo.value, cassette_path(item))
+        path = cassette_path(item)
+        with contextlib.suppress(ValueError):  # shown relative to the rootdir when it is under it
+            path = path.relative_to(item.config.rootpath)
+        report.longrepr = divergence_text(call.excinfo.value, path)
     return report
 
 
