@@ -29,7 +29,8 @@ from graphtape.errors import ControlError, Divergence, StoreError
 from graphtape.record import install
 from graphtape.record.answer import RECORD, ReplayPlan
 from graphtape.record.checkpoints import TapSaver
-from graphtape.record.session import RUN_META_KEY, Session
+from graphtape.record.context import RUN_META_KEY
+from graphtape.record.session import Session
 from graphtape.record.tasks import TaskRecorder
 from graphtape.runtime.lease import ThreadLease
 

@@ -17,7 +17,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from graphtape.record.session import RUN_META_KEY, session_for_run
+from graphtape.record.context import RUN_META_KEY, session_for_run
 
 
 def note_interrupts(config: dict[str, Any], writes: Sequence[tuple[str, Any]]) -> None:

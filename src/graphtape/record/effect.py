@@ -21,8 +21,9 @@ from typing import Any, TypeVar, overload
 from graphtape import serde, typepolicy
 from graphtape.calls import fingerprint
 from graphtape.record.codeprint import code_fingerprint, effect_module
+from graphtape.record.context import current_session
 from graphtape.record.intercept import CallKind
-from graphtape.record.session import Call, Session, current_session
+from graphtape.record.session import Call, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -38,8 +38,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from graphtape import serde
 from graphtape.calls import BATCH_SLOT_KEY, fingerprint
+from graphtape.record.context import current_session
 from graphtape.record.intercept import CallKind, Interceptor, Patch
-from graphtape.record.session import Call, Session, current_session
+from graphtape.record.session import Call, Session
 
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
 #: already been answered from the tape and the inner call must not be

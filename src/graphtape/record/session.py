@@ -1,14 +1,6 @@
 """A run being recorded (or replayed): the one object every interception talks to.
 
-Interceptions (LLM, tool, effect, node callbacks, the checkpoint tap) find
-the current session through a ``ContextVar`` that LangGraph propagates into
-its executor threads and asyncio tasks, and fall back to the
-``graphtape_run_id`` that graphtape puts in the run's config metadata (it is
-inherited by every nested runnable), so a call made from a thread that lost
-the context is still attributed to its run. A ``threading.local`` would lose
-``ToolNode`` calls, which run on executor threads.
-
-The session holds the run's recording state: its identity, the calls in
+Interceptions find it through :mod:`graphtape.record.context`. The session holds the run's recording state: its identity, the calls in
 flight and their ordinals (see :mod:`graphtape.calls`), counts and replay
 totals, and the per-step bookkeeping graphtape's saver stores with each
 checkpoint. What happens to each call is asked of the run's answerer
@@ -27,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from graphtape import clock, events, serde, typepolicy
 from graphtape.calls import CallSite, RecordedCall, site_from_metadata
 from graphtape.errors import Divergence
+from graphtape.record import context
 from graphtape.record.answer import RECORD, Answerer
 from graphtape.record.errors_codec import error_info, rebuild_error
 from graphtape.record.writer import TapeWriter
@@ -39,46 +32,6 @@ if TYPE_CHECKING:
 #: the event type each call kind is recorded as
 _CALL_EVENTS: dict[str, type[events.CallEvent]] = {"llm": events.LlmCall, "tool": events.ToolCall,
                                                    "effect": events.EffectCall}
-
-_CURRENT: contextvars.ContextVar[Session | None] = contextvars.ContextVar("graphtape_session", default=None)
-_BY_RUN: dict[str, Session] = {}
-
-RUN_META_KEY = "graphtape_run_id"
-
-
-def session_for_run(run_id: str | None) -> Session | None:
-    """The active or registered session of run ``run_id`` (from a checkpoint's metadata), if any."""
-    return _BY_RUN.get(run_id) if run_id else None
-
-
-def current_session(metadata: dict[str, Any] | None = None) -> Session | None:
-    """The session of the run this code executes in, if any."""
-    s = _CURRENT.get()
-    if s is not None and s.active:
-        return s
-    rid = (metadata or {}).get(RUN_META_KEY)
-    if rid is None:
-        try:
-            from langchain_core.runnables.config import var_child_runnable_config
-
-            cfg = var_child_runnable_config.get()
-        except Exception:  # pragma: no cover - defensive
-            cfg = None
-        if cfg:
-            rid = (cfg.get("metadata") or {}).get(RUN_META_KEY)
-    if rid is not None:
-        s = _BY_RUN.get(rid)
-        if s is not None and s.active:
-            return s
-    return None
-
-
-def _runnable_metadata() -> dict[str, Any]:
-    from langchain_core.runnables.config import var_child_runnable_config
-
-    cfg = var_child_runnable_config.get()
-    return dict((cfg or {}).get("metadata") or {})
-
 
 @dataclasses.dataclass
 class Call:
@@ -185,23 +138,19 @@ class Session:
     def register(self) -> None:
         """Make the run findable by its id (from config metadata) by every interception."""
         self.active = True
-        _BY_RUN[self.run_id] = self
+        context.register(self)
 
     def activate(self) -> None:
         """Register, and make this the current run of the calling context too."""
         self.register()
-        self._token = _CURRENT.set(self)
+        self._token = context.make_current(self)
 
     def deactivate(self) -> None:
         self.active = False
-        _BY_RUN.pop(self.run_id, None)
+        context.unregister(self)
         if self._token is not None:
-            try:
-                _CURRENT.reset(self._token)
-            except ValueError:
-                # Reset from another context (an async generator closed elsewhere):
-                # the session is inactive anyway, so lookups ignore it.
-                pass
+            # reset from another context is a no-op: the session is inactive anyway, so lookups ignore it
+            context.reset_current(self._token)
             self._token = None
 
     def start(self, run_input: Any, config: dict[str, Any], call_kwargs: dict[str, Any] | None = None) -> None:
@@ -271,7 +220,7 @@ class Session:
             return n
 
     def site(self, kind: str, metadata: dict[str, Any] | None) -> CallSite:
-        md = metadata if metadata and "langgraph_checkpoint_ns" in metadata else _runnable_metadata()
+        md = metadata if metadata and "langgraph_checkpoint_ns" in metadata else context.runnable_metadata()
         return site_from_metadata(kind, md, self._next_ordinal, self.task_branches)
 
     def begin(self, kind: str, metadata: dict[str, Any] | None, request: dict[str, Any],
@@ -430,7 +379,7 @@ def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in config.items() if k not in ("callbacks", "run_id")}
     out["configurable"] = {k: v for k, v in (config.get("configurable") or {}).items() if not k.startswith("__")}
     if "metadata" in config:
-        out["metadata"] = {k: v for k, v in config["metadata"].items() if k != RUN_META_KEY}
+        out["metadata"] = {k: v for k, v in config["metadata"].items() if k != context.RUN_META_KEY}
     return out
 
 

@@ -22,8 +22,9 @@ from langchain_core.tools import BaseTool
 from graphtape import serde
 from graphtape.calls import fingerprint
 from graphtape.record.codeprint import tool_code
+from graphtape.record.context import current_session
 from graphtape.record.intercept import CallKind, Interceptor, Patch
-from graphtape.record.session import Call, Session, current_session
+from graphtape.record.session import Call, Session
 
 
 def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, str | None]:
