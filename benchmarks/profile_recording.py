@@ -47,7 +47,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 
 import graphtape  # noqa: E402
 import graphtape.recorder as recorder_mod  # noqa: E402
-from graphtape.record import session as session_mod  # noqa: E402
+from graphtape.record import context as context_mod  # noqa: E402
 from graphtape.record import writer as writer_mod  # noqa: E402
 from graphtape.record.checkpoints import TapSaver  # noqa: E402
 from graphtape.record.tasks import TaskRecorder  # noqa: E402
@@ -77,8 +77,8 @@ class Patch:
 
 
 def _tap_without_flush(self: TapSaver, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
-    rid = (config.get("metadata") or {}).get(session_mod.RUN_META_KEY)
-    session = session_mod.session_for_run(rid)
+    rid = (config.get("metadata") or {}).get(context_mod.RUN_META_KEY)
+    session = context_mod.session_for_run(rid)
     if session is not None:
         session.on_checkpoint(config, checkpoint, metadata)
 

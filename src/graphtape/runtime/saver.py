@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.types import INTERRUPT
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
@@ -40,10 +39,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.types import INTERRUPT
 
 from graphtape import serde
 from graphtape.record.checkpoints import note_interrupts
-from graphtape.record.session import RUN_META_KEY, session_for_run
+from graphtape.record.context import RUN_META_KEY, session_for_run
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
 
