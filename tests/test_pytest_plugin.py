@@ -382,3 +382,14 @@ def test_normalised_golden_tapes_still_replay_strictly(name, graphtape_replay, t
     assert results
     for result in results:
         assert (result.status, result.live, result.unused, result.output_matches) == ("finished", 0, 0, True)
+
+
+def test_a_damaged_tape_given_by_path_fails_the_test_naming_it(pytester, app):
+    app(marker='(path="shared/refund.jsonl")')
+    (pytester.path / "shared").mkdir()
+    (pytester.path / "shared" / "refund.jsonl").write_text('{"not": "a tape"}\n', encoding="utf-8")
+    result, live = run(pytester)
+    result.assert_outcomes(errors=1)
+    assert live == 0
+    assert "refund.jsonl is not a graphtape tape" in result.stdout.str()
+    assert not (pytester.path / TAPE).exists()

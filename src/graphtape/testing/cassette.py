@@ -111,12 +111,11 @@ class Cassette:
             raise
 
     def _load(self) -> None:
-        from graphtape.export import check_names, read_file
+        from graphtape.export import read_file
         from graphtape.replay.matcher import Matcher
         from graphtape.replay.statecheck import StateCheck
 
-        _, batch = read_file(self.path)
-        check_names(batch, self.path)
+        _, batch = read_file(self.path)  # verified, and refused if it names what is not data
         for run in batch.new_runs:
             run.thread_id = LOADED_THREAD_PREFIX + run.thread_id
         self.tape.store.write(batch)
