@@ -137,7 +137,11 @@ def same_bytes(a: bytes, b: bytes) -> bool:
 
 
 def test_once_records_a_missing_tape_then_replays_it_offline(pytester, app):
+    from langgraph.pregel import Pregel
+
+    methods = {name: Pregel.__dict__[name] for name in ("invoke", "ainvoke", "stream", "astream")}
     result, live = run(pytester)
+    assert {name: Pregel.__dict__[name] for name in methods} == methods  # autorecording undone after the test
     result.assert_outcomes(passed=1)
     assert live == 1
     tape = pytester.path / TAPE
