@@ -186,9 +186,11 @@ def main() -> int:
                 else:
                     problems.append(f"seed {seed}: {why}")
             failed += args.trials - passed
-            print(f"{backend}: {passed}/{args.trials} trials passed "
-                  f"({outcomes['killed-mid-run']} killed mid-run, {outcomes['killed-before-start']} before the run "
-                  f"started, {outcomes['finished']} finished first) in {time.perf_counter() - t0:.1f} s")
+            print(
+                f"{backend}: {passed}/{args.trials} trials passed "
+                f"({outcomes['killed-mid-run']} killed mid-run, {outcomes['killed-before-start']} before the run "
+                f"started, {outcomes['finished']} finished first) in {time.perf_counter() - t0:.1f} s"
+            )
             for p in problems[:10]:
                 print(f"  {p}")
     return 1 if failed else 0

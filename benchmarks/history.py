@@ -66,17 +66,21 @@ class Window(TypedDict):
     messages: Annotated[list[BaseMessage], last_ten]
 
 
-TEXT = ("The order was checked against the refund policy; the customer gets the amount back "
-        "on the original card within five working days.")
+TEXT = (
+    "The order was checked against the refund policy; the customer gets the amount back "
+    "on the original card within five working days."
+)
 
 
 def build_graph(steps: int, state: str = "counter"):
     if state == "window":
+
         def inc(state: Window) -> dict[str, Any]:
             return {"n": state["n"] + 1, "messages": [AIMessage(f"{state['n']}: {TEXT}")]}
 
         b = StateGraph(Window)
     else:
+
         def inc(state: Counter) -> dict[str, Any]:  # type: ignore[misc]
             return {"n": state["n"] + 1}
 
@@ -106,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=7, help="timed repetitions of each variant (default 7)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--check", action="store_true", help=f"exit 1 if graphtape takes more than 1/{TARGET}")
-    parser.add_argument("--state", choices=("counter", "window"), default="counter",
-                        help="counter: {n: int} (default); window: also the last 10 messages of a chat")
+    parser.add_argument(
+        "--state",
+        choices=("counter", "window"),
+        default="counter",
+        help="counter: {n: int} (default); window: also the last 10 messages of a chat",
+    )
     args = parser.parse_args(argv)
     if args.checkpoints < 3:
         parser.error("--checkpoints must be at least 3")
@@ -166,15 +174,23 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
     }
     print()
-    print(f"thread of {args.checkpoints} checkpoints, {args.state} state "
-          f"({events} tape events, {size / 1e6:.1f} MB file); "
-          f"recorded in {build_s:.1f} s")
-    print(f"  graphtape  Tape.history(thread)              {figures['graphtape_history_ms']:9.1f} ms"
-          f"   ({figures['graphtape_per_checkpoint_us']:.1f} us/checkpoint)")
-    print(f"  LangGraph  graph.get_state_history(config)   {figures['langgraph_get_state_history_ms']:9.1f} ms"
-          f"   ({figures['langgraph_per_checkpoint_us']:.1f} us/checkpoint)")
-    print(f"  ratio (median of paired runs): {ratio:.4f} = 1/{1 / ratio:.1f}   "
-          f"target <= 1/{TARGET}: {'met' if ok else 'MISSED'}")
+    print(
+        f"thread of {args.checkpoints} checkpoints, {args.state} state "
+        f"({events} tape events, {size / 1e6:.1f} MB file); "
+        f"recorded in {build_s:.1f} s"
+    )
+    print(
+        f"  graphtape  Tape.history(thread)              {figures['graphtape_history_ms']:9.1f} ms"
+        f"   ({figures['graphtape_per_checkpoint_us']:.1f} us/checkpoint)"
+    )
+    print(
+        f"  LangGraph  graph.get_state_history(config)   {figures['langgraph_get_state_history_ms']:9.1f} ms"
+        f"   ({figures['langgraph_per_checkpoint_us']:.1f} us/checkpoint)"
+    )
+    print(
+        f"  ratio (median of paired runs): {ratio:.4f} = 1/{1 / ratio:.1f}   "
+        f"target <= 1/{TARGET}: {'met' if ok else 'MISSED'}"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 1 if args.check and not ok else 0

@@ -111,10 +111,14 @@ def ablations(tmp: Path, reps: int, durability: str) -> dict[str, float]:
             with Patch(*patches) as p:
                 missing.update(p.missing)
                 return rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+
         return go
 
-    variants = {"baseline (SqliteSaver as shipped)": lambda: baseline.invoke(
-        bench.LINEAR_INPUT, bench.new_thread(), durability=durability)}
+    variants = {
+        "baseline (SqliteSaver as shipped)": lambda: baseline.invoke(
+            bench.LINEAR_INPUT, bench.new_thread(), durability=durability
+        )
+    }
     variants.update({name: variant(p) for name, p in ABLATIONS.items()})
     samples = bench.interleave(variants, reps)
     tape.close()
@@ -155,6 +159,7 @@ def timed_functions(tmp: Path, runs: int, durability: str) -> tuple[dict[str, tu
                 with lock:
                     totals[label] += dt
                     counts[label] += 1
+
         return timed
 
     builder = bench.linear_graph()
@@ -223,8 +228,7 @@ def cprofile_conversation(tmp: Path, turns: int) -> tuple[str, float]:
     elapsed = time.perf_counter() - t0
     tape.close()
     buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(
-        r"graphtape/|load/dump.py.*dumpd|zlib", 22)
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(r"graphtape/|load/dump.py.*dumpd|zlib", 22)
     return _trim(buf.getvalue(), turns, "turn"), elapsed
 
 
@@ -268,8 +272,10 @@ def main() -> int:
         for durability in ("sync", "async"):
             print(f"\n== Per-function wall time, all threads, durability={durability} (µs per super-step, inclusive)")
             out, wall_rec, wall_base = timed_functions(tmp, args.reps, durability)
-            print(f"  wall: recorded {wall_rec:.0f} µs/step, baseline {wall_base:.0f} µs/step "
-                  f"(timers add a little overhead)")
+            print(
+                f"  wall: recorded {wall_rec:.0f} µs/step, baseline {wall_base:.0f} µs/step "
+                f"(timers add a little overhead)"
+            )
             for label, (us, calls) in out.items():
                 print(f"  {label:52s} {us:8.1f} µs   ({calls:.0f} calls/run)")
         print("\n== cProfile, main thread, durability=sync (graphtape frames and callback dispatch)")

@@ -75,8 +75,12 @@ WORDS = (
 # --------------------------------------------------------------------------
 
 
-def interleave(variants: dict[str, Callable[[], Any]], reps: int, warmup: int = 2,
-               check: dict[str, Callable[[Any], None]] | None = None) -> dict[str, list[float]]:
+def interleave(
+    variants: dict[str, Callable[[], Any]],
+    reps: int,
+    warmup: int = 2,
+    check: dict[str, Callable[[Any], None]] | None = None,
+) -> dict[str, list[float]]:
     """Wall seconds of each variant, ``reps`` times, interleaved.
 
     Each repetition runs every variant once; the starting variant rotates so
@@ -246,46 +250,59 @@ def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
     rows = []
     for d in ("sync", "async"):
         base = f"baseline/{d}"
-        for subject, label in ((f"graphtape+SqliteSaver/{d}", "SqliteSaver passed in"),
-                               (f"graphtape default/{d}", "default checkpointer")):
-            rows.append({
-                "benchmark": f"1. record, {d}: {label}",
+        for subject, label in (
+            (f"graphtape+SqliteSaver/{d}", "SqliteSaver passed in"),
+            (f"graphtape default/{d}", "default checkpointer"),
+        ):
+            rows.append(
+                {
+                    "benchmark": f"1. record, {d}: {label}",
+                    "unit": "ms/super-step",
+                    "baseline_name": f"SqliteSaver as shipped ({d})",
+                    "baseline": stats[base]["median"],
+                    "subject_name": subject,
+                    "subject": stats[subject]["median"],
+                    "ratio": stats[subject]["median"] / stats[base]["median"],
+                    "paired_ratio": paired_ratio(samples[subject], samples[base]),
+                    "delta": stats[subject]["median"] - stats[base]["median"],
+                    "target": 1.10,
+                }
+            )
+    for d in ("sync", "async"):
+        base, subject = f"SqliteSaver NORMAL/{d}", f"graphtape default/{d}"
+        rows.append(
+            {
+                "benchmark": f"1. (ctx) {d}: default vs same-settings saver",
                 "unit": "ms/super-step",
-                "baseline_name": f"SqliteSaver as shipped ({d})",
+                "baseline_name": base,
                 "baseline": stats[base]["median"],
                 "subject_name": subject,
                 "subject": stats[subject]["median"],
                 "ratio": stats[subject]["median"] / stats[base]["median"],
                 "paired_ratio": paired_ratio(samples[subject], samples[base]),
                 "delta": stats[subject]["median"] - stats[base]["median"],
-                "target": 1.10,
-            })
-    for d in ("sync", "async"):
-        base, subject = f"SqliteSaver NORMAL/{d}", f"graphtape default/{d}"
-        rows.append({
-            "benchmark": f"1. (ctx) {d}: default vs same-settings saver",
+                "target": None,
+            }
+        )
+    rows.append(
+        {
+            "benchmark": "1. (ctx) no checkpointer",
             "unit": "ms/super-step",
-            "baseline_name": base,
-            "baseline": stats[base]["median"],
-            "subject_name": subject,
-            "subject": stats[subject]["median"],
-            "ratio": stats[subject]["median"] / stats[base]["median"],
-            "paired_ratio": paired_ratio(samples[subject], samples[base]),
-            "delta": stats[subject]["median"] - stats[base]["median"],
+            "baseline_name": "SqliteSaver as shipped (sync)",
+            "baseline": stats["baseline/sync"]["median"],
+            "subject_name": "plain (no checkpointer)",
+            "subject": stats["plain"]["median"],
+            "ratio": stats["plain"]["median"] / stats["baseline/sync"]["median"],
             "target": None,
-        })
-    rows.append({
-        "benchmark": "1. (ctx) no checkpointer",
-        "unit": "ms/super-step",
-        "baseline_name": "SqliteSaver as shipped (sync)",
-        "baseline": stats["baseline/sync"]["median"],
-        "subject_name": "plain (no checkpointer)",
-        "subject": stats["plain"]["median"],
-        "ratio": stats["plain"]["median"] / stats["baseline/sync"]["median"],
-        "target": None,
-    })
-    return {"rows": rows, "stats": stats, "reps": reps, "steps_per_run": N_NODES,
-            "fsync_ms": stats["fsync probe"]["median"]}
+        }
+    )
+    return {
+        "rows": rows,
+        "stats": stats,
+        "reps": reps,
+        "steps_per_run": N_NODES,
+        "fsync_ms": stats["fsync probe"]["median"],
+    }
 
 
 # --------------------------------------------------------------------------
@@ -386,8 +403,12 @@ def bench_replay(tmp: Path, reps: int) -> dict[str, Any]:
         "stats": stats,
         "reps": reps,
         "calls_per_run": {"llm": N_CALL_NODES, "tool": N_CALL_NODES},
-        "last_replay": {"status": last.status, "served": last.served, "live": last.live,
-                        "output_matches": last.output_matches},
+        "last_replay": {
+            "status": last.status,
+            "served": last.served,
+            "live": last.live,
+            "output_matches": last.output_matches,
+        },
     }
 
 
@@ -430,14 +451,24 @@ def tape_bytes(path: Path) -> dict[str, Any]:
     conn = sqlite3.connect(str(path))
     try:
         q = lambda sql: conn.execute(sql).fetchone()  # noqa: E731
-        blobs = q("SELECT count(*), coalesce(sum(length(data)),0), "
-                  "coalesce(sum(length(hash)+length(enc)+length(data)),0) FROM gt_blobs")
-        chains = q("SELECT count(*), coalesce(sum(length(id)+coalesce(length(parent),0)+length(item)),0) FROM gt_chains")
-        events = q("SELECT count(*), coalesce(sum(length(data)),0), "
-                   "coalesce(sum(length(run_id)+length(kind)+16+length(data)),0) FROM gt_events")
+        blobs = q(
+            "SELECT count(*), coalesce(sum(length(data)),0), "
+            "coalesce(sum(length(hash)+length(enc)+length(data)),0) FROM gt_blobs"
+        )
+        chains = q(
+            "SELECT count(*), coalesce(sum(length(id)+coalesce(length(parent),0)+length(item)),0) FROM gt_chains"
+        )
+        events = q(
+            "SELECT count(*), coalesce(sum(length(data)),0), "
+            "coalesce(sum(length(run_id)+length(kind)+16+length(data)),0) FROM gt_events"
+        )
         runs = q("SELECT count(*), coalesce(sum(length(run_id)+length(thread_id)+length(meta)),0) FROM gt_runs")
-        by_kind = {k: {"count": n, "bytes": b} for k, n, b in conn.execute(
-            "SELECT kind, count(*), sum(length(data)) FROM gt_events GROUP BY kind ORDER BY 3 DESC")}
+        by_kind = {
+            k: {"count": n, "bytes": b}
+            for k, n, b in conn.execute(
+                "SELECT kind, count(*), sum(length(data)) FROM gt_events GROUP BY kind ORDER BY 3 DESC"
+            )
+        }
         blob_sizes = {h: (len(d), enc) for h, enc, d in conn.execute("SELECT hash, enc, data FROM gt_blobs")}
         # Attribute each blob to the first event field (or chain) that references it.
         seen: set[str] = set()
@@ -460,8 +491,10 @@ def tape_bytes(path: Path) -> dict[str, Any]:
             ref_count["unreferenced"] = len(rest)
         compressed = sum(1 for _, enc in blob_sizes.values() if enc == "z")
         try:
-            pages = {name: size for name, size in conn.execute(
-                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")}
+            pages = {
+                name: size
+                for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
+            }
         except sqlite3.Error:
             pages = {}
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -475,7 +508,12 @@ def tape_bytes(path: Path) -> dict[str, Any]:
         vacuum.close()
     return {
         "tape_bytes": blobs[1] + chains[1] + events[1],
-        "gt_blobs": {"rows": blobs[0], "data_bytes": blobs[1], "row_bytes": blobs[2], "zlib_compressed_rows": compressed},
+        "gt_blobs": {
+            "rows": blobs[0],
+            "data_bytes": blobs[1],
+            "row_bytes": blobs[2],
+            "zlib_compressed_rows": compressed,
+        },
         "gt_chains": {"rows": chains[0], "row_bytes": chains[1]},
         "gt_events": {"rows": events[0], "data_bytes": events[1], "row_bytes": events[2]},
         "gt_runs": {"rows": runs[0], "approx_bytes": runs[1]},
@@ -498,8 +536,9 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
     path = tmp / f"tape-conversation-{'chat' if realistic else 'short'}.db"
     tape = graphtape.connect(f"sqlite:///{path}")
     # Checkpoints go to memory so the tape file holds only graphtape's tables.
-    recorded = tape.record(chat_graph(make_model(seed=1, paragraphs=realistic)).compile(), name="chat",
-                           checkpointer=InMemorySaver())
+    recorded = tape.record(
+        chat_graph(make_model(seed=1, paragraphs=realistic)).compile(), name="chat", checkpointer=InMemorySaver()
+    )
     unrecorded = chat_graph(make_model(seed=1, paragraphs=realistic)).compile(checkpointer=InMemorySaver())
     rec_cfg = {"configurable": {"thread_id": "conversation"}}
     live_cfg = {"configurable": {"thread_id": "conversation"}}
@@ -511,7 +550,7 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
         text = f"Turn {turn}: " + " ".join(sentence(rng) for _ in range(rng.randint(1, 3) if realistic else 1))
         # Interleave the recorded conversation with the same one unrecorded.
         order = ((recorded, rec_cfg, rec_times), (unrecorded, live_cfg, live_times))
-        for target, cfg, times in (order if turn % 2 == 0 else order[::-1]):
+        for target, cfg, times in order if turn % 2 == 0 else order[::-1]:
             t0 = time.perf_counter()
             res = target.invoke({"messages": [HumanMessage(text)]}, cfg)
             times.append(time.perf_counter() - t0)
@@ -565,10 +604,16 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
         "distinct_message_bytes": distinct,
         "sizes": sizes,
         "turn_ms": {
-            "recorded": {"total": sum(rec_times) * 1000, "first10": summary(rec_times[:10], 1000.0),
-                         "last10": summary(rec_times[-10:], 1000.0)},
-            "unrecorded": {"total": sum(live_times) * 1000, "first10": summary(live_times[:10], 1000.0),
-                           "last10": summary(live_times[-10:], 1000.0)},
+            "recorded": {
+                "total": sum(rec_times) * 1000,
+                "first10": summary(rec_times[:10], 1000.0),
+                "last10": summary(rec_times[-10:], 1000.0),
+            },
+            "unrecorded": {
+                "total": sum(live_times) * 1000,
+                "first10": summary(live_times[:10], 1000.0),
+                "last10": summary(live_times[-10:], 1000.0),
+            },
         },
     }
 
@@ -589,8 +634,12 @@ def environment() -> dict[str, Any]:
             versions[dist] = None
     commit = None
     with contextlib.suppress(Exception):
-        commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                                capture_output=True, text=True, timeout=5).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or None
+        )
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -622,12 +671,20 @@ def render(results: dict[str, Any]) -> None:
     console = Console(width=max(140, Console().width))
     env = results["environment"]
     mode = "QUICK (smoke: few repetitions, figures indicative only)" if results["quick"] else "full"
-    console.print(f"[bold]graphtape benchmarks[/bold] - mode {mode}; Python {env['python']}, {env['cpus']} CPUs, "
-                  f"langgraph {env['versions'].get('langgraph')}, graphtape {env['versions'].get('graphtape')} "
-                  f"({env['git']})")
+    console.print(
+        f"[bold]graphtape benchmarks[/bold] - mode {mode}; Python {env['python']}, {env['cpus']} CPUs, "
+        f"langgraph {env['versions'].get('langgraph')}, graphtape {env['versions'].get('graphtape')} "
+        f"({env['git']})"
+    )
     table = Table(title="Results (medians; ratio = subject / baseline)", show_lines=False)
-    for col, just in (("benchmark", "left"), ("baseline", "right"), ("subject", "right"), ("ratio", "right"),
-                      ("target", "right"), ("pass/fail", "center")):
+    for col, just in (
+        ("benchmark", "left"),
+        ("baseline", "right"),
+        ("subject", "right"),
+        ("ratio", "right"),
+        ("target", "right"),
+        ("pass/fail", "center"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in results["rows"]:
         v = verdict(row)
@@ -636,7 +693,8 @@ def render(results: dict[str, Any]) -> None:
             row["benchmark"],
             f"{fmt(row['baseline'], row['unit'])}\n[dim]{row['baseline_name']}[/dim]",
             f"{fmt(row['subject'], row['unit'])}\n[dim]{row['subject_name']}[/dim]",
-            f"{row['ratio']:.2f}x" + (f"\n[dim]paired {row['paired_ratio']:.2f}x[/dim]" if row.get("paired_ratio") else ""),
+            f"{row['ratio']:.2f}x"
+            + (f"\n[dim]paired {row['paired_ratio']:.2f}x[/dim]" if row.get("paired_ratio") else ""),
             f"<= {row['target']:.2f}x" if row.get("target") is not None else "-",
             f"[{style}]{v}[/{style}]",
         )
@@ -670,8 +728,10 @@ def render(results: dict[str, Any]) -> None:
     conv = results["benchmarks"].get("conversation")
     if conv:
         sizes = conv["sizes"]
-        where = Table(title=f"3. Where the tape bytes go ({conv['turns']} turns, {conv['runs_recorded']} runs; "
-                            f"distinct message bytes {conv['distinct_message_bytes']:,})")
+        where = Table(
+            title=f"3. Where the tape bytes go ({conv['turns']} turns, {conv['runs_recorded']} runs; "
+            f"distinct message bytes {conv['distinct_message_bytes']:,})"
+        )
         where.add_column("part")
         where.add_column("rows", justify="right")
         where.add_column("bytes", justify="right")
@@ -679,12 +739,20 @@ def render(results: dict[str, Any]) -> None:
         d = conv["distinct_message_bytes"]
         for ref, v in sizes["blob_bytes_by_referrer"].items():
             where.add_row(f"gt_blobs referenced by {ref}", str(v["count"]), f"{v['bytes']:,}", f"{v['bytes'] / d:.2f}")
-        where.add_row("gt_chains rows", str(sizes["gt_chains"]["rows"]), f"{sizes['gt_chains']['row_bytes']:,}",
-                      f"{sizes['gt_chains']['row_bytes'] / d:.2f}")
+        where.add_row(
+            "gt_chains rows",
+            str(sizes["gt_chains"]["rows"]),
+            f"{sizes['gt_chains']['row_bytes']:,}",
+            f"{sizes['gt_chains']['row_bytes'] / d:.2f}",
+        )
         for kind, v in sizes["events_by_kind"].items():
             where.add_row(f"gt_events.data kind={kind}", str(v["count"]), f"{v['bytes']:,}", f"{v['bytes'] / d:.2f}")
-        where.add_row("[bold]total[/bold]", "", f"[bold]{sizes['tape_bytes']:,}[/bold]",
-                      f"[bold]{sizes['tape_bytes'] / d:.2f}[/bold]")
+        where.add_row(
+            "[bold]total[/bold]",
+            "",
+            f"[bold]{sizes['tape_bytes']:,}[/bold]",
+            f"[bold]{sizes['tape_bytes'] / d:.2f}[/bold]",
+        )
         console.print(where)
         tm = conv["turn_ms"]
         console.print(
@@ -693,8 +761,10 @@ def render(results: dict[str, Any]) -> None:
             f"unrecorded: {tm['unrecorded']['first10']['median']:.2f} / {tm['unrecorded']['last10']['median']:.2f} ms "
             f"(total {tm['unrecorded']['total'] / 1000:.2f} s)"
         )
-    console.print(f"fsync probe (4 KiB write + fsync, same run): "
-                  f"{results['benchmarks'].get('recording', {}).get('fsync_ms', float('nan')):.3f} ms")
+    console.print(
+        f"fsync probe (4 KiB write + fsync, same run): "
+        f"{results['benchmarks'].get('recording', {}).get('fsync_ms', float('nan')):.3f} ms"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,9 +99,12 @@ LARGE_BYTES = 200_000
 
 #: Targets (subject / baseline), from the issue. None: context only.
 STEP_TARGETS = {
-    ("sqlite", "small"): 1.0, ("sqlite", "large"): 0.5,
-    ("postgresql", "small"): 1.0, ("postgresql", "large"): 0.3,
-    ("redis", "small"): 1.0, ("redis", "large"): None,
+    ("sqlite", "small"): 1.0,
+    ("sqlite", "large"): 0.5,
+    ("postgresql", "small"): 1.0,
+    ("postgresql", "large"): 0.3,
+    ("redis", "small"): 1.0,
+    ("redis", "large"): None,
 }
 BYTES_TARGET = {"sqlite": 0.1}
 #: benchmarks/history.py: a listing must take at most 1/40 of get_state_history
@@ -314,8 +317,15 @@ class SqliteBackend(Backend):
             n = conn.execute("SELECT count(*) FROM gt_checkpoints WHERE thread_id=?", (thread,)).fetchone()[0]
         finally:
             conn.close()
-        return {"checkpoints": n, "checkpoint_rows": cps, "write_rows": writes, "checkpoint_blobs": blobs,
-                "total": cps + writes + blobs, "tape_rest": other + tape_rows, "file": path.stat().st_size}
+        return {
+            "checkpoints": n,
+            "checkpoint_rows": cps,
+            "write_rows": writes,
+            "checkpoint_blobs": blobs,
+            "total": cps + writes + blobs,
+            "tape_rest": other + tape_rows,
+            "file": path.stat().st_size,
+        }
 
     def langgraph_bytes(self, saver: BaseCheckpointSaver, thread: str) -> dict[str, int]:
         conn = saver.conn  # type: ignore[attr-defined]
@@ -325,8 +335,13 @@ class SqliteBackend(Backend):
             cps = _sqlite_table_bytes(conn, "checkpoints", "WHERE thread_id=?", (thread,))
             writes = _sqlite_table_bytes(conn, "writes", "WHERE thread_id=?", (thread,))
             n = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id=?", (thread,)).fetchone()[0]
-        return {"checkpoints": n, "checkpoint_rows": cps, "write_rows": writes, "total": cps + writes,
-                "file": Path(path).stat().st_size}
+        return {
+            "checkpoints": n,
+            "checkpoint_rows": cps,
+            "write_rows": writes,
+            "total": cps + writes,
+            "file": Path(path).stat().st_size,
+        }
 
 
 class PostgresBackend(Backend):
@@ -341,8 +356,10 @@ class PostgresBackend(Backend):
         self.url = url
         self.admin = psycopg.connect(url, autocommit=True, connect_timeout=5)
         self.schemas: list[str] = []
-        self.settings = {k: self.admin.execute(f"SHOW {k}").fetchone()[0]
-                         for k in ("server_version", "synchronous_commit", "fsync", "wal_sync_method")}
+        self.settings = {
+            k: self.admin.execute(f"SHOW {k}").fetchone()[0]
+            for k in ("server_version", "synchronous_commit", "fsync", "wal_sync_method")
+        }
         probe = self._schema("probe")
         self.admin.execute(f'CREATE SCHEMA "{probe}"')
         self.admin.execute(f'CREATE TABLE "{probe}".commits (v integer)')
@@ -375,16 +392,23 @@ class PostgresBackend(Backend):
 
     def describe(self) -> str:
         s = self.settings
-        return (f"PostgreSQL {s['server_version']} (synchronous_commit={s['synchronous_commit']}, fsync={s['fsync']}, "
-                f"wal_sync_method={s['wal_sync_method']})")
+        return (
+            f"PostgreSQL {s['server_version']} (synchronous_commit={s['synchronous_commit']}, fsync={s['fsync']}, "
+            f"wal_sync_method={s['wal_sync_method']})"
+        )
 
     def _bytes(self, schema: str, table: str, where: str, params: tuple) -> int:
-        cols = [r[0] for r in self.admin.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema=%s AND table_name=%s",
-            (schema, table))]
+        cols = [
+            r[0]
+            for r in self.admin.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema=%s AND table_name=%s",
+                (schema, table),
+            )
+        ]
         expr = " + ".join(f'coalesce(pg_column_size("{c}"), 0)' for c in cols)
-        return self.admin.execute(f'SELECT coalesce(sum({expr}), 0) FROM "{schema}"."{table}" {where}',
-                                  params).fetchone()[0]
+        return self.admin.execute(
+            f'SELECT coalesce(sum({expr}), 0) FROM "{schema}"."{table}" {where}', params
+        ).fetchone()[0]
 
     def checkpoint_bytes(self, tape: graphtape.Tape, thread: str) -> dict[str, int]:
         schema = tape.store.schema
@@ -394,19 +418,34 @@ class PostgresBackend(Backend):
         blobs = self._bytes(schema, "gt_blobs", "WHERE hash = ANY(%s)", (addresses,))
         other = self._bytes(schema, "gt_blobs", "WHERE NOT (hash = ANY(%s))", (addresses,))
         rest = sum(self._bytes(schema, t, "", ()) for t in ("gt_events", "gt_runs", "gt_chains", "gt_leases"))
-        n = self.admin.execute(f'SELECT count(*) FROM "{schema}".gt_checkpoints WHERE thread_id=%s',
-                               (thread,)).fetchone()[0]
-        return {"checkpoints": n, "checkpoint_rows": cps, "write_rows": writes, "checkpoint_blobs": blobs,
-                "total": cps + writes + blobs, "tape_rest": other + rest}
+        n = self.admin.execute(
+            f'SELECT count(*) FROM "{schema}".gt_checkpoints WHERE thread_id=%s', (thread,)
+        ).fetchone()[0]
+        return {
+            "checkpoints": n,
+            "checkpoint_rows": cps,
+            "write_rows": writes,
+            "checkpoint_blobs": blobs,
+            "total": cps + writes + blobs,
+            "tape_rest": other + rest,
+        }
 
     def langgraph_bytes(self, saver: BaseCheckpointSaver, thread: str) -> dict[str, int]:
         schema = saver._bench_schema  # type: ignore[attr-defined]
-        parts = {t: self._bytes(schema, t, "WHERE thread_id=%s", (thread,))
-                 for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}
-        n = self.admin.execute(f'SELECT count(*) FROM "{schema}".checkpoints WHERE thread_id=%s',
-                               (thread,)).fetchone()[0]
-        return {"checkpoints": n, "checkpoint_rows": parts["checkpoints"], "blob_rows": parts["checkpoint_blobs"],
-                "write_rows": parts["checkpoint_writes"], "total": sum(parts.values())}
+        parts = {
+            t: self._bytes(schema, t, "WHERE thread_id=%s", (thread,))
+            for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        }
+        n = self.admin.execute(f'SELECT count(*) FROM "{schema}".checkpoints WHERE thread_id=%s', (thread,)).fetchone()[
+            0
+        ]
+        return {
+            "checkpoints": n,
+            "checkpoint_rows": parts["checkpoints"],
+            "blob_rows": parts["checkpoint_blobs"],
+            "write_rows": parts["checkpoint_writes"],
+            "total": sum(parts.values()),
+        }
 
     def close(self) -> None:
         import psycopg
@@ -438,8 +477,9 @@ class RedisBackend(Backend):
         info = self.client.info("server")
         self.settings = {"redis_version": info.get("redis_version")}
         with contextlib.suppress(Exception):
-            self.settings.update({k: v for k, v in self.client.config_get("append*").items()
-                                  if k in ("appendonly", "appendfsync")})
+            self.settings.update(
+                {k: v for k, v in self.client.config_get("append*").items() if k in ("appendonly", "appendfsync")}
+            )
 
     def _prefix(self, kind: str) -> str:
         name = f"gtbench_{kind}_{uuid.uuid4().hex[:10]}"
@@ -469,7 +509,7 @@ class RedisBackend(Backend):
         addresses = graphtape_addresses(tape, thread)
         cps = blobs = other = 0
         for key in self.client.scan_iter(match=f"{prefix}*", count=1000):
-            rest = key.decode()[len(prefix):]
+            rest = key.decode()[len(prefix) :]
             size = self._usage(key)
             if rest.startswith(("cp:", "wr:", "wrt:")):
                 cps += size
@@ -478,8 +518,13 @@ class RedisBackend(Backend):
             else:
                 other += size
         n = len(tape.store.list_checkpoints(thread_id=thread))
-        return {"checkpoints": n, "checkpoint_keys": cps, "checkpoint_blobs": blobs, "total": cps + blobs,
-                "tape_rest": other}
+        return {
+            "checkpoints": n,
+            "checkpoint_keys": cps,
+            "checkpoint_blobs": blobs,
+            "total": cps + blobs,
+            "tape_rest": other,
+        }
 
     def langgraph_bytes(self, saver: BaseCheckpointSaver, thread: str) -> dict[str, int]:
         total = sum(self._usage(k) for k in self.client.scan_iter(match=f"{saver.prefix}:*", count=1000))
@@ -492,7 +537,7 @@ class RedisBackend(Backend):
             with contextlib.suppress(Exception):
                 keys = list(self.client.scan_iter(match=f"{prefix}*", count=1000))
                 for i in range(0, len(keys), 500):
-                    self.client.delete(*keys[i:i + 500])
+                    self.client.delete(*keys[i : i + 500])
         self.client.close()
 
 
@@ -552,8 +597,12 @@ def bench_steps(be: Backend, size: str, reps: int, warmup: int) -> dict[str, Any
         samples["commit probe"] = commits  # seconds per commit
     per_step = 1000.0 / N_NODES  # seconds per run -> ms per super-step
     stats = {k: summary(v, 1000.0 if k in probes_ else per_step) for k, v in samples.items()}
-    return {"stats": stats, "samples": samples, "reps": reps,
-            "paired_ratio": paired_ratio(samples["graphtape"], samples["baseline"])}
+    return {
+        "stats": stats,
+        "samples": samples,
+        "reps": reps,
+        "paired_ratio": paired_ratio(samples["graphtape"], samples["baseline"]),
+    }
 
 
 # --------------------------------------------------------------------------
@@ -661,7 +710,7 @@ def breakdown(be: Backend, size: str, runs: int) -> dict[str, Any]:
     variants = [("graphtape", recorded), ("baseline", lg), ("InMemorySaver", in_memory), ("no checkpointer", plain)]
     try:
         for i in range(runs):
-            for label, graph in variants[i % 4:] + variants[:i % 4]:
+            for label, graph in variants[i % 4 :] + variants[: i % 4]:
                 gc.collect()
                 t0 = time.perf_counter()
                 if graph is plain:
@@ -684,25 +733,28 @@ def breakdown(be: Backend, size: str, runs: int) -> dict[str, Any]:
         "put: serialise (ormsgpack via serde.dumps_typed)": ms(t["put>serialise"]),
         "put: store transaction": ms(t["put>store.write"]),
         "put: the rest (addresses, metadata JSON, session flush)": ms(
-            t["put"] - t["put>serialise"] - t["put>store.write"]),
+            t["put"] - t["put>serialise"] - t["put>store.write"]
+        ),
         "put_writes: serialise": ms(t["put_writes>serialise"]),
         "put_writes: store transaction": ms(t["put_writes>store.write"]),
         "put_writes: the rest": ms(t["put_writes"] - t["put_writes>serialise"] - t["put_writes>store.write"]),
         "run start + finish: encode input/output, config, versions": ms(
-            t["session.start"] + t["session.finish"] - t["session.start>store.write"]
-            - t["session.finish>store.write"]),
+            t["session.start"] + t["session.finish"] - t["session.start>store.write"] - t["session.finish>store.write"]
+        ),
         "run start + finish: store transactions": ms(t["session.start>store.write"] + t["session.finish>store.write"]),
         "run start: lease acquire/release, list_runs": ms(t["lease+list_runs"]),
         "task callbacks (task_started/finished events)": ms(t["task callbacks"]),
     }
     parts["by difference: recorder wrapper, thread hand-offs, minus overlap (calls on executor threads)"] = (
-        wall["graphtape"] - wall["no checkpointer"] - bookkeeping - sum(parts.values()))
+        wall["graphtape"] - wall["no checkpointer"] - bookkeeping - sum(parts.values())
+    )
     base_parts = {
         "put": ms(o["baseline put"]),
         "put_writes": ms(o["baseline put_writes"]),
     }
     base_parts["by difference (minus overlap: calls on executor threads)"] = (
-        wall["baseline"] - wall["no checkpointer"] - bookkeeping - sum(base_parts.values()))
+        wall["baseline"] - wall["no checkpointer"] - bookkeeping - sum(base_parts.values())
+    )
     return {
         "size": size,
         "runs": runs,
@@ -721,14 +773,17 @@ def _renamed(batch: Any, suffix: str) -> Any:
     from graphtape.store.base import WriteBatch
 
     return WriteBatch(
-        new_runs=[dataclasses.replace(r, run_id=r.run_id + suffix, thread_id=r.thread_id + suffix)
-                  for r in batch.new_runs],
+        new_runs=[
+            dataclasses.replace(r, run_id=r.run_id + suffix, thread_id=r.thread_id + suffix) for r in batch.new_runs
+        ],
         run_updates=[(rid + suffix, fields) for rid, fields in batch.run_updates],
         events=[dataclasses.replace(e, run_id=e.run_id + suffix) for e in batch.events],
         blobs=dict(batch.blobs),
         chains=dict(batch.chains),
-        checkpoints=[dataclasses.replace(c, thread_id=c.thread_id + suffix,
-                                         run_id=(c.run_id + suffix) if c.run_id else None) for c in batch.checkpoints],
+        checkpoints=[
+            dataclasses.replace(c, thread_id=c.thread_id + suffix, run_id=(c.run_id + suffix) if c.run_id else None)
+            for c in batch.checkpoints
+        ],
         writes=[dataclasses.replace(w, thread_id=w.thread_id + suffix) for w in batch.writes],
     )
 
@@ -839,9 +894,12 @@ def isolated(be: Backend, size: str, reps: int) -> dict[str, Any]:
     out: dict[str, dict[str, float]] = {}
     for key, values in times.items():
         per_run = len(values) / runs
-        out[key] = {"median_ms": statistics.median(values) * 1000.0, "per_step": per_run / N_NODES,
-                    "ms_per_step": statistics.median(values) * 1000.0 * per_run / N_NODES,
-                    "mean_ms_per_step": sum(values) * 1000.0 / runs / N_NODES}
+        out[key] = {
+            "median_ms": statistics.median(values) * 1000.0,
+            "per_step": per_run / N_NODES,
+            "ms_per_step": statistics.median(values) * 1000.0 * per_run / N_NODES,
+            "mean_ms_per_step": sum(values) * 1000.0 / runs / N_NODES,
+        }
     return {"size": size, "reps": reps, "calls": out}
 
 
@@ -885,8 +943,10 @@ def profile_recorded(be: Backend, size: str, runs: int, top: int = 30) -> str:
     st = pstats.Stats(main, stream=out)
     for prof in profiles:
         st.add(prof)
-    out.write(f"{runs} recorded runs x {N_NODES} steps; main thread + {len(profiles)} saver calls on worker threads "
-              "(the main thread's lock waits are the workers' time)\n")
+    out.write(
+        f"{runs} recorded runs x {N_NODES} steps; main thread + {len(profiles)} saver calls on worker threads "
+        "(the main thread's lock waits are the workers' time)\n"
+    )
     st.sort_stats("tottime").print_stats(top)
     st.sort_stats("cumulative").print_stats("graphtape|sqlite3|psycopg|redis", top)
     return out.getvalue()
@@ -958,9 +1018,11 @@ def bench_threads(be: Backend, lengths: list[int], history_reps: int, state_reps
         for kind, graph, saver in (("graphtape", recorded, gt_saver), ("langgraph", lg, lg_saver)):
             thread = f"{kind}-{length}-{uuid.uuid4().hex[:6]}"
             tenth, took = build_thread(graph, saver, thread, length)
-            threads[kind][length] = {"graph": graph, "thread": thread,
-                                     "config": {"configurable": {"thread_id": thread, "checkpoint_ns": "",
-                                                                 "checkpoint_id": tenth}}}
+            threads[kind][length] = {
+                "graph": graph,
+                "thread": thread,
+                "config": {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": tenth}},
+            }
             build_s[kind][length] = took
 
     longest = max(lengths)
@@ -983,11 +1045,15 @@ def bench_threads(be: Backend, lengths: list[int], history_reps: int, state_reps
         return go
 
     progress(f"[{be.name}]   history of {longest:,} checkpoints ...")
-    hist = interleave({
-        "tape.history": history,
-        "get_state_history (graphtape saver)": state_history(g),
-        f"get_state_history ({LANGGRAPH_SAVER[be.name]})": state_history(lgt),
-    }, history_reps, warmup=1)
+    hist = interleave(
+        {
+            "tape.history": history,
+            "get_state_history (graphtape saver)": state_history(g),
+            f"get_state_history ({LANGGRAPH_SAVER[be.name]})": state_history(lgt),
+        },
+        history_reps,
+        warmup=1,
+    )
 
     def get_state(t: dict[str, Any]) -> Callable[[], Any]:
         def go() -> Any:
@@ -1009,9 +1075,12 @@ def bench_threads(be: Backend, lengths: list[int], history_reps: int, state_reps
     return {
         "lengths": lengths,
         "build_seconds": build_s,
-        "history": {"checkpoints": longest, "stats": {k: summary(v, 1000.0) for k, v in hist.items()},
-                    "paired_ratio": paired_ratio(hist["tape.history"], hist["get_state_history (graphtape saver)"]),
-                    "samples": hist},
+        "history": {
+            "checkpoints": longest,
+            "stats": {k: summary(v, 1000.0) for k, v in hist.items()},
+            "paired_ratio": paired_ratio(hist["tape.history"], hist["get_state_history (graphtape saver)"]),
+            "samples": hist,
+        },
         "get_state": {"stats": {k: summary(v, 1000.0) for k, v in states.items()}},
     }
 
@@ -1025,38 +1094,42 @@ def step_rows(be: Backend, size: str, res: dict[str, Any]) -> list[dict[str, Any
     st = res["stats"]
     fsync = st["fsync probe"]["median"]
     base, subj = st["baseline"]["median"], st["graphtape"]["median"]
-    rows = [{
-        "benchmark": f"1. ms/super-step, {SIZE_LABEL[size]}",
-        "backend": be.name,
-        "unit": "ms/step",
-        "baseline_name": f"{LANGGRAPH_SAVER[be.name]}, unrecorded",
-        "baseline": base,
-        "subject_name": "recorded, graphtape saver",
-        "subject": subj,
-        "ratio": subj / base,
-        "paired_ratio": res["paired_ratio"],
-        "target": STEP_TARGETS[(be.name, size)],
-        "baseline_fsyncs": base / fsync if be.baseline_fsyncs else None,
-        "subject_fsyncs": subj / fsync if be.subject_fsyncs else None,
-        "fsync_ms": fsync,
-    }]
+    rows = [
+        {
+            "benchmark": f"1. ms/super-step, {SIZE_LABEL[size]}",
+            "backend": be.name,
+            "unit": "ms/step",
+            "baseline_name": f"{LANGGRAPH_SAVER[be.name]}, unrecorded",
+            "baseline": base,
+            "subject_name": "recorded, graphtape saver",
+            "subject": subj,
+            "ratio": subj / base,
+            "paired_ratio": res["paired_ratio"],
+            "target": STEP_TARGETS[(be.name, size)],
+            "baseline_fsyncs": base / fsync if be.baseline_fsyncs else None,
+            "subject_fsyncs": subj / fsync if be.subject_fsyncs else None,
+            "fsync_ms": fsync,
+        }
+    ]
     if "commit probe" in st:
         commit = st["commit probe"]["median"]
         rows[0].update(commit_ms=commit, baseline_commits=base / commit, subject_commits=subj / commit)
     for name in st:
         if name in ("baseline", "graphtape", "fsync probe", "commit probe"):
             continue
-        rows.append({
-            "benchmark": f"1. (ctx) {SIZE_LABEL[size]}: {name}",
-            "backend": be.name,
-            "unit": "ms/step",
-            "baseline_name": name,
-            "baseline": st[name]["median"],
-            "subject_name": "recorded, graphtape saver",
-            "subject": subj,
-            "ratio": subj / st[name]["median"],
-            "target": None,
-        })
+        rows.append(
+            {
+                "benchmark": f"1. (ctx) {SIZE_LABEL[size]}: {name}",
+                "backend": be.name,
+                "unit": "ms/step",
+                "baseline_name": name,
+                "baseline": st[name]["median"],
+                "subject_name": "recorded, graphtape saver",
+                "subject": subj,
+                "ratio": subj / st[name]["median"],
+                "target": None,
+            }
+        )
     return rows
 
 
@@ -1074,24 +1147,36 @@ def bytes_rows(be: Backend, res: dict[str, Any]) -> list[dict[str, Any]]:
             g_per = (gt["total"] - first["graphtape"]["total"]) / dg
             l_per = (lg["total"] - first["langgraph"]["total"]) / dl
             name = f"2. (ctx) bytes/checkpoint, second run, same thread (+{dg} cps)"
-        rows.append({
-            "benchmark": name, "backend": be.name, "unit": "bytes",
-            "baseline_name": LANGGRAPH_SAVER[be.name] + (" (Redis MEMORY USAGE)" if be.name == "redis" else ""),
-            "baseline": l_per, "subject_name": "graphtape checkpoints+writes+blobs",
-            "subject": g_per, "ratio": g_per / l_per, "target": target,
-        })
+        rows.append(
+            {
+                "benchmark": name,
+                "backend": be.name,
+                "unit": "bytes",
+                "baseline_name": LANGGRAPH_SAVER[be.name] + (" (Redis MEMORY USAGE)" if be.name == "redis" else ""),
+                "baseline": l_per,
+                "subject_name": "graphtape checkpoints+writes+blobs",
+                "subject": g_per,
+                "ratio": g_per / l_per,
+                "target": target,
+            }
+        )
     gt = res["first run"]["graphtape"]
-    rows.append({
-        "benchmark": "2. (ctx) first run incl. the rest of the tape (events, runs, input/output)",
-        "backend": be.name, "unit": "bytes",
-        "baseline_name": LANGGRAPH_SAVER[be.name],
-        "baseline": res["first run"]["langgraph"]["total"] / res["first run"]["langgraph"]["checkpoints"],
-        "subject_name": "whole recording / checkpoint",
-        "subject": (gt["total"] + gt["tape_rest"]) / gt["checkpoints"],
-        "ratio": (gt["total"] + gt["tape_rest"]) / res["first run"]["langgraph"]["total"]
-        * res["first run"]["langgraph"]["checkpoints"] / gt["checkpoints"],
-        "target": None,
-    })
+    rows.append(
+        {
+            "benchmark": "2. (ctx) first run incl. the rest of the tape (events, runs, input/output)",
+            "backend": be.name,
+            "unit": "bytes",
+            "baseline_name": LANGGRAPH_SAVER[be.name],
+            "baseline": res["first run"]["langgraph"]["total"] / res["first run"]["langgraph"]["checkpoints"],
+            "subject_name": "whole recording / checkpoint",
+            "subject": (gt["total"] + gt["tape_rest"]) / gt["checkpoints"],
+            "ratio": (gt["total"] + gt["tape_rest"])
+            / res["first run"]["langgraph"]["total"]
+            * res["first run"]["langgraph"]["checkpoints"]
+            / gt["checkpoints"],
+            "target": None,
+        }
+    )
     return rows
 
 
@@ -1101,40 +1186,65 @@ def thread_rows(be: Backend, res: dict[str, Any]) -> list[dict[str, Any]]:
     n = res["history"]["checkpoints"]
     base = h["get_state_history (graphtape saver)"]["median"]
     subj = h["tape.history"]["median"]
-    rows = [{
-        "benchmark": f"3. history of a {n:,}-checkpoint thread",
-        "backend": be.name, "unit": "ms",
-        "baseline_name": "get_state_history, graphtape saver",
-        "baseline": base, "subject_name": "tape.history(thread)", "subject": subj,
-        "ratio": subj / base, "paired_ratio": res["history"]["paired_ratio"], "target": HISTORY_TARGET,
-    }, {
-        "benchmark": f"3. (ctx) vs LangGraph's saver, {n:,} checkpoints",
-        "backend": be.name, "unit": "ms",
-        "baseline_name": lg_name.replace("get_state_history ", "get_state_history, "),
-        "baseline": h[lg_name]["median"], "subject_name": "tape.history(thread)", "subject": subj,
-        "ratio": subj / h[lg_name]["median"], "target": None,
-    }, {
-        "benchmark": "3. (ctx) get_state_history, graphtape vs LangGraph saver",
-        "backend": be.name, "unit": "ms",
-        "baseline_name": LANGGRAPH_SAVER[be.name], "baseline": h[lg_name]["median"],
-        "subject_name": "graphtape saver", "subject": base,
-        "ratio": base / h[lg_name]["median"], "target": None,
-    }]
+    rows = [
+        {
+            "benchmark": f"3. history of a {n:,}-checkpoint thread",
+            "backend": be.name,
+            "unit": "ms",
+            "baseline_name": "get_state_history, graphtape saver",
+            "baseline": base,
+            "subject_name": "tape.history(thread)",
+            "subject": subj,
+            "ratio": subj / base,
+            "paired_ratio": res["history"]["paired_ratio"],
+            "target": HISTORY_TARGET,
+        },
+        {
+            "benchmark": f"3. (ctx) vs LangGraph's saver, {n:,} checkpoints",
+            "backend": be.name,
+            "unit": "ms",
+            "baseline_name": lg_name.replace("get_state_history ", "get_state_history, "),
+            "baseline": h[lg_name]["median"],
+            "subject_name": "tape.history(thread)",
+            "subject": subj,
+            "ratio": subj / h[lg_name]["median"],
+            "target": None,
+        },
+        {
+            "benchmark": "3. (ctx) get_state_history, graphtape vs LangGraph saver",
+            "backend": be.name,
+            "unit": "ms",
+            "baseline_name": LANGGRAPH_SAVER[be.name],
+            "baseline": h[lg_name]["median"],
+            "subject_name": "graphtape saver",
+            "subject": base,
+            "ratio": base / h[lg_name]["median"],
+            "target": None,
+        },
+    ]
     s = res["get_state"]["stats"]
     lengths = res["lengths"]
     lo, hi = min(lengths), max(lengths)
-    for kind, label, target in (("graphtape", "graphtape saver", FLAT_TARGET),
-                                ("langgraph", LANGGRAPH_SAVER[be.name], None)):
+    for kind, label, target in (
+        ("graphtape", "graphtape saver", FLAT_TARGET),
+        ("langgraph", LANGGRAPH_SAVER[be.name], None),
+    ):
         mid = [f"{length:,}: {s[f'{kind} {length}']['median']:.3f} ms" for length in lengths]
-        rows.append({
-            "benchmark": ("4. get_state at the 10th checkpoint, " if kind == "graphtape" else "4. (ctx) ")
-            + f"{label}: {hi:,} vs {lo:,} cps",
-            "backend": be.name, "unit": "ms",
-            "baseline_name": f"thread of {lo:,}", "baseline": s[f"{kind} {lo}"]["median"],
-            "subject_name": f"thread of {hi:,}", "subject": s[f"{kind} {hi}"]["median"],
-            "ratio": s[f"{kind} {hi}"]["median"] / s[f"{kind} {lo}"]["median"], "target": target,
-            "note": "; ".join(mid),
-        })
+        rows.append(
+            {
+                "benchmark": ("4. get_state at the 10th checkpoint, " if kind == "graphtape" else "4. (ctx) ")
+                + f"{label}: {hi:,} vs {lo:,} cps",
+                "backend": be.name,
+                "unit": "ms",
+                "baseline_name": f"thread of {lo:,}",
+                "baseline": s[f"{kind} {lo}"]["median"],
+                "subject_name": f"thread of {hi:,}",
+                "subject": s[f"{kind} {hi}"]["median"],
+                "ratio": s[f"{kind} {hi}"]["median"] / s[f"{kind} {lo}"]["median"],
+                "target": target,
+                "note": "; ".join(mid),
+            }
+        )
     return rows
 
 
@@ -1167,21 +1277,33 @@ def render(results: dict[str, Any]) -> None:
     console = Console(width=max(150, Console().width))
     env = results["environment"]
     mode = "QUICK (smoke: few repetitions, figures indicative only)" if results["quick"] else "full"
-    console.print(f"[bold]graphtape saver benchmarks[/bold] - mode {mode}; Python {env['python']}, "
-                  f"{env['cpus']} CPUs, langgraph {env['versions'].get('langgraph')}, "
-                  f"graphtape {env['versions'].get('graphtape')} ({env['git']}"
-                  + (f"; at the end: {env['git_after']}" if env.get("git_after") != env["git"] else "") + ")")
+    console.print(
+        f"[bold]graphtape saver benchmarks[/bold] - mode {mode}; Python {env['python']}, "
+        f"{env['cpus']} CPUs, langgraph {env['versions'].get('langgraph')}, "
+        f"graphtape {env['versions'].get('graphtape')} ({env['git']}"
+        + (f"; at the end: {env['git_after']}" if env.get("git_after") != env["git"] else "")
+        + ")"
+    )
     load = results["load_average"]
-    console.print(f"  load average (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load['before'])}, "
-                  f"after: {' '.join(f'{x:.2f}' for x in load['after'])} (the benchmark itself adds about 1; "
-                  f"more means other processes shared the {env['cpus']} CPUs)")
+    console.print(
+        f"  load average (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load['before'])}, "
+        f"after: {' '.join(f'{x:.2f}' for x in load['after'])} (the benchmark itself adds about 1; "
+        f"more means other processes shared the {env['cpus']} CPUs)"
+    )
     for name, desc in results["servers"].items():
         console.print(f"  {name}: {desc}")
     for name, why in results["skipped"].items():
         console.print(f"  [yellow]{name}: incomplete[/yellow] ({why})")
     table = Table(title="Results (medians; ratio = subject / baseline, measured interleaved in this run)")
-    for col, just in (("benchmark", "left"), ("backend", "left"), ("baseline", "right"), ("subject", "right"),
-                      ("ratio", "right"), ("target", "right"), ("verdict", "center")):
+    for col, just in (
+        ("benchmark", "left"),
+        ("backend", "left"),
+        ("baseline", "right"),
+        ("subject", "right"),
+        ("ratio", "right"),
+        ("target", "right"),
+        ("verdict", "center"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in results["rows"]:
         v = row["verdict"]
@@ -1197,7 +1319,8 @@ def render(results: dict[str, Any]) -> None:
             row["backend"],
             f"{fmt(row['baseline'], row['unit'])}\n[dim]{row['baseline_name']}[/dim]{b_extra}",
             f"{fmt(row['subject'], row['unit'])}\n[dim]{row['subject_name']}[/dim]{s_extra}",
-            f"{row['ratio']:.3f}x" + (f"\n[dim]paired {row['paired_ratio']:.3f}x[/dim]" if row.get("paired_ratio") else ""),
+            f"{row['ratio']:.3f}x"
+            + (f"\n[dim]paired {row['paired_ratio']:.3f}x[/dim]" if row.get("paired_ratio") else ""),
             fmt_target(row.get("target")),
             f"[{style}]{v}[/{style}]",
         )
@@ -1221,16 +1344,34 @@ def render(results: dict[str, Any]) -> None:
                 continue
             for variant, s in steps["stats"].items():
                 unit = {"fsync probe": "ms/fsync", "commit probe": "ms/commit"}.get(variant, "ms/step")
-                details.add_row(name, f"1. {size}", variant, f"{s['median']:.3f} {unit}",
-                                f"{s['p25']:.3f}-{s['p75']:.3f}", str(s["n"]))
+                details.add_row(
+                    name,
+                    f"1. {size}",
+                    variant,
+                    f"{s['median']:.3f} {unit}",
+                    f"{s['p25']:.3f}-{s['p75']:.3f}",
+                    str(s["n"]),
+                )
         th = b.get("threads")
         if th:
             for variant, s in th["history"]["stats"].items():
-                details.add_row(name, f"3. {th['history']['checkpoints']:,} cps", variant, f"{s['median']:.1f} ms",
-                                f"{s['p25']:.1f}-{s['p75']:.1f}", str(s["n"]))
+                details.add_row(
+                    name,
+                    f"3. {th['history']['checkpoints']:,} cps",
+                    variant,
+                    f"{s['median']:.1f} ms",
+                    f"{s['p25']:.1f}-{s['p75']:.1f}",
+                    str(s["n"]),
+                )
             for variant, s in th["get_state"]["stats"].items():
-                details.add_row(name, "4. get_state", variant, f"{s['median']:.3f} ms",
-                                f"{s['p25']:.3f}-{s['p75']:.3f}", str(s["n"]))
+                details.add_row(
+                    name,
+                    "4. get_state",
+                    variant,
+                    f"{s['median']:.3f} ms",
+                    f"{s['p25']:.3f}-{s['p75']:.3f}",
+                    str(s["n"]),
+                )
             builds = ", ".join(f"{k} {n:,}: {v:.1f} s" for k, d in th["build_seconds"].items() for n, v in d.items())
             details.add_row(name, "3/4 setup", "thread recording", builds, "", "")
     console.print(details)
@@ -1244,46 +1385,75 @@ def render(results: dict[str, Any]) -> None:
             for label, r in by.items():
                 for who in ("graphtape", "langgraph"):
                     d = r[who]
-                    parts.add_row(label, who if who == "graphtape" else LANGGRAPH_SAVER[name], str(d["checkpoints"]),
-                                  ", ".join(f"{k} {v:,}" for k, v in d.items() if k != "checkpoints"))
+                    parts.add_row(
+                        label,
+                        who if who == "graphtape" else LANGGRAPH_SAVER[name],
+                        str(d["checkpoints"]),
+                        ", ".join(f"{k} {v:,}" for k, v in d.items() if k != "checkpoints"),
+                    )
             console.print(parts)
         for size, bd in (b.get("breakdown") or {}).items():
             w = bd["wall_ms_per_step"]
-            t = Table(title=f"Where graphtape's time goes: {name}, {SIZE_LABEL[size]} "
-                            f"(ms per super-step, {bd['runs']} runs each, timers)")
+            t = Table(
+                title=f"Where graphtape's time goes: {name}, {SIZE_LABEL[size]} "
+                f"(ms per super-step, {bd['runs']} runs each, timers)"
+            )
             t.add_column("part")
             t.add_column("ms/step", justify="right")
             t.add_row("no checkpointer (the graph itself)", f"{w['no checkpointer']:.3f}")
-            t.add_row("LangGraph's checkpoint bookkeeping (InMemorySaver run - no checkpointer - its put calls)",
-                      f"{bd['langgraph_bookkeeping_ms']:.3f}")
+            t.add_row(
+                "LangGraph's checkpoint bookkeeping (InMemorySaver run - no checkpointer - its put calls)",
+                f"{bd['langgraph_bookkeeping_ms']:.3f}",
+            )
             for part, v in bd["graphtape_parts_ms"].items():
                 t.add_row(f"graphtape: {part}", f"{v:.3f}")
             t.add_row("[bold]recorded run, graphtape saver (wall, mean)[/bold]", f"[bold]{w['graphtape']:.3f}[/bold]")
             for part, v in bd["baseline_parts_ms"].items():
                 t.add_row(f"[dim]{LANGGRAPH_SAVER[name]}: {part}[/dim]", f"[dim]{v:.3f}[/dim]")
-            t.add_row(f"[bold]{LANGGRAPH_SAVER[name]} unrecorded (wall, mean)[/bold]", f"[bold]{w['baseline']:.3f}[/bold]")
+            t.add_row(
+                f"[bold]{LANGGRAPH_SAVER[name]} unrecorded (wall, mean)[/bold]", f"[bold]{w['baseline']:.3f}[/bold]"
+            )
             t.add_row("[dim]InMemorySaver run (wall, mean)[/dim]", f"[dim]{w['InMemorySaver']:.3f}[/dim]")
             console.print(t)
             calls = bd["calls_per_run"]
-            console.print(f"[dim]store transactions per run: put {calls.get('put>store.write', 0):.0f}, put_writes "
-                          f"{calls.get('put_writes>store.write', 0):.0f}, run start/finish "
-                          f"{calls.get('session.start>store.write', 0) + calls.get('session.finish>store.write', 0):.0f}, "
-                          f"lease/list_runs {calls.get('lease+list_runs', 0):.0f}[/dim]")
+            console.print(
+                f"[dim]store transactions per run: put {calls.get('put>store.write', 0):.0f}, put_writes "
+                f"{calls.get('put_writes>store.write', 0):.0f}, run start/finish "
+                f"{calls.get('session.start>store.write', 0) + calls.get('session.finish>store.write', 0):.0f}, "
+                f"lease/list_runs {calls.get('lease+list_runs', 0):.0f}[/dim]"
+            )
         for size, iso in (b.get("isolated") or {}).items():
-            t = Table(title=f"Serial costs, each call alone: {name}, {SIZE_LABEL[size]} ({iso['reps']} replays of one run)")
-            for col, just in (("call", "left"), ("median per call", "right"), ("calls per step", "right"),
-                              ("ms/step from medians", "right"), ("ms/step from means", "right")):
+            t = Table(
+                title=f"Serial costs, each call alone: {name}, {SIZE_LABEL[size]} ({iso['reps']} replays of one run)"
+            )
+            for col, just in (
+                ("call", "left"),
+                ("median per call", "right"),
+                ("calls per step", "right"),
+                ("ms/step from medians", "right"),
+                ("ms/step from means", "right"),
+            ):
                 t.add_column(col, justify=just)  # type: ignore[arg-type]
             totals: dict[str, Counter[str]] = {"median": Counter(), "mean": Counter()}
             for key, v in iso["calls"].items():
-                t.add_row(key, f"{v['median_ms']:.3f} ms", f"{v['per_step']:.2f}", f"{v['ms_per_step']:.3f}",
-                          f"{v['mean_ms_per_step']:.3f}")
+                t.add_row(
+                    key,
+                    f"{v['median_ms']:.3f} ms",
+                    f"{v['per_step']:.2f}",
+                    f"{v['ms_per_step']:.3f}",
+                    f"{v['mean_ms_per_step']:.3f}",
+                )
                 who = "graphtape" if key.startswith("graphtape") else LANGGRAPH_SAVER[name]
                 totals["median"][who] += v["ms_per_step"]
                 totals["mean"][who] += v["mean_ms_per_step"]
             for who in totals["median"]:
-                t.add_row(f"[bold]{who}: total[/bold]", "", "", f"[bold]{totals['median'][who]:.3f}[/bold]",
-                          f"[bold]{totals['mean'][who]:.3f}[/bold]")
+                t.add_row(
+                    f"[bold]{who}: total[/bold]",
+                    "",
+                    "",
+                    f"[bold]{totals['median'][who]:.3f}[/bold]",
+                    f"[bold]{totals['mean'][who]:.3f}[/bold]",
+                )
             console.print(t)
         if b.get("profile"):
             console.print(f"[bold]cProfile ({name})[/bold]")
@@ -1317,14 +1487,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke mode: few repetitions, threads of 100 and 1,000")
     parser.add_argument("--json", metavar="PATH", help="also write all figures to this JSON file")
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated (default: all three)")
-    parser.add_argument("--only", default="1,2,3", help="benchmarks to run: 1 (step cost), 2 (bytes), 3 (history "
-                        "and get_state); default 1,2,3")
+    parser.add_argument(
+        "--only",
+        default="1,2,3",
+        help="benchmarks to run: 1 (step cost), 2 (bytes), 3 (history and get_state); default 1,2,3",
+    )
     parser.add_argument("--reps", type=int, help="repetitions per variant for 1 (default 25, quick 4)")
     parser.add_argument("--lengths", help="thread lengths for 3/4 (default 100,1000,10000; quick 100,1000)")
     parser.add_argument("--profile", action="store_true", help="also cProfile graphtape's recorded runs")
-    parser.add_argument("--breakdown", choices=("auto", "always", "never"),
-                        help="time the parts of a recorded run when a step target is missed (auto; the default), "
-                             "always, or never (the default with --quick)")
+    parser.add_argument(
+        "--breakdown",
+        choices=("auto", "always", "never"),
+        help="time the parts of a recorded run when a step target is missed (auto; the default), "
+        "always, or never (the default with --quick)",
+    )
     parser.add_argument("--postgres-url", default=POSTGRES_URL)
     parser.add_argument("--redis-url", default=REDIS_URL)
     parser.add_argument("--check", action="store_true", help="exit with status 1 if a target is missed")
@@ -1403,16 +1579,20 @@ def main(argv: list[str] | None = None) -> int:
             if key in b:
                 b[key]["samples"] = {k: [round(x, 6) for x in v] for k, v in b[key]["samples"].items()}
         if "threads" in b:
-            b["threads"]["history"]["samples"] = {k: [round(x, 6) for x in v]
-                                                  for k, v in b["threads"]["history"]["samples"].items()}
+            b["threads"]["history"]["samples"] = {
+                k: [round(x, 6) for x in v] for k, v in b["threads"]["history"]["samples"].items()
+            }
     results = {
         "quick": args.quick,
         "reps": reps,
         "lengths": lengths,
         "elapsed_s": time.perf_counter() - t0,
         "load_average": {"before": load_before, "after": os.getloadavg()},
-        "environment": {**environment(opened), "git": env_before["git"],
-                        "git_after": environment({})["git"]},  # backends closed; describe() uses cached settings
+        "environment": {
+            **environment(opened),
+            "git": env_before["git"],
+            "git_after": environment({})["git"],
+        },  # backends closed; describe() uses cached settings
         "servers": servers,
         "skipped": skipped,
         "rows": rows,

@@ -33,8 +33,10 @@ def record_examples(tape: graphtape.Tape) -> dict[str, str]:
         rec = tape.record(research_assistant.build_graph(), name="research_assistant")
         cfg = {"configurable": {"thread_id": f"research-{graphtape.serde.digest(str(id(rec)))[:8]}"}}
         rec.invoke(research_assistant.EXAMPLE_INPUT, cfg)
-        console.print(f"  research assistant paused at an interrupt: run [bold]{rec.last_run_id[:8]}[/]"
-                      f" status {tape.run(rec.last_run_id).status}; answering {research_assistant.EXAMPLE_RESUME!r}")
+        console.print(
+            f"  research assistant paused at an interrupt: run [bold]{rec.last_run_id[:8]}[/]"
+            f" status {tape.run(rec.last_run_id).status}; answering {research_assistant.EXAMPLE_RESUME!r}"
+        )
         rec.invoke(Command(resume=research_assistant.EXAMPLE_RESUME), cfg)
         runs["research_assistant"] = rec.last_run_id
 
@@ -48,8 +50,16 @@ def record_examples(tape: graphtape.Tape) -> dict[str, str]:
         table.add_column(col)
     for name, run_id in runs.items():
         r = tape.run(run_id)
-        table.add_row(name, run_id[:8], r.status, str(r.llm_calls), str(r.tool_calls), str(r.effect_calls),
-                      str(r.tokens), f"{r.duration or 0:.2f}")
+        table.add_row(
+            name,
+            run_id[:8],
+            r.status,
+            str(r.llm_calls),
+            str(r.tool_calls),
+            str(r.effect_calls),
+            str(r.tokens),
+            f"{r.duration or 0:.2f}",
+        )
     console.print(table)
     return runs
 
@@ -73,9 +83,11 @@ def main() -> int:
 
     # 2. Flight-recorder re-run after a prompt edit: only what changed goes live.
     console.rule("flight re-run of the refund agent after editing the 'finalize' prompt")
-    edited = refund_agent.build_graph(prompts={
-        "finalize": "Write a short, warm reply to the customer. Apologise for the broken blender. Facts follow."
-    })
+    edited = refund_agent.build_graph(
+        prompts={
+            "finalize": "Write a short, warm reply to the customer. Apologise for the broken blender. Facts follow."
+        }
+    )
     strict = tape.replay(runs["refund_agent"], edited, mode="strict")
     console.print(f"strict replay of the edited code: [yellow]{strict.status}[/]")
     if strict.divergence:
@@ -89,7 +101,9 @@ def main() -> int:
 
     # 3. Effects are never re-run silently.
     console.rule("flight re-run of the document pipeline after editing the 'translate' prompt")
-    edited_doc = doc_pipeline.build_graph(prompts={"translate": "Translate the summary formally. Reply with the translation only."})
+    edited_doc = doc_pipeline.build_graph(
+        prompts={"translate": "Translate the summary formally. Reply with the translation only."}
+    )
     blocked = tape.replay(runs["doc_pipeline"], edited_doc, mode="flight")
     console.print(f"without permission: [yellow]{blocked.status}[/]: {blocked.error}")
     allowed = tape.replay(runs["doc_pipeline"], edited_doc, mode="flight", allow_live_effects=True)
@@ -100,8 +114,10 @@ def main() -> int:
     console.print("graphtape runs                       list everything recorded")
     console.print(f"graphtape show {runs['refund_agent'][:8]}              the refund run as a timeline")
     console.print(f"graphtape replay {runs['doc_pipeline'][:8]} --graph examples/doc_pipeline.py:graph")
-    console.print(f"graphtape export {runs['refund_agent'][:8]} -o run.jsonl && graphtape import run.jsonl "
-                  "--into sqlite:///shared.db")
+    console.print(
+        f"graphtape export {runs['refund_agent'][:8]} -o run.jsonl && graphtape import run.jsonl "
+        "--into sqlite:///shared.db"
+    )
     tape.close()
     return 0
 

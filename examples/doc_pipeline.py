@@ -150,9 +150,16 @@ def build_graph(model: BaseChatModel | None = None, *, prompts: dict[str, str] |
     analyze.add_edge("summarize", END)
 
     builder = StateGraph(DocState)
-    steps = [("ingest", ingest), ("clean", clean), ("detect_language", detect_language),
-             ("analyze", analyze.compile()), ("classify", classify), ("translate", translate),
-             ("quality_check", quality_check), ("publish", publish)]
+    steps = [
+        ("ingest", ingest),
+        ("clean", clean),
+        ("detect_language", detect_language),
+        ("analyze", analyze.compile()),
+        ("classify", classify),
+        ("translate", translate),
+        ("quality_check", quality_check),
+        ("publish", publish),
+    ]
     previous = START
     for name, node in steps:
         builder.add_node(name, node)
@@ -182,7 +189,9 @@ def respond(messages: list[BaseMessage], rng: random.Random, tools: list[dict[st
         sentences = re.split(r"(?<=\w{3}[.!?])\s+", user.split("\n\n", 1)[-1])
         main = rng.choice(sorted(sentences, key=len)[-2:])
         main = re.sub(r"^Dear [^,]+,\s*", "", main)
-        tail = rng.choice(["It involves {}.", "Parties and figures: {}.", "Key entities: {}."]).format(entities or "none")
+        tail = rng.choice(["It involves {}.", "Parties and figures: {}.", "Key entities: {}."]).format(
+            entities or "none"
+        )
         return AIMessage(f"{main[:1].upper()}{main[1:]} {tail}")
     if "classify" in system:
         return AIMessage(rng.choices(["contract", "invoice", "other"], weights=[8, 1, 1])[0])

@@ -174,8 +174,9 @@ def build_graph(model: BaseChatModel | None = None, *, prompts: dict[str, str] |
     builder.add_node("issue_refund", issue_refund)
     builder.add_node("finalize", finalize)
     builder.add_edge(START, "classify")
-    builder.add_conditional_edges("classify", lambda s: "agent" if s.decision == "refund" else "finalize",
-                                  ["agent", "finalize"])
+    builder.add_conditional_edges(
+        "classify", lambda s: "agent" if s.decision == "refund" else "finalize", ["agent", "finalize"]
+    )
     builder.add_conditional_edges("agent", after_agent, ["tools", "issue_refund", "finalize"])
     builder.add_edge("tools", "agent")
     builder.add_conditional_edges("issue_refund", after_refund, ["issue_refund", "finalize"])

@@ -62,7 +62,7 @@ def _drop(backend: str, name: str) -> None:
         client = redis.Redis.from_url(REDIS_URL)
         keys = list(client.scan_iter(match=f"{name}*", count=1000))
         for i in range(0, len(keys), 500):
-            client.delete(*keys[i:i + 500])
+            client.delete(*keys[i : i + 500])
         client.close()
 
 
@@ -118,6 +118,7 @@ def _no_default_store(tmp_path, monkeypatch):
 
 
 # -- the fake OpenAI/Anthropic server (tests/providers.py) -------------------------------
+
 
 @pytest.fixture(scope="session")
 def _provider_server_session():

@@ -58,8 +58,15 @@ class LedgerModel(BaseChatModel):
         time.sleep(0.01)
         text = f"answer to: {prompt}"
         ledger("llm", prompt=prompt)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(
-            content=text, usage_metadata={"input_tokens": 5, "output_tokens": 5, "total_tokens": 10}))])
+        return ChatResult(
+            generations=[
+                ChatGeneration(
+                    message=AIMessage(
+                        content=text, usage_metadata={"input_tokens": 5, "output_tokens": 5, "total_tokens": 10}
+                    )
+                )
+            ]
+        )
 
 
 def _ledger_entries(kind: str) -> list[dict[str, Any]]:

@@ -73,8 +73,11 @@ class RandomModel(BaseChatModel):
         live("llm", self.prefix)
         text = f"{self.prefix}-{_rng.randint(0, 10**9)}"
         if self.tool_name and isinstance(messages[-1], HumanMessage):
-            return AIMessage(content="", tool_calls=[{"name": self.tool_name, "args": {"q": text}, "id": f"call_{text}"}],
-                             usage_metadata=usage(text))
+            return AIMessage(
+                content="",
+                tool_calls=[{"name": self.tool_name, "args": {"q": text}, "id": f"call_{text}"}],
+                usage_metadata=usage(text),
+            )
         return AIMessage(content=text, usage_metadata=usage(text))
 
     def _generate(self, messages, stop=None, run_manager=None, **kw):
@@ -89,9 +92,13 @@ class RandomModel(BaseChatModel):
         words = [msg.content[:4], msg.content[4:]]
         for i, w in enumerate(words):
             last = i == len(words) - 1
-            yield ChatGenerationChunk(message=AIMessageChunk(
-                content=w, usage_metadata=msg.usage_metadata if last else None,
-                chunk_position="last" if last else None))
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=w,
+                    usage_metadata=msg.usage_metadata if last else None,
+                    chunk_position="last" if last else None,
+                )
+            )
 
     async def _astream(self, messages, stop=None, run_manager=None, **kw):
         for chunk in self._stream(messages, stop, run_manager, **kw):
@@ -128,6 +135,7 @@ PROMPTS = {"write": "Write about"}
 
 # -- 1. linear graph with LLM, direct tool call, effect, explicit .stream() ----------
 
+
 class Linear(TypedDict, total=False):
     topic: str
     draft: str
@@ -162,6 +170,7 @@ def build_linear(model: BaseChatModel | None = None):
 
 
 # -- 2. subgraph + Send fan-out + parallel branches ------------------------------------
+
 
 class Sub(TypedDict, total=False):
     question: str
@@ -243,6 +252,7 @@ def build_subgraph_node(model: BaseChatModel | None = None):
 
 # -- 3. agent loop with ToolNode and messages --------------------------------------------
 
+
 class Chat(TypedDict):
     messages: Annotated[list, add_messages]
 
@@ -265,6 +275,7 @@ def build_agent(model: BaseChatModel | None = None):
 
 
 # -- 4. human in the loop: two interrupts in parallel + one later ---------------------------
+
 
 class Review(TypedDict, total=False):
     draft: str
@@ -305,6 +316,7 @@ def build_review(model: BaseChatModel | None = None):
 
 # -- 5. async nodes ----------------------------------------------------------------------------
 
+
 def build_async(model: BaseChatModel | None = None):
     m = model or RandomModel()
 
@@ -327,6 +339,7 @@ def build_async(model: BaseChatModel | None = None):
 
 
 # -- 6. functional API ---------------------------------------------------------------------------
+
 
 def build_functional(model: BaseChatModel | None = None):
     from langgraph.func import entrypoint, task

@@ -135,8 +135,10 @@ def as_reply(spec: Any, call: ProviderCall) -> Reply:
     if isinstance(spec, dict):
         if "json" in spec:
             return Reply(text=json.dumps(spec["json"]))
-        calls = [tc if isinstance(tc, ToolCall) else ToolCall(name=tc["name"], args=tc.get("args"), id=tc.get("id"))
-                 for tc in spec.get("tool_calls", [])]
+        calls = [
+            tc if isinstance(tc, ToolCall) else ToolCall(name=tc["name"], args=tc.get("args"), id=tc.get("id"))
+            for tc in spec.get("tool_calls", [])
+        ]
         return Reply(text=spec.get("text", ""), tool_calls=calls)
     raise TypeError(f"cannot use {spec!r} as a scripted reply: give a str, dict, Reply or callable")
 
@@ -214,7 +216,9 @@ def _openai_tools(body: dict) -> list[tuple[str, dict]]:
 
 
 def _anthropic_tools(body: dict) -> list[tuple[str, dict]]:
-    return [(t["name"], t.get("input_schema") or {}) for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t]
+    return [
+        (t["name"], t.get("input_schema") or {}) for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t
+    ]
 
 
 def _forced_tool(provider: str, body: dict) -> str | None:
@@ -285,13 +289,24 @@ def _openai_completion(body: dict, reply: Reply) -> dict:
     prompt, completion = _usage_counts(body, reply)
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
     if reply.tool_calls:
-        message["tool_calls"] = [{"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments()}}
-                                 for tc in reply.tool_calls]
+        message["tool_calls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments()}}
+            for tc in reply.tool_calls
+        ]
     return {
-        "id": token("chatcmpl"), "object": "chat.completion", "created": int(time.time()),
-        "model": body.get("model", "gpt-4o-mini"), "system_fingerprint": "fp_graphtape",
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "id": token("chatcmpl"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "gpt-4o-mini"),
+        "system_fingerprint": "fp_graphtape",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
 
@@ -301,7 +316,7 @@ def _pieces(text: str, n: int = 3) -> list[str]:
     if not text:
         return []
     size = max(1, -(-len(text) // n))
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def _sse(data: Any, event: str | None = None) -> str:
@@ -311,8 +326,13 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 def _openai_stream(body: dict, reply: Reply) -> list[str]:
     prompt, completion = _usage_counts(body, reply)
-    base = {"id": token("chatcmpl"), "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": body.get("model", "gpt-4o-mini"), "system_fingerprint": "fp_graphtape"}
+    base = {
+        "id": token("chatcmpl"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "gpt-4o-mini"),
+        "system_fingerprint": "fp_graphtape",
+    }
 
     def chunk(delta: dict, finish: str | None = None) -> str:
         return _sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
@@ -320,13 +340,33 @@ def _openai_stream(body: dict, reply: Reply) -> list[str]:
     out = [chunk({"role": "assistant", "content": "", "refusal": None})]
     out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
     for i, tc in enumerate(reply.tool_calls):
-        out.append(chunk({"tool_calls": [{"index": i, "id": tc.id, "type": "function",
-                                          "function": {"name": tc.name, "arguments": ""}}]}))
-        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}) for piece in _pieces(tc.arguments())]
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": i, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        out += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}) for piece in _pieces(tc.arguments())
+        ]
     out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
-        out.append(_sse({**base, "choices": [], "usage": {
-            "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}))
+        out.append(
+            _sse(
+                {
+                    **base,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    },
+                }
+            )
+        )
     out.append(_sse("[DONE]"))
     return out
 
@@ -346,41 +386,92 @@ def _anthropic_message(body: dict, reply: Reply) -> dict:
     content: list[dict] = []
     if reply.text:
         content.append({"type": "text", "text": reply.text})
-    content += [{"type": "tool_use", "id": tc.id, "name": tc.name, "input": _as_input(tc.args)} for tc in reply.tool_calls]
+    content += [
+        {"type": "tool_use", "id": tc.id, "name": tc.name, "input": _as_input(tc.args)} for tc in reply.tool_calls
+    ]
     return {
-        "id": token("msg"), "type": "message", "role": "assistant", "model": body.get("model", "claude-sonnet-4-5"),
-        "content": content, "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": completion,
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        "id": token("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude-sonnet-4-5"),
+        "content": content,
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }
 
 
 def _anthropic_stream(body: dict, reply: Reply) -> list[str]:
     prompt, completion = _usage_counts(body, reply)
     msg = _anthropic_message(body, reply)
-    start = {**msg, "content": [], "stop_reason": None,
-             "usage": {"input_tokens": prompt, "output_tokens": 1,
-                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
+    start = {
+        **msg,
+        "content": [],
+        "stop_reason": None,
+        "usage": {
+            "input_tokens": prompt,
+            "output_tokens": 1,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
     out = [_sse({"type": "message_start", "message": start}, "message_start")]
     index = 0
     if reply.text:
-        out.append(_sse({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-                        "content_block_start"))
-        out += [_sse({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
-                     "content_block_delta") for piece in _pieces(reply.text)]
+        out.append(
+            _sse(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                "content_block_start",
+            )
+        )
+        out += [
+            _sse(
+                {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
+                "content_block_delta",
+            )
+            for piece in _pieces(reply.text)
+        ]
         out.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         index += 1
     for tc in reply.tool_calls:
-        out.append(_sse({"type": "content_block_start", "index": index,
-                         "content_block": {"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}}},
-                        "content_block_start"))
-        out += [_sse({"type": "content_block_delta", "index": index,
-                      "delta": {"type": "input_json_delta", "partial_json": piece}}, "content_block_delta")
-                for piece in _pieces(tc.arguments())]
+        out.append(
+            _sse(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}},
+                },
+                "content_block_start",
+            )
+        )
+        out += [
+            _sse(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": piece},
+                },
+                "content_block_delta",
+            )
+            for piece in _pieces(tc.arguments())
+        ]
         out.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         index += 1
-    out.append(_sse({"type": "message_delta", "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                     "usage": {"output_tokens": completion}}, "message_delta"))
+    out.append(
+        _sse(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": completion},
+            },
+            "message_delta",
+        )
+    )
     out.append(_sse({"type": "message_stop"}, "message_stop"))
     return out
 
@@ -389,8 +480,13 @@ def _error_body(provider: str, status: int) -> dict:
     if provider == "openai":
         kind = "server_error" if status >= 500 else "invalid_request_error"
         return {"error": {"message": f"fake {status} from the test server", "type": kind, "param": None, "code": None}}
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": f"fake {status} from the test server"}}
 
 
@@ -409,10 +505,12 @@ class ProviderServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
-        self.app = Starlette(routes=[
-            Route("/v1/chat/completions", self._openai, methods=["POST"]),
-            Route("/v1/messages", self._anthropic, methods=["POST"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+            ]
+        )
 
     # -- what tests use
 
@@ -459,8 +557,15 @@ class ProviderServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", ws="none",
-                                http="h11", timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            http="h11",
+            timeout_graceful_shutdown=2,
+        )
         self._server = uvicorn.Server(config)  # outside the main thread it installs no signal handlers
         self._thread = threading.Thread(target=self._run, args=(sock,), name="provider-server", daemon=True)
         self._thread.start()
@@ -528,6 +633,7 @@ class ProviderServer:
         reply = self._reply("anthropic", request.url.path, body, scripted)
         headers = self._headers(**{"request-id": token("req")})
         if body.get("stream"):
-            return StreamingResponse(iter(_anthropic_stream(body, reply)), media_type="text/event-stream",
-                                     headers=headers)
+            return StreamingResponse(
+                iter(_anthropic_stream(body, reply)), media_type="text/event-stream", headers=headers
+            )
         return JSONResponse(_anthropic_message(body, reply), headers=headers)

@@ -81,12 +81,17 @@ def raw_dump(url: str) -> bytes:
         conninfo, schema = _postgres(url)
         values = []
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            tables = [r[0] for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))]
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+                )
+            ]
             assert tables, f"no tables in schema {schema}"
             for table in tables:
-                for row in conn.execute(sql.SQL("SELECT * FROM {}.{}").format(
-                        sql.Identifier(schema), sql.Identifier(table))):
+                for row in conn.execute(
+                    sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+                ):
                     values.extend(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode() for v in row)
         return _with_inflated(values)
     import redis

@@ -12,11 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("args", [
-    ["benchmarks/run.py", "--quick", "--only", "2,3", "--turns", "10"],
-    ["benchmarks/history.py", "--checkpoints", "200", "--reps", "2"],
-    ["benchmarks/faults.py", "--trials", "1", "--backends", "sqlite"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["benchmarks/run.py", "--quick", "--only", "2,3", "--turns", "10"],
+        ["benchmarks/history.py", "--checkpoints", "200", "--reps", "2"],
+        ["benchmarks/faults.py", "--trials", "1", "--backends", "sqlite"],
+    ],
+)
 def test_benchmark_runs(args, tmp_path):
     env = {**os.environ, "COLUMNS": "160"}
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)

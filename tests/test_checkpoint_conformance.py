@@ -24,9 +24,7 @@ async def test_langgraph_conformance_suite(new_store_url):
         for tape in opened:
             tape.close()
     failures = {
-        cap: [f"{f}" for f in result.failures]
-        for cap, result in report.results.items()
-        if result.passed is False
+        cap: [f"{f}" for f in result.failures] for cap, result in report.results.items() if result.passed is False
     }
     assert not failures, failures
     for cap in ("put", "put_writes", "get_tuple", "list", "delete_thread"):

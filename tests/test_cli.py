@@ -94,7 +94,7 @@ def build_review():
     return _builder(True).compile()
 '''
 
-ASYNC_AGENT = '''
+ASYNC_AGENT = """
 from typing import TypedDict
 
 from langchain_core.messages import HumanMessage
@@ -119,7 +119,7 @@ b.add_node(ask)
 b.add_edge(START, "ask")
 b.add_edge("ask", END)
 graph = b.compile()
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -423,8 +423,9 @@ def test_replay_flight_runs_only_the_changed_call_live(cli, agent):
 
 def test_replay_flight_with_a_changed_effect_needs_permission(cli, agent):
     rid = cli.record(agent)
-    agent.write_text(AGENT.replace("return {\"log\": [notify(state[\"joke\"])]}",
-                                   "return {\"log\": [notify(state[\"joke\"] + '!')]}"))
+    agent.write_text(
+        AGENT.replace('return {"log": [notify(state["joke"])]}', 'return {"log": [notify(state["joke"] + \'!\')]}')
+    )
     blocked = cli("replay", rid, "--graph", f"{agent}:graph", "--mode", "flight", "--json")
     assert blocked.exit_code == 1
     body = json.loads(blocked.stdout)
@@ -452,8 +453,11 @@ def test_replay_from_a_checkpoint(cli, agent):
 def test_replay_explains_unused_calls(cli, agent):
     """Recorded calls a replay did not need are explained (before the start, or asked differently), not flagged."""
     rid = cli.record(agent)
-    after_write = next(e["data"]["checkpoint_id"] for e in cli.json("show", rid)["events"]
-                       if e["kind"] == "checkpoint" and e["data"]["step"] == 1 and not e["data"]["ns"])
+    after_write = next(
+        e["data"]["checkpoint_id"]
+        for e in cli.json("show", rid)["events"]
+        if e["kind"] == "checkpoint" and e["data"]["step"] == 1 and not e["data"]["ns"]
+    )
     data = cli.json("replay", rid, "--graph", f"{agent}:graph", "-c", after_write)
     assert data["unused"] == 2 and data["unused_reasons"] == {"before_start": 2}
     out = " ".join(cli.ok("replay", rid, "--graph", f"{agent}:graph", "-c", after_write).stdout.split())
@@ -485,8 +489,9 @@ def test_a_crashed_run_shows_its_real_call_counts(cli, agent, url):
 
     rid = cli.record(agent)
     with graphtape.connect(url) as tape:
-        tape.store.write(WriteBatch(run_updates=[(rid, {"status": "crashed", "llm_calls": 0, "tool_calls": 0,
-                                                        "effect_calls": 0})]))
+        tape.store.write(
+            WriteBatch(run_updates=[(rid, {"status": "crashed", "llm_calls": 0, "tool_calls": 0, "effect_calls": 0})])
+        )
     row = next(r for r in cli.json("runs") if r["run_id"] == rid)
     assert (row["llm_calls"], row["tool_calls"], row["effect_calls"], row["calls"]) == (1, 1, 1, 3)
     assert "1/1/1" in cli.ok("runs").stdout
@@ -580,8 +585,11 @@ def test_export_needs_a_run_or_a_thread(cli, agent, tmp_path):
 
 def test_unknown_run(cli, agent):
     cli.record(agent)
-    for command in (["show", "deadbeef"], ["replay", "deadbeef", "--graph", f"{agent}:graph"],
-                    ["export", "deadbeef", "-o", "x.jsonl"]):
+    for command in (
+        ["show", "deadbeef"],
+        ["replay", "deadbeef", "--graph", f"{agent}:graph"],
+        ["export", "deadbeef", "-o", "x.jsonl"],
+    ):
         line = assert_one_line_error(cli(*command))
         assert "no run 'deadbeef'" in line and "graphtape runs" in line
 

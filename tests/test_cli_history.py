@@ -22,7 +22,7 @@ from tests.graphs import forbid
 
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb", "GRAPHTAPE_URL": None}
 
-FOREIGN = '''
+FOREIGN = """
 import sqlite3
 from typing import TypedDict
 
@@ -44,7 +44,7 @@ b.add_node(bump)
 b.add_edge(START, "bump")
 b.add_edge("bump", END)
 graph = b.compile(checkpointer=SqliteSaver(sqlite3.connect(PATH, check_same_thread=False)))
-'''
+"""
 
 
 @pytest.fixture(autouse=True)

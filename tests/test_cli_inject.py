@@ -90,7 +90,7 @@ def test_resume_by_value_and_by_id(cli, store_url):
 
 
 def test_debug_session_from_stdin(cli, recorded):
-    script = "state\nbc llm\nc\nreq\nuse \"EDITED\"\nstate\nc\nc\n"
+    script = 'state\nbc llm\nc\nreq\nuse "EDITED"\nstate\nc\nc\n'
     out = cli("debug", recorded, "-g", GRAPH, "-m", "flight", "--allow-live-effects", "-b", "write", input=script)
     assert out.exit_code == 0, out.stdout + out.stderr
     text = out.stdout
@@ -120,9 +120,11 @@ def test_a_rejected_fork_writes_nothing(cli, store_url, recorded):
     """An unknown key, a wrong type or an unknown --as-node is refused before the checkpoint is copied."""
     cp = next(c["checkpoint_id"] for c in events(store_url, recorded, "checkpoint") if c["step"] == 1)
     before = _written(store_url)
-    for args, words in ((["--set", "nope=1"], "unknown state key 'nope'"),
-                        (["--set", "draft=[1, 2]"], "does not fit its type"),
-                        (["--set", 'topic="dogs"', "--as-node", "nowhere"], "unknown node 'nowhere'")):
+    for args, words in (
+        (["--set", "nope=1"], "unknown state key 'nope'"),
+        (["--set", "draft=[1, 2]"], "does not fit its type"),
+        (["--set", 'topic="dogs"', "--as-node", "nowhere"], "unknown node 'nowhere'"),
+    ):
         bad = cli("fork", cp, "-g", GRAPH, *args)
         assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr
         assert _written(store_url) == before

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a chi
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SLOW = '''
+SLOW = """
 import os
 import time
 from pathlib import Path
@@ -65,7 +65,7 @@ b.add_edge(START, "first")
 b.add_edge("first", "wait")
 b.add_edge("wait", END)
 graph = b.compile()
-'''
+"""
 
 
 @pytest.fixture
@@ -79,11 +79,21 @@ def slow(tmp_path, monkeypatch):
 
 
 def cli_process(store_url: str, cwd: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "COLUMNS": "200", "NO_COLOR": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
     env.pop("GRAPHTAPE_URL", None)
-    return subprocess.Popen([sys.executable, "-c", "from graphtape.cli import main; main()", "--url", store_url,
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from graphtape.cli import main; main()", "--url", store_url, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        text=True,
+    )
 
 
 def ctrl_c_when_waiting(proc: subprocess.Popen, ready: Path) -> tuple[int, str, str]:
@@ -106,8 +116,9 @@ def cli(capsys, store_url: str, *argv: str) -> tuple[int, str, str]:
 
 def test_ctrl_c_during_run_leaves_it_interrupted_and_recover_finishes_it(store_url, slow, tmp_path, capsys):
     graphtape.connect(store_url).close()
-    proc = cli_process(store_url, tmp_path, "run", f"{slow}:graph", "--input", '{"topic": "cats"}',
-                       "--thread", "t-ctrl-c")
+    proc = cli_process(
+        store_url, tmp_path, "run", f"{slow}:graph", "--input", '{"topic": "cats"}', "--thread", "t-ctrl-c"
+    )
     code, _, err = ctrl_c_when_waiting(proc, tmp_path / "ready")
     assert code == 130
     lines = err.strip().splitlines()
@@ -164,8 +175,11 @@ def test_ctrl_c_during_replay_leaves_the_replay_interrupted(store_url, slow, tmp
 
 
 def test_recover_dry_run_mentions_runs_whose_lease_is_held(tape, store_url, capsys):
-    tape.store.write(WriteBatch(new_runs=[RunRecord(run_id="held-run-1", thread_id="busy-thread", graph="g",
-                                                    started_at=time.time())]))
+    tape.store.write(
+        WriteBatch(
+            new_runs=[RunRecord(run_id="held-run-1", thread_id="busy-thread", graph="g", started_at=time.time())]
+        )
+    )
     lease = ThreadLease(tape.store, "busy-thread", ttl=60)
     lease.acquire()
     try:

@@ -16,7 +16,7 @@ from graphtape.testing import live_call_counts, reset_live_calls
 
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb", "GRAPHTAPE_URL": ""}
 
-APP = '''
+APP = """
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from graphtape.testing import SeededChatModel
@@ -38,7 +38,7 @@ def build(prompt=PROMPT):
 
 
 graph = build()
-'''
+"""
 
 OLD_PROMPT = "Refund everything."
 PROMPT = "Refund orders under 100 EUR."
@@ -83,8 +83,16 @@ def cli(*args: str):
 def test_a_diverging_tape_fails_the_run_with_a_table_a_diff_and_junit_xml(project):
     junit = project / "report.xml"
     reset_live_calls()
-    result = cli("test", str(project / "tapes"), "--graph", f"{project / 'tape_app.py'}:graph",
-                 "--junit-xml", str(junit), "--jobs", "2")
+    result = cli(
+        "test",
+        str(project / "tapes"),
+        "--graph",
+        f"{project / 'tape_app.py'}:graph",
+        "--junit-xml",
+        str(junit),
+        "--jobs",
+        "2",
+    )
     assert result.exit_code == 1, result.output
     assert sum(live_call_counts().values()) == 0  # strict: nothing reached the model
     out = result.output
@@ -145,8 +153,12 @@ def test_a_store_url_is_replayed_without_changing_the_store(project):
 
 def test_a_graph_that_fails_is_an_error_row(project, tmp_path):
     broken = tmp_path / "tape_app_broken.py"
-    broken.write_text(APP.format(prompt=PROMPT).replace(
-        'return {"messages"', 'raise RuntimeError("tool backend down")\n        return {"messages"'), encoding="utf-8")
+    broken.write_text(
+        APP.format(prompt=PROMPT).replace(
+            'return {"messages"', 'raise RuntimeError("tool backend down")\n        return {"messages"'
+        ),
+        encoding="utf-8",
+    )
     result = cli("test", str(project / "tapes" / "prod" / "good.jsonl"), "--graph", f"{broken}:graph", "--json")
     assert result.exit_code == 1, result.output
     [row] = json.loads(result.output)
@@ -161,15 +173,16 @@ def test_no_tapes_is_a_usage_error(tmp_path):
 
 
 def test_flight_mode_needs_files_not_a_store(project):
-    result = cli("test", f"sqlite:///{project / 'prod.db'}", "--graph", f"{project / 'tape_app.py'}:graph",
-                 "--mode", "flight")
+    result = cli(
+        "test", f"sqlite:///{project / 'prod.db'}", "--graph", f"{project / 'tape_app.py'}:graph", "--mode", "flight"
+    )
     assert result.exit_code == 2
     assert "rewrites tape files" in result.output
 
 
 # -- tapes prune ------------------------------------------------------------------------------
 
-TESTS = '''
+TESTS = """
 import pytest
 
 
@@ -186,7 +199,7 @@ def test_param(model):
 
 def test_unmarked():
     pass
-'''
+"""
 
 
 def test_prune_removes_tapes_no_collected_test_uses(project):
@@ -196,8 +209,11 @@ def test_prune_removes_tapes_no_collected_test_uses(project):
     (suite / "test_mod.py").write_text(TESTS, encoding="utf-8")
     tape = (project / "tapes" / "prod" / "good.jsonl").read_text(encoding="utf-8")
     kept = [suite / "tapes" / "test_mod" / n for n in ("test_kept.jsonl", "test_param[a].jsonl", "test_param[b].jsonl")]
-    unused = [suite / "tapes" / "test_mod" / "test_renamed.jsonl", suite / "tapes" / "test_mod" / "test_unmarked.jsonl",
-              suite / "tapes" / "test_deleted_module" / "test_x.jsonl"]
+    unused = [
+        suite / "tapes" / "test_mod" / "test_renamed.jsonl",
+        suite / "tapes" / "test_mod" / "test_unmarked.jsonl",
+        suite / "tapes" / "test_deleted_module" / "test_x.jsonl",
+    ]
     for p in kept + unused:
         p.write_text(tape, encoding="utf-8")
     exported = suite / "tapes" / "bug-1234.jsonl"  # not a cassette (not tapes/<module>/<test>.jsonl): never pruned
@@ -232,5 +248,6 @@ def test_cassette_paths_are_derived_from_node_ids():
     from graphtape.testing.cassette import tape_path
 
     assert tape_path(Path("t/test_a.py"), "t/test_a.py::test_x") == Path("t/tapes/test_a/test_x.jsonl")
-    assert tape_path(Path("t/test_a.py"), "t/test_a.py::TestC::test_y[gpt-4/o mini]") == \
-        Path("t/tapes/test_a/TestC.test_y[gpt-4_o_mini].jsonl")
+    assert tape_path(Path("t/test_a.py"), "t/test_a.py::TestC::test_y[gpt-4/o mini]") == Path(
+        "t/tapes/test_a/TestC.test_y[gpt-4_o_mini].jsonl"
+    )

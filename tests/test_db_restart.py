@@ -26,8 +26,11 @@ def drop_connections(backend: str, url: str) -> None:
         import psycopg
 
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE application_name = %s AND pid <> pg_backend_pid()", (_app_name(url),))
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (_app_name(url),),
+            )
     elif backend == "redis":
         import redis
 

@@ -58,8 +58,7 @@ def test_list_edits_in_the_middle_are_matched_item_by_item():
 
 def test_messages_compared_by_content_ids_ignored():
     a = {"messages": [HumanMessage("hi", id="1"), AIMessage("hello", id="run-1")]}
-    b = {"messages": [HumanMessage("hi", id="2"), AIMessage("hello", id="run-2",
-                                                          response_metadata={"latency": 3})]}
+    b = {"messages": [HumanMessage("hi", id="2"), AIMessage("hello", id="run-2", response_metadata={"latency": 3})]}
     d = diff_states(a, b)
     assert not d and d.equal and len(d) == 0
     assert d.render() == "no differences"
@@ -76,12 +75,14 @@ def test_serialised_messages_compare_with_objects():
 
 def test_appended_messages_are_shown_by_role_and_content():
     a = {"messages": [HumanMessage("what is 2+2?", id="1")]}
-    b = {"messages": [
-        HumanMessage("what is 2+2?", id="other"),
-        AIMessage("", id="x", tool_calls=[{"name": "calc", "args": {"q": "2+2"}, "id": "call_1"}]),
-        ToolMessage("4", tool_call_id="call_1", name="calc", id="t"),
-        AIMessage("It is 4.", id="y"),
-    ]}
+    b = {
+        "messages": [
+            HumanMessage("what is 2+2?", id="other"),
+            AIMessage("", id="x", tool_calls=[{"name": "calc", "args": {"q": "2+2"}, "id": "call_1"}]),
+            ToolMessage("4", tool_call_id="call_1", name="calc", id="t"),
+            AIMessage("It is 4.", id="y"),
+        ]
+    }
     d = diff_states(a, b)
     assert ops(d) == [("appended", "messages")]
     lines = d.render().splitlines()
@@ -96,7 +97,7 @@ def test_a_rewritten_message_is_one_change():
     b = {"messages": [HumanMessage("hi", id="1"), AIMessage("draft two", id="2")]}
     d = diff_states(a, b)
     assert ops(d) == [("changed", "messages[1].content")]
-    assert "~ messages[1].content: \"draft one\" → \"draft two\"" in d.render()
+    assert '~ messages[1].content: "draft one" → "draft two"' in d.render()
 
 
 def test_tool_call_ids_are_ignored_but_arguments_are_not():
@@ -123,8 +124,12 @@ def test_render_clips_long_values_only_when_asked():
 
 def test_json_patch_applies_to_the_views():
     a = {"messages": [HumanMessage("hi", id="1")], "n": 1, "gone": {"x": [1, 2]}, "xs": ["a", "b", "c"]}
-    b = {"messages": [HumanMessage("hi", id="9"), AIMessage("yo", id="7")], "n": 2, "xs": ["a", "c"],
-         "new": {"deep": [None, True]}}
+    b = {
+        "messages": [HumanMessage("hi", id="9"), AIMessage("yo", id="7")],
+        "n": 2,
+        "xs": ["a", "c"],
+        "new": {"deep": [None, True]},
+    }
     d = diff_states(a, b)
     patch = d.json_patch()
     assert jsonpatch.apply_patch(d.a_view, patch) == d.b_view
@@ -156,8 +161,10 @@ json_values = st.recursive(
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.dictionaries(st.text(max_size=3), json_values, max_size=4),
-       st.dictionaries(st.text(max_size=3), json_values, max_size=4))
+@given(
+    st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+    st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+)
 def test_patch_always_turns_a_into_b_and_equal_states_have_no_changes(a, b):
     d = diff_states(a, b)
     assert jsonpatch.apply_patch(d.a_view, d.json_patch()) == d.b_view

@@ -106,7 +106,8 @@ def test_model_retry_middleware_does_not_retry_a_divergence(tape, edited_prompt)
 
     def agent(asked: Asked):
         return create_agent(
-            RandomModel(tool_name="search", callbacks=[asked]), tools=[search],
+            RandomModel(tool_name="search", callbacks=[asked]),
+            tools=[search],
             system_prompt=PROMPT["changed"],
             middleware=[middleware.ModelRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False)],
         )
@@ -179,7 +180,8 @@ def test_tool_retry_middleware_does_not_retry_a_divergence(tape, edited_prompt):
             return handler(request.override(tool_call=call))
 
         return create_agent(
-            RandomModel(tool_name="search"), tools=[search],
+            RandomModel(tool_name="search"),
+            tools=[search],
             middleware=[middleware.ToolRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False), rewrite],
         )
 

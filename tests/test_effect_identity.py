@@ -16,7 +16,7 @@ from graphtape.record.codeprint import effect_module
 from tests import graphs
 from tests.graphs import forbid
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import random
     import sys
     from typing import TypedDict
@@ -50,9 +50,9 @@ APP = textwrap.dedent('''
             recorded = tape.record(graph, name="app")
             recorded.invoke({})
             print(recorded.last_run_id)
-''')
+""")
 
-REPLAY = textwrap.dedent('''
+REPLAY = textwrap.dedent("""
     import sys
 
     import graphtape
@@ -61,7 +61,7 @@ REPLAY = textwrap.dedent('''
     with graphtape.connect(sys.argv[1]) as tape:
         result = tape.replay(sys.argv[2], load_graph("app.py:graph"))
         print(result.status, result.live, result.output_matches)
-''')
+""")
 
 
 def run(cwd, *args) -> str:
@@ -101,6 +101,7 @@ def test_main_module_names(tmp_path, monkeypatch):
 
 
 # -- tapes recorded before names were stable --------------------------------------------------------
+
 
 def now() -> float:
     graphs.live("effect", "now")

@@ -68,10 +68,15 @@ def _validation_error() -> ValidationError:
 
 def _openai_error() -> openai.InternalServerError:
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions", headers={"Authorization": "Bearer sk-x"})
-    response = httpx.Response(500, request=request, headers={"x-request-id": "req-1", "retry-after": "2"},
-                              json={"error": {"message": "boom", "type": "server_error"}})
-    return openai.InternalServerError("Error code: 500 - boom", response=response,
-                                      body={"message": "boom", "type": "server_error"})
+    response = httpx.Response(
+        500,
+        request=request,
+        headers={"x-request-id": "req-1", "retry-after": "2"},
+        json={"error": {"message": "boom", "type": "server_error"}},
+    )
+    return openai.InternalServerError(
+        "Error code: 500 - boom", response=response, body={"message": "boom", "type": "server_error"}
+    )
 
 
 ERRORS = {
@@ -172,10 +177,13 @@ class ToolCaller(BaseChatModel):
         live("llm", "tool-caller")
         text = f"t-{_rng.randint(0, 10**9)}"
         if isinstance(messages[-1], HumanMessage):
-            msg = AIMessage(content="", tool_calls=[
-                {"name": "find_order", "args": {"order": text}, "id": "c1"},
-                {"name": "count_items", "args": {"n": text}, "id": "c2"},
-            ])
+            msg = AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": "find_order", "args": {"order": text}, "id": "c1"},
+                    {"name": "count_items", "args": {"n": text}, "id": "c2"},
+                ],
+            )
         else:
             msg = AIMessage(content=text)
         return ChatResult(generations=[ChatGeneration(message=msg)])
@@ -229,8 +237,10 @@ def build_catching_graph(server):
         try:
             return {"answer": model.invoke([HumanMessage("hello")]).content}
         except openai.InternalServerError as exc:
-            return {"answer": f"{type(exc).__name__} {exc.status_code} {exc.response.status_code} "
-                              f"{exc.request.method} {exc}"}
+            return {
+                "answer": f"{type(exc).__name__} {exc.status_code} {exc.response.status_code} "
+                f"{exc.request.method} {exc}"
+            }
 
     b = StateGraph(Answer)
     b.add_node("ask", ask)

@@ -20,8 +20,14 @@ TAPES = Path(__file__).parent / "tapes"
 DOCS = Path(__file__).parent.parent / "docs" / "tape-format.md"
 
 #: a value of each field's type, so that every field of every kind is exercised
-_SAMPLES: dict[Any, Any] = {str: "s", int: 3, float: 0.25, bool: True, dict: {"type": "a:B", "message": "m"},
-                            list: ["x"]}
+_SAMPLES: dict[Any, Any] = {
+    str: "s",
+    int: 3,
+    float: 0.25,
+    bool: True,
+    dict: {"type": "a:B", "message": "m"},
+    list: ["x"],
+}
 
 
 def _sample(cls: type[events.Event]) -> events.Event:
@@ -75,8 +81,13 @@ def test_references_are_the_fields_garbage_collection_follows():
         "effect_call": (("request", "response"), ("messages",)),
     }
     values = {k: events.event_class(k).VALUE_FIELDS for k in events.KINDS if events.event_class(k).VALUE_FIELDS}
-    assert values == {"run_started": ("input",), "resume": ("value",), "llm_call": ("response",),
-                      "tool_call": ("response",), "effect_call": ("response",)}
+    assert values == {
+        "run_started": ("input",),
+        "resume": ("value",),
+        "llm_call": ("response",),
+        "tool_call": ("response",),
+        "effect_call": ("response",),
+    }
     blobs: set[str] = set()
     chains: set[str] = set()
     data = {"request": "r", "response": "p", "messages": "m", "name": "not-an-address", "error": {"x": "y"}}
@@ -167,9 +178,24 @@ def test_every_event_of_recorded_runs_parses_and_reserialises_identically(tape, 
 
     rows = [row for run in tape.runs(limit=100) for row in tape.events(run.run_id)]
     kinds = _check_rows(rows)
-    assert kinds >= {"run_started", "run_finished", "run_failed", "task_started", "task_finished", "task_failed",
-                     "task_interrupted", "checkpoint", "llm_call", "tool_call", "effect_call", "effect_started",
-                     "interrupt", "resume", "divergence", "label"}
+    assert kinds >= {
+        "run_started",
+        "run_finished",
+        "run_failed",
+        "task_started",
+        "task_finished",
+        "task_failed",
+        "task_interrupted",
+        "checkpoint",
+        "llm_call",
+        "tool_call",
+        "effect_call",
+        "effect_started",
+        "interrupt",
+        "resume",
+        "divergence",
+        "label",
+    }
 
     # the one sum of replay statistics says what the replay reported
     stats = events.replay_stats(tape.events(served.run_id, list(events.CALL_EVENT_KINDS)))
@@ -189,14 +215,24 @@ def test_every_event_of_the_golden_tapes_parses_and_reserialises_identically():
 
 
 def test_replay_stats_counts_served_and_live_calls():
-    stats = events.replay_stats([
-        events.LlmCall(source="tape", tokens=10, cost=0.5, recorded_latency=1.5),
-        events.ToolCall(source="override", name="search", code_changed=True),
-        events.EffectCall(source="live", tokens=3, cost=0.25),
-        events.Checkpoint(checkpoint_id="not a call"),
-    ])
-    assert stats.to_dict() == {"served": 2, "live": 1, "tokens_saved": 10, "cost_saved": 0.5, "time_saved": 1.5,
-                               "live_tokens": 3, "live_cost": 0.25, "changed_code": ["search"]}
+    stats = events.replay_stats(
+        [
+            events.LlmCall(source="tape", tokens=10, cost=0.5, recorded_latency=1.5),
+            events.ToolCall(source="override", name="search", code_changed=True),
+            events.EffectCall(source="live", tokens=3, cost=0.25),
+            events.Checkpoint(checkpoint_id="not a call"),
+        ]
+    )
+    assert stats.to_dict() == {
+        "served": 2,
+        "live": 1,
+        "tokens_saved": 10,
+        "cost_saved": 0.5,
+        "time_saved": 1.5,
+        "live_tokens": 3,
+        "live_cost": 0.25,
+        "changed_code": ["search"],
+    }
 
 
 def test_the_event_reference_in_the_docs_is_generated_from_the_types():

@@ -21,8 +21,10 @@ def cfg(thread: str) -> dict:
 
 def branches(history):
     """The branch tree as nested ``(kind, thread, [runs], children)`` tuples."""
+
     def one(b):
         return (b.kind, b.thread_id, b.run_ids, [one(c) for c in b.children])
+
     return [one(b) for b in history.branches]
 
 
@@ -185,10 +187,19 @@ def _shape(tape, thread: str, namespaces: bool) -> list[tuple]:
     """A history without its ids: what the stored writers and the task events must agree on."""
     h = tape.history(thread, namespaces=namespaces)
     runs = {r: i for i, r in enumerate(dict.fromkeys(e.run_id for e in h))}
-    return [(runs[e.run_id], e.ns.split(":")[0], e.step, e.source, sorted(e.writers),
-             None if e.next is None else sorted(e.next),
-             sorted((c["kind"], c["name"], c["source"], c["node_path"], c.get("error", False)) for c in e.calls),
-             e.within is not None) for e in h]
+    return [
+        (
+            runs[e.run_id],
+            e.ns.split(":")[0],
+            e.step,
+            e.source,
+            sorted(e.writers),
+            None if e.next is None else sorted(e.next),
+            sorted((c["kind"], c["name"], c["source"], c["node_path"], c.get("error", False)) for c in e.calls),
+            e.within is not None,
+        )
+        for e in h
+    ]
 
 
 def test_stored_writers_agree_with_the_task_events(tape, monkeypatch):
@@ -507,8 +518,9 @@ def test_diff_across_runs_ignores_message_ids(tape):
     assert not d and d.json_patch() == []  # ...and the states are the same
 
     # a flight re-run with another model answers differently: a change, not an append
-    changed = tape.replay(g.last_run_id, graphs.build_agent(graphs.RandomModel(prefix="new", tool_name="search")),
-                          mode="flight")
+    changed = tape.replay(
+        g.last_run_id, graphs.build_agent(graphs.RandomModel(prefix="new", tool_name="search")), mode="flight"
+    )
     d = tape.diff(original_end.checkpoint_id, tape.history(changed.thread_id)[-1].checkpoint_id)
     assert d and all(c.path.startswith("messages[") for c in d.changes)
 

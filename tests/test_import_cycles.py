@@ -37,7 +37,8 @@ def _modules() -> dict[str, Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST, name: str, is_package: bool, modules: set[str]) -> set[str]:
@@ -166,7 +167,10 @@ def test_the_checker_sees_function_local_cycles():
     tree_a = ast.parse("def f():\n    from graphtape.b import x\n")
     tree_b = ast.parse("import graphtape.a\nif TYPE_CHECKING:\n    from graphtape.c import y\n")
     mods = {"graphtape.a", "graphtape.b", "graphtape.c"}
-    graph = {"graphtape.a": _imports(tree_a, "graphtape.a", False, mods),
-             "graphtape.b": _imports(tree_b, "graphtape.b", False, mods), "graphtape.c": set()}
+    graph = {
+        "graphtape.a": _imports(tree_a, "graphtape.a", False, mods),
+        "graphtape.b": _imports(tree_b, "graphtape.b", False, mods),
+        "graphtape.c": set(),
+    }
     assert graph["graphtape.b"] == {"graphtape.a"}  # the TYPE_CHECKING import is not counted
     assert cycles(graph) == [["graphtape.a", "graphtape.b"]]

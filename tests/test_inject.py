@@ -21,8 +21,11 @@ def record_linear(tape):
 
 
 def checkpoint_at(tape, run_id, step):
-    return next(e.data["checkpoint_id"] for e in tape.events(run_id, ["checkpoint"])
-                if e.data["step"] == step and not e.data["ns"])
+    return next(
+        e.data["checkpoint_id"]
+        for e in tape.events(run_id, ["checkpoint"])
+        if e.data["step"] == step and not e.data["ns"]
+    )
 
 
 def test_fork_with_an_edited_state_in_flight_mode(tape):
@@ -49,11 +52,14 @@ def test_fork_without_edit_in_strict_mode_serves_everything(tape):
     assert result.output == out
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"nope": 1}, "unknown state key 'nope'"),
-    ({"topic": ["not", "a", "string"]}, "value for 'topic' does not fit its type str"),
-    ({}, "non-empty mapping"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"nope": 1}, "unknown state key 'nope'"),
+        ({"topic": ["not", "a", "string"]}, "value for 'topic' does not fit its type str"),
+        ({}, "non-empty mapping"),
+    ],
+)
 def test_fork_rejects_bad_edits(tape, values, message):
     rec, run_id, out = record_linear(tape)
     before = snapshot(tape, run_id)
@@ -157,8 +163,11 @@ def test_override_inside_a_send_fanout_subgraph(tape):
     run_id = rec.last_run_id
     before = snapshot(tape, run_id)
     # the third worker ("other") answers inside its subgraph
-    target = next(c for c in tape.calls(run_id) if c.node_path == "worker/sub_answer"
-                  and "other" in str(tape.request(c)["messages"]))
+    target = next(
+        c
+        for c in tape.calls(run_id)
+        if c.node_path == "worker/sub_answer" and "other" in str(tape.request(c)["messages"])
+    )
     spent = LIVE.copy()
     result = tape.override(run_id, target.call_id, "OVERRIDDEN", graphs.build_fanout())
     assert result.status == "finished", result.error
@@ -166,7 +175,8 @@ def test_override_inside_a_send_fanout_subgraph(tape):
     # the two "same" workers and the side branch are served; only the summary changed
     assert (LIVE - spent)[("llm", "rnd")] == 1
     assert sorted(a for a in result.output["answers"] if a != "OVERRIDDEN") == sorted(
-        a for a in out["answers"] if a != next(x for x in out["answers"] if x not in result.output["answers"]))
+        a for a in out["answers"] if a != next(x for x in out["answers"] if x not in result.output["answers"])
+    )
     assert snapshot(tape, run_id) == before
 
 

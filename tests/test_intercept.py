@@ -72,7 +72,9 @@ def test_uninstall_refuses_to_drop_a_wrapper_installed_after_ours():
     group.install()
     exclaim.install()  # another library wraps graphtape's wrapper
     assert Owner().greet() == "BASE!"
-    with pytest.raises(PatchConflict, match=r"Owner.greet was replaced by .*after graphtape.*uninstall that wrapper first"):
+    with pytest.raises(
+        PatchConflict, match=r"Owner.greet was replaced by .*after graphtape.*uninstall that wrapper first"
+    ):
         group.uninstall()
     assert Owner().greet() == "BASE!" and shout.installed  # nothing was restored
     exclaim.uninstall()

@@ -46,8 +46,9 @@ class _Fake(BaseChatModel):
         text = self._text()
         return [
             ChatGenerationChunk(message=AIMessageChunk(content=text[:3])),
-            ChatGenerationChunk(message=AIMessageChunk(content=text[3:], usage_metadata=usage(text),
-                                                       chunk_position="last")),
+            ChatGenerationChunk(
+                message=AIMessageChunk(content=text[3:], usage_metadata=usage(text), chunk_position="last")
+            ),
         ]
 
     def _generate(self, messages, stop=None, run_manager=None, **kw):
@@ -165,11 +166,14 @@ def build(model_name: str, api: str):
     model = MODELS[model_name]()
     b = StateGraph(Answer)
     if api.startswith("a"):
+
         async def ask(s: Answer):
             return {"answer": await call_async(model, api)}
     else:
+
         def ask(s: Answer):
             return {"answer": call_sync(model, api)}
+
     b.add_node("ask", ask)
     b.add_edge(START, "ask")
     b.add_edge("ask", END)
@@ -241,15 +245,19 @@ def build_batch(api: str):
     same = [HumanMessage("the same question")]
     b = StateGraph(Answers)
     if api == "abatch":
+
         async def ask(s: Answers):
             return {"answers": [m.content for m in await model.abatch([same] * 5)]}
     elif api == "batch_as_completed":
+
         def ask(s: Answers):
             done = dict(model.batch_as_completed([same] * 5))
             return {"answers": [done[i].content for i in range(5)]}
     else:
+
         def ask(s: Answers):
             return {"answers": [m.content for m in model.batch([same] * 5)]}
+
     b.add_node("ask", ask)
     b.add_edge(START, "ask")
     b.add_edge("ask", END)
@@ -334,8 +342,9 @@ def _provider_model(provider: str, server: Any) -> BaseChatModel:
         return ChatOpenAI(base_url=server.openai_base_url, api_key="sk-test", model="gpt-4o-mini", max_retries=0)
     from langchain_anthropic import ChatAnthropic
 
-    return ChatAnthropic(base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5",
-                         max_retries=0)
+    return ChatAnthropic(
+        base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5", max_retries=0
+    )
 
 
 def build_provider_structured(provider: str, method: str, server: Any, edited: bool):
@@ -351,8 +360,12 @@ def build_provider_structured(provider: str, method: str, server: Any, edited: b
     return b.compile()
 
 
-STRUCTURED = [("openai", "json_schema"), ("openai", "function_calling"),
-              ("anthropic", "function_calling"), ("anthropic", "json_schema")]
+STRUCTURED = [
+    ("openai", "json_schema"),
+    ("openai", "function_calling"),
+    ("anthropic", "function_calling"),
+    ("anthropic", "json_schema"),
+]
 
 
 @pytest.mark.parametrize(("provider", "method"), STRUCTURED, ids=[f"{p}-{m}" for p, m in STRUCTURED])
@@ -394,8 +407,9 @@ def test_json_mode_sends_no_schema_so_a_schema_edit_is_no_changed_request(tape, 
     sent = len(provider_server.requests)
     # flight: the call is served because its request is unchanged (strict would stop at the state the
     # edited parser writes, which differs from the recorded one)
-    result = tape.replay(rec.last_run_id, build_provider_structured("openai", "json_mode", provider_server, True),
-                         mode="flight")
+    result = tape.replay(
+        rec.last_run_id, build_provider_structured("openai", "json_mode", provider_server, True), mode="flight"
+    )
     assert (result.status, result.served, result.live) == ("finished", 1, 0), result.error
     assert result.output["verdict"] == {"label": "fine", "confidence": 0.5}
     assert len(provider_server.requests) == sent

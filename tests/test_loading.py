@@ -6,7 +6,7 @@ import sys
 
 from graphtape.loading import load_graph
 
-AGENT = '''
+AGENT = """
 from typing import TypedDict
 from langgraph.graph import END, START, StateGraph
 import graphtape
@@ -26,7 +26,7 @@ b.add_node("step", step)
 b.add_edge(START, "step")
 b.add_edge("step", END)
 graph = b.compile()
-'''
+"""
 
 
 def test_file_in_a_package_gets_its_dotted_name(tmp_path, monkeypatch):

@@ -88,8 +88,11 @@ run_records = st.builds(
 )
 
 
-@given(run=run_records, events=st.lists(st.tuples(st.text(min_size=1, max_size=10), json_values), max_size=6),
-       blobs=st.lists(st.binary(max_size=3000), max_size=5))
+@given(
+    run=run_records,
+    events=st.lists(st.tuples(st.text(min_size=1, max_size=10), json_values), max_size=6),
+    blobs=st.lists(st.binary(max_size=3000), max_size=5),
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_store_round_trip(new_store_url, run, events, blobs):
     tape = graphtape.connect(new_store_url())

@@ -37,8 +37,9 @@ def openai_model(server, **kw) -> ChatOpenAI:
 
 
 def anthropic_model(server, **kw) -> ChatAnthropic:
-    return ChatAnthropic(base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5",
-                         max_retries=0, **kw)
+    return ChatAnthropic(
+        base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5", max_retries=0, **kw
+    )
 
 
 MODELS = {"openai": openai_model, "anthropic": anthropic_model}
@@ -90,8 +91,9 @@ def test_tool_call_on_a_user_turn_then_text_after_the_result(provider_server, pr
     assert call["name"] == "lookup"
     assert call["args"]["query"].startswith("q-") and isinstance(call["args"]["limit"], int)
     assert call["id"]
-    after = model.invoke(ask + [AIMessage(content="", tool_calls=msg.tool_calls),
-                                ToolMessage("found", tool_call_id=call["id"])])
+    after = model.invoke(
+        ask + [AIMessage(content="", tool_calls=msg.tool_calls), ToolMessage("found", tool_call_id=call["id"])]
+    )
     assert after.content and not after.tool_calls
 
 
@@ -134,8 +136,11 @@ def test_anthropic_structured_output_streams(provider_server):
 
 @pytest.mark.parametrize("provider", MODELS)
 def test_scripted_replies_come_first_then_the_default_brain(provider_server, provider):
-    provider_server.script("one", {"tool_calls": [{"name": "lookup", "args": {"query": "x", "limit": 2}}]},
-                           lambda call: f"echo {call.last_text}")
+    provider_server.script(
+        "one",
+        {"tool_calls": [{"name": "lookup", "args": {"query": "x", "limit": 2}}]},
+        lambda call: f"echo {call.last_text}",
+    )
     model = MODELS[provider](provider_server).bind_tools([lookup])
     assert model.invoke("a").content == "one"
     assert model.invoke("b").tool_calls[0]["args"] == {"query": "x", "limit": 2}
@@ -151,8 +156,9 @@ def test_scripted_broken_tool_arguments_become_invalid_tool_calls(provider_serve
     assert msg.invalid_tool_calls[0]["name"] == "lookup"
 
 
-@pytest.mark.parametrize("provider,error", [("openai", openai.InternalServerError),
-                                            ("anthropic", anthropic.InternalServerError)])
+@pytest.mark.parametrize(
+    "provider,error", [("openai", openai.InternalServerError), ("anthropic", anthropic.InternalServerError)]
+)
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_fail_next_raises_the_provider_error_then_recovers(provider_server, provider, error, stream):
     model = MODELS[provider](provider_server)

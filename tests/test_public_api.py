@@ -44,7 +44,8 @@ def test_public_names_come_from_one_place():
     import types
 
     public = {
-        n for n in dir(graphtape)
+        n
+        for n in dir(graphtape)
         if n.isidentifier() and not n.startswith("_") and not isinstance(getattr(graphtape, n), types.ModuleType)
     }
     assert public - set(graphtape.__all__) == set()

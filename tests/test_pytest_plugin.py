@@ -19,7 +19,7 @@ from graphtape.testing import live_call_counts, reset_live_calls
 
 pytest_plugins = ["pytester"]
 
-APP = '''
+APP = """
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from graphtape.testing import SeededChatModel
@@ -39,9 +39,9 @@ def build():
     g.add_edge(START, "agent")
     g.add_edge("agent", END)
     return g.compile()
-'''
+"""
 
-TEST = '''
+TEST = """
 import pytest
 
 import agent_app
@@ -51,7 +51,7 @@ import agent_app
 def test_refund():
     out = agent_app.build().invoke({{"messages": [("human", "refund order A-1001")]}}, {config})
     assert out["messages"][-1].content
-'''
+"""
 
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 PROMPT = "You are a refund agent. Refund orders under 100 EUR."
@@ -59,14 +59,14 @@ TAPE = "tapes/test_agent/test_refund.jsonl"
 
 
 #: Written beside the inner tests: the modules of graphtape, LangGraph and langchain the inner run had loaded.
-CONFTEST = '''
+CONFTEST = """
 import sys
 from pathlib import Path
 
 def pytest_unconfigure(config):
     names = sorted(m for m in sys.modules if m.startswith(("graphtape", "langgraph", "langchain")))
     (Path(str(config.rootpath)) / "modules.txt").write_text("\\n".join(names))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -273,8 +273,10 @@ def test_a_changed_parameter_diverges_unless_ignored(pytester, app):
 
 
 def test_redacted_keys_never_reach_the_tape(pytester, app):
-    app(marker='(redact=["customer_email"])',
-        config='{"configurable": {"customer_email": "ann@example.com", "api_token": "sk-123"}}')
+    app(
+        marker='(redact=["customer_email"])',
+        config='{"configurable": {"customer_email": "ann@example.com", "api_token": "sk-123"}}',
+    )
     run(pytester)[0].assert_outcomes(passed=1)
     text = (pytester.path / TAPE).read_text(encoding="utf-8")
     assert "ann@example.com" not in text and "sk-123" not in text
@@ -290,7 +292,8 @@ def test_a_failing_test_keeps_no_recording(pytester, app):
 
 
 def test_fixture_without_marker_records_only_what_it_is_given(pytester, app):
-    pytester.makepyfile(test_agent='''
+    pytester.makepyfile(
+        test_agent="""
 import agent_app
 
 
@@ -299,7 +302,8 @@ def test_refund(graphtape_cassette):
     out = agent.invoke({"messages": [("human", "refund order A-1001")]})
     assert out["messages"][-1].content
     agent_app.build().invoke({"messages": [("human", "not recorded")]})
-''')
+"""
+    )
     result, live = run(pytester)
     result.assert_outcomes(passed=1)
     assert live == 2
@@ -311,7 +315,8 @@ def test_refund(graphtape_cassette):
 
 
 def test_class_tests_and_async_graphs(pytester, app):
-    pytester.makepyfile(test_agent='''
+    pytester.makepyfile(
+        test_agent="""
 import asyncio
 
 import pytest
@@ -329,7 +334,8 @@ class TestAgent:
     def test_stream(self):
         chunks = list(agent_app.build().stream({"messages": [("human", "hello")]}))
         assert chunks
-''')
+"""
+    )
     result, live = run(pytester)
     result.assert_outcomes(passed=2)
     assert live == 2
@@ -354,9 +360,12 @@ def test_marker_is_registered(pytester):
 
 
 def test_none_mode_fails_when_a_node_writes_a_different_state(pytester, app):
-    pytester.makepyfile(agent_app=APP.format(prompt=PROMPT, temperature=0.7).replace(
-        'return {"messages": [model.invoke(',
-        'import random\n        return {"messages": [("ai", str(random.random())), model.invoke('))
+    pytester.makepyfile(
+        agent_app=APP.format(prompt=PROMPT, temperature=0.7).replace(
+            'return {"messages": [model.invoke(',
+            'import random\n        return {"messages": [("ai", str(random.random())), model.invoke(',
+        )
+    )
     run(pytester)[0].assert_outcomes(passed=1)
     result, live = run(pytester, "--graphtape-mode=none")
     result.assert_outcomes(failed=1)
@@ -367,8 +376,10 @@ def test_none_mode_fails_when_a_node_writes_a_different_state(pytester, app):
 
 # -- normalisation keeps tapes replayable ------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["linear.jsonl", "fanout.jsonl", "agent.jsonl", "functional.jsonl",
-                                  "review_thread.jsonl"])
+
+@pytest.mark.parametrize(
+    "name", ["linear.jsonl", "fanout.jsonl", "agent.jsonl", "functional.jsonl", "review_thread.jsonl"]
+)
 def test_normalised_golden_tapes_still_replay_strictly(name, graphtape_replay, tmp_path):
     from graphtape.testing.normalize import normalize_export
     from tests import graphs

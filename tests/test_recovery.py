@@ -107,8 +107,12 @@ def test_sigkill_at_a_random_moment(seed, store_url, tmp_path, reference):
     tape = graphtape.connect(store_url)
     try:
         started = bool(tape.runs(thread_id="t-rand"))
-        recorded = {tape.request(c)["messages"][-1]["content"]
-                    for r in tape.runs(thread_id="t-rand") for c in tape.calls(r.run_id) if c.kind == "llm"}
+        recorded = {
+            tape.request(c)["messages"][-1]["content"]
+            for r in tape.runs(thread_id="t-rand")
+            for c in tape.calls(r.run_id)
+            if c.kind == "llm"
+        }
     finally:
         tape.close()
     if first.returncode == -9 and started:

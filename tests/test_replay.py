@@ -74,9 +74,7 @@ def test_compiled_subgraph_node_has_namespaced_calls(tape):
 
 
 def test_agent_loop_with_toolnode(tape):
-    rec, run_id, out, result = record_and_replay(
-        tape, graphs.build_agent, {"messages": [HumanMessage("find cats")]}
-    )
+    rec, run_id, out, result = record_and_replay(tape, graphs.build_agent, {"messages": [HumanMessage("find cats")]})
     kinds = [c.kind for c in tape.calls(run_id)]
     assert kinds == ["llm", "tool", "llm"]
     # served messages keep their recorded tool calls and ids
@@ -232,6 +230,7 @@ def test_streaming_apis_are_recorded_and_replayable(tape, api):
     if api == "stream":
         chunks = list(rec.stream({"topic": ""}, cfg, stream_mode="updates"))
     else:
+
         async def consume():
             fn = rec.astream if api == "astream" else rec.astream_events
             kw = {"stream_mode": "messages"} if api == "astream" else {"version": "v2"}

@@ -66,8 +66,9 @@ async def test_afork_aoverride_and_ainvalidate_from(tape):
     run_id = rec.last_run_id
     before_second = next(e.data["checkpoint_id"] for e in tape.events(run_id, ["checkpoint"]) if e.data["step"] == 1)
     with forbid():
-        forked = await tape.afork(before_second, graphs.build_async(), values={"draft": "edited"}, mode="strict",
-                                  run_id=run_id)
+        forked = await tape.afork(
+            before_second, graphs.build_async(), values={"draft": "edited"}, mode="strict", run_id=run_id
+        )
     # the edited draft changes second's request: strict says so
     assert forked.status == "diverged" and forked.divergence["node"] == "second"
     first_llm = next(c for c in tape.calls(run_id) if c.kind == "llm")
@@ -101,6 +102,7 @@ async def test_sync_replay_inside_a_running_loop_points_to_areplay_and_writes_no
 
 
 # -- one event loop per sync replay ------------------------------------------------------------------
+
 
 class LoopBoundModel(BaseChatModel):
     """Like a provider client's HTTP pool: bound to the event loop of its first call, unusable in another."""
@@ -175,6 +177,7 @@ def test_sync_flight_replay_of_an_async_thread_uses_one_loop(tape):
 
 # -- a run is replayed the way it was called --------------------------------------------------------
 
+
 def test_invoke_version_v2_replays_with_the_same_output_type(tape):
     rec = tape.record(graphs.build_linear(), name="linear")
     out = rec.invoke({"topic": ""}, version="v2")
@@ -209,7 +212,7 @@ def test_stream_runs_replay_through_stream_with_their_mode(tape):
     assert replayed.meta["checkpoints"] == tape.run(rec.last_run_id).meta["checkpoints"]
 
 
-TWO_TURNS_OPENAI = '''
+TWO_TURNS_OPENAI = """
 import asyncio
 import sys
 from typing import TypedDict
@@ -266,7 +269,7 @@ with graphtape.connect(url) as tape:
     else:
         result = tape.replay(sys.argv[4], graph, mode="flight")
         print(result.status, result.live, len(result.run_ids), result.error)
-'''
+"""
 
 
 def test_sync_flight_replay_with_chat_openai_in_a_fresh_process(tmp_path, provider_server):
@@ -280,8 +283,13 @@ def test_sync_flight_replay_with_chat_openai_in_a_fresh_process(tmp_path, provid
     url = f"sqlite:///{tmp_path}/tape.db"
 
     def run(*args: str) -> str:
-        done = subprocess.run([sys.executable, str(script), url, provider_server.openai_base_url, *args],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(script), url, provider_server.openai_base_url, *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().splitlines()[-1]
 

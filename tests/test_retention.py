@@ -59,13 +59,29 @@ def build_failing():
     return b.compile()
 
 
-def synthetic_run(tape, *, thread: str, status: str = "finished", started_days_ago: float = 40,
-                  meta: dict | None = None, replay_of: str | None = None, parent: str | None = None) -> str:
+def synthetic_run(
+    tape,
+    *,
+    thread: str,
+    status: str = "finished",
+    started_days_ago: float = 40,
+    meta: dict | None = None,
+    replay_of: str | None = None,
+    parent: str | None = None,
+) -> str:
     rid = str(uuid.uuid4())
     started = time.time() - started_days_ago * DAY
-    run = RunRecord(run_id=rid, thread_id=thread, graph="synthetic", status=status, started_at=started,
-                    ended_at=None if status == "running" else started + 1, meta=meta or {},
-                    replay_of=replay_of, parent_run_id=parent)
+    run = RunRecord(
+        run_id=rid,
+        thread_id=thread,
+        graph="synthetic",
+        status=status,
+        started_at=started,
+        ended_at=None if status == "running" else started + 1,
+        meta=meta or {},
+        replay_of=replay_of,
+        parent_run_id=parent,
+    )
     tape.store.write(WriteBatch(new_runs=[run], events=[EventRow(rid, 0, "run_started", started, {})]))
     return rid
 
@@ -130,8 +146,11 @@ def test_keep_last_keeps_thread_history_unless_truncating(tape):
     assert run_ids(tape) == {runs[2], other}
     # the thread is untouched for LangGraph, and the kept run replays from its own checkpoints
     assert tape.store.list_checkpoints(thread_id="long")
-    after_start = next(e.data["checkpoint_id"] for e in tape.events(runs[2], ["checkpoint"])
-                       if e.data["source"] == "loop" and not e.data["ns"])
+    after_start = next(
+        e.data["checkpoint_id"]
+        for e in tape.events(runs[2], ["checkpoint"])
+        if e.data["source"] == "loop" and not e.data["ns"]
+    )
     replays_strictly(tape, runs[2], from_checkpoint=after_start)
 
     # keep_last=0 keeps nothing: every run goes, the replay just made included
@@ -262,8 +281,19 @@ def test_criteria_are_checked(tape):
         plan_prune(tape, older_than=-5)
 
 
-@pytest.mark.parametrize("text, seconds", [("30d", 30 * DAY), ("12h", 43200), ("90m", 5400), ("45s", 45),
-                                           ("2w", 14 * DAY), ("1.5h", 5400), ("600", 600), (" 7D ", 7 * DAY)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("30d", 30 * DAY),
+        ("12h", 43200),
+        ("90m", 5400),
+        ("45s", 45),
+        ("2w", 14 * DAY),
+        ("1.5h", 5400),
+        ("600", 600),
+        (" 7D ", 7 * DAY),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -352,7 +382,7 @@ def test_cli_prune_errors(tape, store_url):  # tape: the store exists (a missing
 # recover from the command line
 # ---------------------------------------------------------------------------
 
-AGENT = '''
+AGENT = """
 from typing import TypedDict
 
 from langchain_core.messages import HumanMessage
@@ -377,7 +407,7 @@ b.add_node(ask)
 b.add_edge(START, "ask")
 b.add_edge("ask", END)
 graph = b.compile()
-'''
+"""
 
 
 @pytest.fixture

@@ -37,8 +37,10 @@ def found_in(data: bytes | str) -> list[str]:
 def record_with_secrets(store_url: str) -> tuple[str, str]:
     with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
         agent = tape.record(graphs.build_linear(), name="linear")
-        config = {"configurable": {"thread_id": "secret-thread", **SECRETS},
-                  "metadata": {"auth_token": META_SECRET, "team": "blue"}}
+        config = {
+            "configurable": {"thread_id": "secret-thread", **SECRETS},
+            "metadata": {"auth_token": META_SECRET, "team": "blue"},
+        }
         agent.invoke({}, config)
         run_id = agent.last_run_id
         assert tape.run(run_id).status == "finished"
@@ -70,9 +72,18 @@ def test_secrets_are_in_no_export_or_output(store_url, tmp_path):
         assert found_in((tmp_path / name).read_bytes()) == []
 
     runner = CliRunner()
-    for args in (["runs", "--json"], ["runs"], ["show", run_id, "--json"], ["show", run_id],
-                 ["history", run_id, "--json"], ["history", "secret-thread"], ["state", checkpoint, "--json"],
-                 ["show", replay_id, "--json"], ["stats", "--json"], ["stats", "--prometheus"]):
+    for args in (
+        ["runs", "--json"],
+        ["runs"],
+        ["show", run_id, "--json"],
+        ["show", run_id],
+        ["history", run_id, "--json"],
+        ["history", "secret-thread"],
+        ["state", checkpoint, "--json"],
+        ["show", replay_id, "--json"],
+        ["stats", "--json"],
+        ["stats", "--prometheus"],
+    ):
         result = runner.invoke(app, ["--url", store_url, *args], env=ENV)
         assert result.exit_code == 0, (args, result.stdout, result.stderr)
         assert found_in(result.stdout) == [], args
@@ -100,8 +111,9 @@ def test_a_foreign_saver_gets_what_langgraph_gives_it_and_the_tape_stays_clean(s
     saver = InMemorySaver()
     with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
         agent = tape.record(graphs.build_linear().builder.compile(checkpointer=saver))
-        agent.invoke({}, {"configurable": {"thread_id": "own-saver", **SECRETS},
-                          "metadata": {"auth_token": META_SECRET}})
+        agent.invoke(
+            {}, {"configurable": {"thread_id": "own-saver", **SECRETS}, "metadata": {"auth_token": META_SECRET}}
+        )
     assert found_in(raw_dump(store_url)) == []
     stored = saver.get_tuple({"configurable": {"thread_id": "own-saver"}})
     assert stored is not None

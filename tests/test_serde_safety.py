@@ -37,9 +37,7 @@ PAYLOAD_MODULE = "gt_hostile_payload"
 def payload_module(tmp_path, monkeypatch):
     """A module on sys.path whose import creates the marker: a decoder that imports by name runs it."""
     (tmp_path / f"{PAYLOAD_MODULE}.py").write_text(
-        f"open({MARKER!r}, 'w').close()\n"
-        "class Order:\n    pass\n"
-        "class Boom(Exception):\n    pass\n",
+        f"open({MARKER!r}, 'w').close()\nclass Order:\n    pass\nclass Boom(Exception):\n    pass\n",
         encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -76,11 +74,16 @@ def test_a_value_naming_a_callable_decodes_as_plain_data(env, payload_module):
     assert value == expected
 
 
-@pytest.mark.parametrize("name", ["os:system", "builtins:eval", "subprocess:Popen", f"{PAYLOAD_MODULE}:Boom",
-                                  "builtins:SystemExit", "not a name"])
+@pytest.mark.parametrize(
+    "name",
+    ["os:system", "builtins:eval", "subprocess:Popen", f"{PAYLOAD_MODULE}:Boom", "builtins:SystemExit", "not a name"],
+)
 def test_a_recorded_error_naming_a_callable_comes_back_as_recorded_error(name, payload_module):
-    info = {"type": name, "message": f"touch {MARKER}",
-            "detail": json.dumps({"args": [{"t": "json", "v": f"touch {MARKER}"}]})}
+    info = {
+        "type": name,
+        "message": f"touch {MARKER}",
+        "detail": json.dumps({"args": [{"t": "json", "v": f"touch {MARKER}"}]}),
+    }
     with pytest.warns(GraphtapeWarning, match="not an allowed class"):
         error = rebuild_error(info)
     assert type(error) is RecordedError and str(error) == f"{name}: touch {MARKER}"
@@ -92,8 +95,12 @@ def test_langchain_payloads_revive_data_classes_only(monkeypatch):
     with pytest.raises(ValueError, match="not allowed"):
         serde.load_lc(template)
     monkeypatch.setenv("GT_TEST_SECRET", "s3cret")
-    leak = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
-            "kwargs": {"content": {"lc": 1, "type": "secret", "id": ["GT_TEST_SECRET"]}}}
+    leak = {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "AIMessage"],
+        "kwargs": {"content": {"lc": 1, "type": "secret", "id": ["GT_TEST_SECRET"]}},
+    }
     try:
         msg = serde.load_lc(leak)
     except (ValueError, KeyError, TypeError):
@@ -102,6 +109,7 @@ def test_langchain_payloads_revive_data_classes_only(monkeypatch):
 
 
 # -- what is allowed ------------------------------------------------------------------------------
+
 
 class Colour(enum.Enum):
     RED = "red"
@@ -165,8 +173,11 @@ def test_trusted_packages_give_data_classes_not_clients(monkeypatch):
     from langchain_openai import ChatOpenAI
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    env = {"t": "pydantic", "c": f"{ChatOpenAI.__module__}:ChatOpenAI",
-           "v": {"model": "gpt-4o", "base_url": "http://attacker.invalid"}}
+    env = {
+        "t": "pydantic",
+        "c": f"{ChatOpenAI.__module__}:ChatOpenAI",
+        "v": {"model": "gpt-4o", "base_url": "http://attacker.invalid"},
+    }
     with pytest.warns(GraphtapeWarning, match="ChatOpenAI"):
         value = serde.decode_value(env)
     assert value == env["v"]
@@ -191,12 +202,22 @@ REFUSED = {
 def test_import_check_accepts_what_recordings_contain():
     from graphtape.typepolicy import clearly_not_data
 
-    for name, kind in [("builtins:KeyboardInterrupt", "error"), ("json.decoder:JSONDecodeError", "error"),
-                       ("langgraph.types:Command", "dataclass"), ("someapp.models:Order", "pydantic"),
-                       (f"{Colour.__module__}:Colour", "enum")]:
+    for name, kind in [
+        ("builtins:KeyboardInterrupt", "error"),
+        ("json.decoder:JSONDecodeError", "error"),
+        ("langgraph.types:Command", "dataclass"),
+        ("someapp.models:Order", "pydantic"),
+        (f"{Colour.__module__}:Colour", "enum"),
+    ]:
         assert clearly_not_data(name, kind) is None, name
-    for name, kind in [("os:system", "enum"), ("os.path:join", "dataclass"), ("builtins:eval", "error"),
-                       ("subprocess:Popen", "dataclass"), ("shutil:rmtree", "pydantic"), ("os", "enum")]:
+    for name, kind in [
+        ("os:system", "enum"),
+        ("os.path:join", "dataclass"),
+        ("builtins:eval", "error"),
+        ("subprocess:Popen", "dataclass"),
+        ("shutil:rmtree", "pydantic"),
+        ("os", "enum"),
+    ]:
         assert clearly_not_data(name, kind) is not None, name
 
 
@@ -213,8 +234,9 @@ def test_cli_import_refuses_a_tape_that_names_code(tmp_path, payload_module):
 
     from graphtape.cli import app
 
-    result = CliRunner().invoke(app, ["import", str(HOSTILE / "os_system.must_refuse.jsonl"),
-                                      "--into", f"sqlite:///{tmp_path}/t.db"])
+    result = CliRunner().invoke(
+        app, ["import", str(HOSTILE / "os_system.must_refuse.jsonl"), "--into", f"sqlite:///{tmp_path}/t.db"]
+    )
     assert result.exit_code != 0
     assert "os:system" in result.output and "refused" in result.output
     assert nothing_ran()

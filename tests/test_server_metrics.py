@@ -39,8 +39,9 @@ class Served:
 
     def __init__(self, app):
         self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off",
-                                ws="none", access_log=False)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off", ws="none", access_log=False
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
 
@@ -133,9 +134,21 @@ def test_graphtape_serve(tape, store_url, tmp_path):  # tape: the store exists (
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop("GRAPHTAPE_URL", None)
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from graphtape.cli import main; main()", "--url", store_url, "serve",
-         "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from graphtape.cli import main; main()",
+            "--url",
+            store_url,
+            "serve",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -150,7 +163,7 @@ def test_graphtape_serve(tape, store_url, tmp_path):  # tape: the store exists (
                 time.sleep(0.1)
         assert body["status"] == "ok"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as resp:
-            assert "graphtape_runs{status=\"finished\"} 0" in resp.read().decode()
+            assert 'graphtape_runs{status="finished"} 0' in resp.read().decode()
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=30)
@@ -162,7 +175,8 @@ def test_serve_errors(store_url):
 
     from graphtape.cli import app
 
-    result = CliRunner().invoke(app, ["--url", store_url, "serve", "--port", "70000"],
-                                env={"NO_COLOR": "1", "GRAPHTAPE_URL": None})
+    result = CliRunner().invoke(
+        app, ["--url", store_url, "serve", "--port", "70000"], env={"NO_COLOR": "1", "GRAPHTAPE_URL": None}
+    )
     assert result.exit_code == 2
     assert result.stderr.splitlines() == ["error: --port must be between 1 and 65535, not 70000"]

@@ -65,8 +65,9 @@ def openai_model(server, **kw) -> ChatOpenAI:
 
 
 def anthropic_model(server, **kw) -> ChatAnthropic:
-    return ChatAnthropic(base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5",
-                         max_retries=0, **kw)
+    return ChatAnthropic(
+        base_url=server.anthropic_base_url, api_key="sk-ant-test", model="claude-sonnet-4-5", max_retries=0, **kw
+    )
 
 
 MODELS = {"openai": openai_model, "anthropic": anthropic_model}
@@ -142,15 +143,19 @@ def describe_error(exc: Exception, request) -> str:
 
 
 def build_recovering_agent(server):
-    return create_agent(openai_model(server), tools=[quota_lookup, search_web],
-                        middleware=[ToolErrorMiddleware(on_error=describe_error, tools=["quota_lookup"])],
-                        system_prompt="You are a careful researcher.")
+    return create_agent(
+        openai_model(server),
+        tools=[quota_lookup, search_web],
+        middleware=[ToolErrorMiddleware(on_error=describe_error, tools=["quota_lookup"])],
+        system_prompt="You are a careful researcher.",
+    )
 
 
 def test_create_agent_recovers_from_a_tool_error_and_replays_exactly(sqlite_tape, provider_server):
     tape, server = sqlite_tape, provider_server
-    server.script({"tool_calls": [{"name": "quota_lookup", "args": {"q": "cats"}},
-                                  {"name": "search_web", "args": {"q": "cats"}}]})
+    server.script(
+        {"tool_calls": [{"name": "quota_lookup", "args": {"q": "cats"}}, {"name": "search_web", "args": {"q": "cats"}}]}
+    )
     rec = tape.record(build_recovering_agent(server), name="agent")
     cfg = {"configurable": {"thread_id": "agent-err"}}
     out = rec.invoke({"messages": [HumanMessage("find cats")]}, cfg)
@@ -166,8 +171,10 @@ def test_create_agent_recovers_from_a_tool_error_and_replays_exactly(sqlite_tape
 def test_create_agent_recovers_from_invalid_tool_arguments_and_replays_exactly(sqlite_tape, provider_server):
     """The model sends arguments the tool's schema rejects (a pydantic ValidationError), then good ones."""
     tape, server = sqlite_tape, provider_server
-    server.script({"tool_calls": [{"name": "search_web", "args": {"query": "cats", "limit": "ten"}}]},
-                  {"tool_calls": [{"name": "search_web", "args": {"q": "cats"}}]})
+    server.script(
+        {"tool_calls": [{"name": "search_web", "args": {"query": "cats", "limit": "ten"}}]},
+        {"tool_calls": [{"name": "search_web", "args": {"q": "cats"}}]},
+    )
     build = lambda: create_agent(openai_model(server), tools=[search_web])  # noqa: E731
     rec = tape.record(build(), name="agent")
     cfg = {"configurable": {"thread_id": "agent-args"}}
@@ -196,9 +203,11 @@ def test_human_edit_with_unsorted_keys_replays_exactly(tape, provider_server, in
     server = provider_server
 
     def build():
-        return create_agent(openai_model(server), tools=[send_email],
-                            middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True},
-                                                                 interrupt_mode=interrupt_mode)])
+        return create_agent(
+            openai_model(server),
+            tools=[send_email],
+            middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True}, interrupt_mode=interrupt_mode)],
+        )
 
     rec = tape.record(build(), name="mailer")
     cfg = {"configurable": {"thread_id": f"hitl-{interrupt_mode}"}}
@@ -245,8 +254,9 @@ def build_toolnode_agent(server):
 
 def test_toolnode_handled_errors_replay_exactly(sqlite_tape, provider_server):
     tape, server = sqlite_tape, provider_server
-    server.script({"tool_calls": [{"name": "quota_lookup", "args": {"q": "cats"}},
-                                  {"name": "search_web", "args": {"q": 42}}]})
+    server.script(
+        {"tool_calls": [{"name": "quota_lookup", "args": {"q": "cats"}}, {"name": "search_web", "args": {"q": 42}}]}
+    )
     rec = tape.record(build_toolnode_agent(server), name="toolnode")
     cfg = {"configurable": {"thread_id": "tn"}}
     out = rec.invoke({"messages": [HumanMessage("find cats")]}, cfg)
@@ -370,8 +380,13 @@ def build_forecast(server, provider: str, method: str, schema: type[BaseModel] =
     return b.compile()
 
 
-STRUCTURED = [("openai", "json_schema"), ("openai", "function_calling"), ("openai", "json_mode"),
-              ("anthropic", "function_calling"), ("anthropic", "json_schema")]
+STRUCTURED = [
+    ("openai", "json_schema"),
+    ("openai", "function_calling"),
+    ("openai", "json_mode"),
+    ("anthropic", "function_calling"),
+    ("anthropic", "json_schema"),
+]
 
 
 def script_json_mode(server, method: str, schema: type[BaseModel]) -> None:
@@ -489,8 +504,11 @@ class AsyncStreamOnlyModel(BaseChatModel):
         for i, piece in enumerate([text[:5], text[5:]]):
             await asyncio.sleep(0)
             last = i == 1
-            yield ChatGenerationChunk(message=AIMessageChunk(content=piece, usage_metadata=usage(text) if last else None,
-                                                             chunk_position="last" if last else None))
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=piece, usage_metadata=usage(text) if last else None, chunk_position="last" if last else None
+                )
+            )
 
 
 class Texts(TypedDict, total=False):
@@ -671,8 +689,11 @@ def test_invoke_version_v2_replays_as_recorded(sqlite_tape, provider_server):
     tape, server = sqlite_tape, provider_server
 
     def build():
-        return create_agent(openai_model(server), tools=[send_email],
-                            middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})])
+        return create_agent(
+            openai_model(server),
+            tools=[send_email],
+            middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
+        )
 
     rec = tape.record(build(), name="mailer-v2")
     cfg = {"configurable": {"thread_id": "v2"}}

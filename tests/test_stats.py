@@ -74,15 +74,31 @@ def rank(values, q):
     return values[max(0, math.ceil(q * len(values)) - 1)]
 
 
-def write_run(tape, *, thread: str, status: str = "running", events: list[tuple[str, float, dict]] = (),
-              started: float | None = None) -> str:
+def write_run(
+    tape,
+    *,
+    thread: str,
+    status: str = "running",
+    events: list[tuple[str, float, dict]] = (),
+    started: float | None = None,
+) -> str:
     rid = str(uuid.uuid4())
     started = started if started is not None else time.time() - 3600
-    tape.store.write(WriteBatch(
-        new_runs=[RunRecord(run_id=rid, thread_id=thread, graph="g", status=status, started_at=started,
-                            ended_at=None if status == "running" else started + 1)],
-        events=[EventRow(rid, i, kind, ts, data) for i, (kind, ts, data) in enumerate(events)],
-    ))
+    tape.store.write(
+        WriteBatch(
+            new_runs=[
+                RunRecord(
+                    run_id=rid,
+                    thread_id=thread,
+                    graph="g",
+                    status=status,
+                    started_at=started,
+                    ended_at=None if status == "running" else started + 1,
+                )
+            ],
+            events=[EventRow(rid, i, kind, ts, data) for i, (kind, ts, data) in enumerate(events)],
+        )
+    )
     return rid
 
 
@@ -95,13 +111,17 @@ def test_stats_on_a_recorded_set(tape):
     assert stats.sampled_runs == 4 and stats.stuck_threads == [] and stats.orphaned_runs == 0
 
     sizes = [naive_tape_bytes(store, rid) for rid in ids]
-    assert stats.run_tape_bytes == Summary(count=4, sum=sum(sizes), p50=rank(sizes, 0.5), p95=rank(sizes, 0.95),
-                                           max=max(sizes))
+    assert stats.run_tape_bytes == Summary(
+        count=4, sum=sum(sizes), p50=rank(sizes, 0.5), p95=rank(sizes, 0.95), max=max(sizes)
+    )
     rows = store.list_checkpoints()
     cps = [len(r.body) + closure(store, set(r.values.values()), set()) for r in rows]
     assert stats.sampled_checkpoints == len(rows) > 0
     assert (stats.checkpoint_bytes.count, stats.checkpoint_bytes.max, stats.checkpoint_bytes.p50) == (
-        len(cps), max(cps), rank(cps, 0.5))
+        len(cps),
+        max(cps),
+        rank(cps, 0.5),
+    )
 
     # every run recorded its store writes
     metas = [tape.run(rid).meta["write_ms"] for rid in ids]
@@ -113,10 +133,18 @@ def test_stats_on_a_recorded_set(tape):
     nodes = stats.node_durations
     assert {k: v.count for k, v in nodes.items()} == {"start": 3, "write": 3, "rate": 3, "agent": 2, "tools": 1}
     for node, s in nodes.items():
-        durations = [e.data["duration"] for rid in ids for e in store.events(rid, ["task_finished", "task_started"])
-                     if e.kind == "task_finished" and _node_of(store, rid, e.data["task"]) == node]
-        assert (s.p50, s.p95, s.max, s.count) == (rank(durations, 0.5), rank(durations, 0.95), max(durations),
-                                                  len(durations))
+        durations = [
+            e.data["duration"]
+            for rid in ids
+            for e in store.events(rid, ["task_finished", "task_started"])
+            if e.kind == "task_finished" and _node_of(store, rid, e.data["task"]) == node
+        ]
+        assert (s.p50, s.p95, s.max, s.count) == (
+            rank(durations, 0.5),
+            rank(durations, 0.95),
+            max(durations),
+            len(durations),
+        )
 
 
 def _node_of(store, run_id, task):
@@ -146,12 +174,16 @@ def test_size_warning_and_sampling(tape):
 def test_stuck_and_orphaned_threads(tape):
     now = time.time()
     # alive (lease held) and inside a node for 20 minutes
-    stuck = write_run(tape, thread="T", events=[
-        ("run_started", now - 1500, {}),
-        ("task_started", now - 1400, {"node_path": "plan", "step": 1, "task": "plan:1"}),
-        ("task_finished", now - 1300, {"task": "plan:1", "duration": 100.0}),
-        ("task_started", now - 1200, {"node_path": "agent/llm", "step": 2, "task": "agent:2|llm:3"}),
-    ])
+    stuck = write_run(
+        tape,
+        thread="T",
+        events=[
+            ("run_started", now - 1500, {}),
+            ("task_started", now - 1400, {"node_path": "plan", "step": 1, "task": "plan:1"}),
+            ("task_finished", now - 1300, {"task": "plan:1", "duration": 100.0}),
+            ("task_started", now - 1200, {"node_path": "agent/llm", "step": 2, "task": "agent:2|llm:3"}),
+        ],
+    )
     assert tape.store.acquire_lease("thread:T", "someone", ttl=60) is not None
     # alive, between steps, last event 10 minutes ago
     idle = write_run(tape, thread="U", events=[("run_started", now - 600, {})])
@@ -165,7 +197,9 @@ def test_stuck_and_orphaned_threads(tape):
     stats = collect_stats(tape, stuck_after=300)
     assert stats.runs_by_status["running"] == 4 and stats.sampled_runs == 0
     assert [(s.thread_id, s.run_id, s.node, s.owner) for s in stats.stuck_threads] == [
-        ("T", stuck, "agent/llm", "someone"), ("U", idle, None, "someone-else")]
+        ("T", stuck, "agent/llm", "someone"),
+        ("U", idle, None, "someone-else"),
+    ]
     assert stats.stuck_threads[0].seconds == pytest.approx(1200, abs=30)
     assert stats.orphaned_runs == 1
     assert [s.thread_id for s in collect_stats(tape, stuck_after=900).stuck_threads] == ["T"]
@@ -175,10 +209,10 @@ def test_stuck_and_orphaned_threads(tape):
 
 
 SAMPLE = re.compile(
-    r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)'
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)"
     r'(?:\{(?P<labels>[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
     r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*)\})?'
-    r' (?P<value>[-+]?(?:[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?|NaN|Inf))$'
+    r" (?P<value>[-+]?(?:[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?|NaN|Inf))$"
 )
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
 
@@ -204,8 +238,9 @@ def parse_exposition(text: str) -> dict[tuple[str, tuple], float]:
         family = re.sub(r"_(sum|count)$", "", name)
         assert name in types or family in types, f"{name} has no TYPE"
         labels = tuple(LABEL.findall(m.group("labels") or ""))
-        unescaped = tuple((k, re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), v))
-                          for k, v in labels)
+        unescaped = tuple(
+            (k, re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), v)) for k, v in labels
+        )
         key = (name, unescaped)
         assert key not in samples, f"duplicate sample {line!r}"
         samples[key] = float(m.group("value"))
@@ -216,10 +251,16 @@ def test_prometheus_text_parses_and_escapes_labels(tape):
     record_set(tape)
     weird = 'we"ird\\node\nname'
     now = time.time()
-    write_run(tape, thread="x", status="finished", started=now - 10, events=[
-        ("task_started", now - 9, {"node_path": weird, "task": "w:1"}),
-        ("task_finished", now - 8, {"task": "w:1", "duration": 0.25}),
-    ])
+    write_run(
+        tape,
+        thread="x",
+        status="finished",
+        started=now - 10,
+        events=[
+            ("task_started", now - 9, {"node_path": weird, "task": "w:1"}),
+            ("task_finished", now - 8, {"task": "w:1", "duration": 0.25}),
+        ],
+    )
     stats = collect_stats(tape)
     text = stats.to_prometheus()
     samples = parse_exposition(text)
@@ -230,8 +271,10 @@ def test_prometheus_text_parses_and_escapes_labels(tape):
     assert samples[("graphtape_run_tape_bytes_count", ())] == 5
     assert samples[("graphtape_checkpoint_bytes_count", ())] == stats.checkpoint_bytes.count
     assert samples[("graphtape_write_latency_seconds", (("quantile", "0.95"),))] == stats.write_latency.p95
-    assert samples[("graphtape_node_duration_seconds", (("node", "write"), ("quantile", "0.5")))] == \
-        stats.node_durations["write"].p50
+    assert (
+        samples[("graphtape_node_duration_seconds", (("node", "write"), ("quantile", "0.5")))]
+        == stats.node_durations["write"].p50
+    )
     assert samples[("graphtape_node_duration_seconds", (("node", weird), ("quantile", "1")))] == 0.25
     assert samples[("graphtape_node_duration_seconds_count", (("node", weird),))] == 1
     assert samples[("graphtape_size_warnings_total", (("kind", "run_tape"),))] == 0
@@ -287,8 +330,10 @@ def test_cli_stats(tape, store_url):
     assert "1 orphaned run(s)" in out and "graphtape recover" in out
 
     data = json.loads(cli(store_url, "stats", "--json", "--stuck-after", "2000").stdout)
-    assert data["runs"] == {"total": 6, "by_status": {"running": 2, "finished": 4, "interrupted": 0, "failed": 0,
-                                                      "diverged": 0, "crashed": 0}}
+    assert data["runs"] == {
+        "total": 6,
+        "by_status": {"running": 2, "finished": 4, "interrupted": 0, "failed": 0, "diverged": 0, "crashed": 0},
+    }
     assert data["stuck_threads"] == [] and data["orphaned_runs"] == 1 and data["sampled_runs"] == len(ids)
     assert set(data["node_duration_seconds"]) == {"start", "write", "rate", "agent", "tools"}
 

@@ -44,11 +44,14 @@ def test_a_v4_tape_gains_listing_columns_and_keeps_its_checkpoints(tmp_path):
     for script in MIGRATIONS[:4]:
         conn.executescript(script)
     conn.execute("PRAGMA user_version=4")
-    insert = ("INSERT INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, "
-              "created_at, metadata, body, channel_values) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+    insert = (
+        "INSERT INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, "
+        "created_at, metadata, body, channel_values) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    )
     conn.execute(insert, ("t", "", "c1", None, "r1", 0, "loop", "2026-01-01", '{"step": 0}', b"b1", "{}"))
-    conn.execute(insert, ("t", "", "c2", "c1", None, 1, "update", "2026-01-02",
-                          '{"graphtape_copied_from": "x9"}', b"b2", "{}"))
+    conn.execute(
+        insert, ("t", "", "c2", "c1", None, 1, "update", "2026-01-02", '{"graphtape_copied_from": "x9"}', b"b2", "{}")
+    )
     conn.commit()
     conn.close()
 
@@ -58,7 +61,9 @@ def test_a_v4_tape_gains_listing_columns_and_keeps_its_checkpoints(tmp_path):
         rows = {r.checkpoint_id: r for r in store.list_checkpoints(thread_id="t")}
         assert set(rows) == {"c1", "c2"} and rows["c1"].writers is None and rows["c2"].body == b"b2"
         assert store._query("SELECT checkpoint_id, copied_from FROM gt_checkpoints ORDER BY checkpoint_id") == [
-            ("c1", None), ("c2", "x9")]
+            ("c1", None),
+            ("c2", "x9"),
+        ]
     finally:
         store.close()
 
@@ -121,8 +126,11 @@ def test_two_writers_in_parallel(tmp_path):
     def writer(i):
         try:
             for n in range(30):
-                stores[i].write(WriteBatch(new_runs=[RunRecord(run_id=f"{i}-{n}", thread_id="t", graph="g",
-                                                               started_at=time.time())]))
+                stores[i].write(
+                    WriteBatch(
+                        new_runs=[RunRecord(run_id=f"{i}-{n}", thread_id="t", graph="g", started_at=time.time())]
+                    )
+                )
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -138,10 +146,14 @@ def test_two_writers_in_parallel(tmp_path):
 
 
 def test_run_prefix_resolution(tape):
-    tape.store.write(WriteBatch(new_runs=[
-        RunRecord(run_id="abcd1111", thread_id="t", graph="g", started_at=1.0),
-        RunRecord(run_id="abcd2222", thread_id="t", graph="g", started_at=2.0),
-    ]))
+    tape.store.write(
+        WriteBatch(
+            new_runs=[
+                RunRecord(run_id="abcd1111", thread_id="t", graph="g", started_at=1.0),
+                RunRecord(run_id="abcd2222", thread_id="t", graph="g", started_at=2.0),
+            ]
+        )
+    )
     assert tape.run("abcd1").run_id == "abcd1111"
     with pytest.raises(graphtape.RunNotFound, match="ambiguous"):
         tape.run("abcd")

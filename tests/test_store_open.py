@@ -47,9 +47,19 @@ def test_read_only_open_of_a_missing_store_creates_nothing(new_store_url):
         store.close()
 
 
-@pytest.mark.parametrize("command", [["runs"], ["show", "abcd1234"], ["history", "abcd1234"], ["stats"],
-                                     ["prune", "--older-than", "1d"], ["recover", "--dry-run"],
-                                     ["export", "abcd1234", "-o", "out.jsonl"], ["serve", "--port", "9"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["show", "abcd1234"],
+        ["history", "abcd1234"],
+        ["stats"],
+        ["prune", "--older-than", "1d"],
+        ["recover", "--dry-run"],
+        ["export", "abcd1234", "-o", "out.jsonl"],
+        ["serve", "--port", "9"],
+    ],
+)
 def test_reading_commands_on_a_mistyped_url_say_so_and_create_nothing(new_store_url, capsys, monkeypatch, command):
     url = new_store_url()
     monkeypatch.setenv("GRAPHTAPE_URL", url)
@@ -131,8 +141,9 @@ def test_the_locked_message_names_the_url_option(tmp_path):
     store = open_store(f"sqlite:///{path}?busy_timeout=0.05")
     try:
         batch = WriteBatch()
-        batch.new_runs.append(RunRecord(run_id="r1", thread_id="t", graph="g", status="running",
-                                        started_at=0.0, mode="record"))
+        batch.new_runs.append(
+            RunRecord(run_id="r1", thread_id="t", graph="g", status="running", started_at=0.0, mode="record")
+        )
         with pytest.raises(DatabaseLocked, match=r"\?busy_timeout=\d+"):
             store.write(batch)
     finally:

@@ -46,8 +46,10 @@ def server() -> str:
         psycopg.connect(BASE_URL, connect_timeout=3).close()
     except psycopg.Error as exc:
         shown = parse_url(BASE_URL)[2].rsplit("schema=", 1)[0].rstrip("?&")
-        reason = (f"no PostgreSQL server at {shown} ({' '.join(str(exc).split())}); "
-                  "start one or point GRAPHTAPE_TEST_POSTGRES_URL at one")
+        reason = (
+            f"no PostgreSQL server at {shown} ({' '.join(str(exc).split())}); "
+            "start one or point GRAPHTAPE_TEST_POSTGRES_URL at one"
+        )
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
@@ -91,8 +93,13 @@ def _sql(url: str, query: str, params=None):
 
 
 def _run(run_id: str | None = None, **kw) -> RunRecord:
-    return RunRecord(run_id=run_id or uuid.uuid4().hex, thread_id=kw.pop("thread_id", "t"), graph="g",
-                     started_at=kw.pop("started_at", time.time()), **kw)
+    return RunRecord(
+        run_id=run_id or uuid.uuid4().hex,
+        thread_id=kw.pop("thread_id", "t"),
+        graph="g",
+        started_at=kw.pop("started_at", time.time()),
+        **kw,
+    )
 
 
 def _blob(data: bytes) -> tuple[str, bytes]:
@@ -100,8 +107,19 @@ def _blob(data: bytes) -> tuple[str, bytes]:
 
 
 def _checkpoint(thread: str, cid: str, ns: str = "", values=None, **meta) -> CheckpointRow:
-    return CheckpointRow(thread, ns, cid, None, meta.get("run_id"), meta.get("step"), meta.get("source"),
-                         "2026-01-01T00:00:00+00:00", meta, b"body-" + cid.encode(), values or {})
+    return CheckpointRow(
+        thread,
+        ns,
+        cid,
+        None,
+        meta.get("run_id"),
+        meta.get("step"),
+        meta.get("source"),
+        "2026-01-01T00:00:00+00:00",
+        meta,
+        b"body-" + cid.encode(),
+        values or {},
+    )
 
 
 # -- URLs and connections ------------------------------------------------------------
@@ -219,8 +237,11 @@ def test_stores_opening_at_once_migrate_once(pg_url):
 def test_tables_live_in_the_named_schema_only(pg_url, server):
     PostgresTapeStore(pg_url).close()
     schema = parse_url(pg_url)[1]
-    rows = _sql(server, "SELECT table_schema FROM information_schema.tables WHERE table_name = 'gt_runs' "
-                        "AND table_schema = %s", (schema,))
+    rows = _sql(
+        server,
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'gt_runs' AND table_schema = %s",
+        (schema,),
+    )
     assert rows == [(schema,)]
 
 
@@ -234,10 +255,17 @@ def test_a_user_without_create_rights_opens_an_up_to_date_store(pg_url):
     except psycopg.errors.InsufficientPrivilege:
         pytest.skip("the test server's user may not create roles")
     try:
-        _sql(pg_url, f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"; '
-                     f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
-        (may_create,) = _sql(pg_url, "SELECT has_database_privilege(%s, current_database(), 'CREATE') "
-                                     "OR has_schema_privilege(%s, current_schema(), 'CREATE')", (role, role))[0]
+        _sql(
+            pg_url,
+            f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"; '
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"',
+        )
+        (may_create,) = _sql(
+            pg_url,
+            "SELECT has_database_privilege(%s, current_database(), 'CREATE') "
+            "OR has_schema_privilege(%s, current_schema(), 'CREATE')",
+            (role, role),
+        )[0]
         assert not may_create
         parts = urllib.parse.urlsplit(pg_url)
         limited_url = parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}").geturl()
@@ -269,7 +297,9 @@ def test_a_failed_batch_writes_nothing(store):
     h, data = _blob(b"fresh" * 500)
     chain = {serde.digest(b"node"): (None, h)}
     bad = WriteBatch(
-        blobs={h: data}, chains=chain, checkpoints=[_checkpoint("t", "c1")],
+        blobs={h: data},
+        chains=chain,
+        checkpoints=[_checkpoint("t", "c1")],
         writes=[WriteRow("t", "", "c1", "task", "", 0, "ch", h)],
         run_updates=[(run.run_id, {"status": "finished"})],
         events=[EventRow(run.run_id, 1, "ok", 2.0, {}), EventRow(run.run_id, 0, "dup", 2.0, {})],
@@ -285,8 +315,12 @@ def test_a_failed_batch_writes_nothing(store):
 
 def test_writes_replace_or_keep_first_within_one_batch(store):
     w = lambda idx, value, replace: WriteRow("t", "", "c1", "task", "p", idx, "ch", value, replace)  # noqa: E731
-    store.write(WriteBatch(writes=[w(0, "a", False), w(0, "b", False), w(-1, "x", True), w(-1, "y", True)],
-                           checkpoints=[_checkpoint("t", "c1", step=1), _checkpoint("t", "c1", step=2)]))
+    store.write(
+        WriteBatch(
+            writes=[w(0, "a", False), w(0, "b", False), w(-1, "x", True), w(-1, "y", True)],
+            checkpoints=[_checkpoint("t", "c1", step=1), _checkpoint("t", "c1", step=2)],
+        )
+    )
     assert {(x.idx, x.value) for x in store.get_writes("t", "", "c1")} == {(0, "a"), (-1, "y")}
     assert store.get_checkpoint("t", "", "c1").step == 2
 
@@ -296,12 +330,18 @@ def test_one_statement_batch_applies_like_row_by_row(store):
     old = _run("old")
     store.write(WriteBatch(new_runs=[old]))
     new = _run("new")
-    store.write(WriteBatch(
-        new_runs=[new],
-        run_updates=[("new", {"status": "finished", "tokens": 3}), ("old", {"status": "failed", "error": "x"}),
-                     ("new", {"tokens": 5, "meta": {"a": 1}}), ("old", {"error": "y"}),
-                     ("ghost", {"status": "failed"})],
-    ))
+    store.write(
+        WriteBatch(
+            new_runs=[new],
+            run_updates=[
+                ("new", {"status": "finished", "tokens": 3}),
+                ("old", {"status": "failed", "error": "x"}),
+                ("new", {"tokens": 5, "meta": {"a": 1}}),
+                ("old", {"error": "y"}),
+                ("ghost", {"status": "failed"}),
+            ],
+        )
+    )
     got_new, got_old = store.get_run("new"), store.get_run("old")
     assert (got_new.status, got_new.tokens, got_new.meta) == ("finished", 5, {"a": 1})
     assert (got_old.status, got_old.error) == ("failed", "y")
@@ -331,8 +371,11 @@ def test_concurrent_writers_sharing_new_blobs_do_not_deadlock(pg_url, monkeypatc
     monkeypatch.setattr(postgres, "WRITE_ATTEMPTS", 1)  # a deadlock would surface instead of being retried
     stores = [PostgresTapeStore(pg_url) for _ in range(3)]
     # each inserted blob takes a millisecond, so that the writers' inserts overlap
-    _sql(pg_url, "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
-                 "$$ BEGIN PERFORM pg_sleep(0.001); RETURN NEW; END $$")
+    _sql(
+        pg_url,
+        "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(0.001); RETURN NEW; END $$",
+    )
     _sql(pg_url, "CREATE TRIGGER slow BEFORE INSERT ON gt_blobs FOR EACH ROW EXECUTE FUNCTION slow()")
     writers, rounds = 4, 5
     barrier = threading.Barrier(writers)
@@ -347,9 +390,13 @@ def test_concurrent_writers_sharing_new_blobs_do_not_deadlock(pg_url, monkeypatc
                 rng.shuffle(blobs)
                 run = _run(f"{n}-{i}")
                 barrier.wait()
-                stores[n % 3].write(WriteBatch(new_runs=[run], blobs=dict(blobs),
-                                               events=[EventRow(run.run_id, 0, "task_finished", 1.0,
-                                                                {"writes": blobs[0][0]})]))
+                stores[n % 3].write(
+                    WriteBatch(
+                        new_runs=[run],
+                        blobs=dict(blobs),
+                        events=[EventRow(run.run_id, 0, "task_finished", 1.0, {"writes": blobs[0][0]})],
+                    )
+                )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
             barrier.abort()
@@ -372,24 +419,30 @@ def test_concurrent_writers_sharing_new_blobs_do_not_deadlock(pg_url, monkeypatc
 
 def test_blobs_round_trip_compressed_past_one_kilobyte_without_pglz(store, pg_url):
     rng = random.Random(7)
-    blobs = dict([
-        _blob(b""),
-        _blob(b"\x00\xff binary \x00"),
-        _blob(b"a" * 1024),
-        _blob(b"b" * 1025),
-        _blob(bytes(rng.getrandbits(8) for _ in range(300_000))),  # incompressible
-        _blob(b'{"k":"' + b"v" * 2_000_000 + b'"}'),
-    ])
+    blobs = dict(
+        [
+            _blob(b""),
+            _blob(b"\x00\xff binary \x00"),
+            _blob(b"a" * 1024),
+            _blob(b"b" * 1025),
+            _blob(bytes(rng.getrandbits(8) for _ in range(300_000))),  # incompressible
+            _blob(b'{"k":"' + b"v" * 2_000_000 + b'"}'),
+        ]
+    )
     store.write(WriteBatch(blobs=blobs))
     assert store.get_blobs(list(blobs) + ["missing"]) == blobs
-    enc = dict(_sql(pg_url, "SELECT octet_length(data), enc FROM gt_blobs WHERE octet_length(data) IN (1024, 1025)")
-               or [])
+    enc = dict(
+        _sql(pg_url, "SELECT octet_length(data), enc FROM gt_blobs WHERE octet_length(data) IN (1024, 1025)") or []
+    )
     assert enc.get(1024) == "raw"
     assert "z" in {e for (e,) in _sql(pg_url, "SELECT enc FROM gt_blobs")}
-    storage = _sql(pg_url, "SELECT c.relname, a.attname, a.attstorage FROM pg_attribute a "
-                           "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_type t ON t.oid = a.atttypid "
-                           "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
-                           "AND t.typname = 'bytea' AND a.attnum > 0")
+    storage = _sql(
+        pg_url,
+        "SELECT c.relname, a.attname, a.attstorage FROM pg_attribute a "
+        "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+        "AND t.typname = 'bytea' AND a.attnum > 0",
+    )
     assert {(r, a) for r, a, _ in storage} == {("gt_blobs", "data"), ("gt_events", "data"), ("gt_checkpoints", "body")}
     assert {s for _, _, s in storage} == {"e"}  # EXTERNAL: out of line, never pglz
 
@@ -409,8 +462,18 @@ def test_event_bodies_are_packed_bytes(store, pg_url):
 
 def test_checkpoint_listing_order_before_limit_and_filters(store):
     ids = ["1ef-a", "1ef-B", "1efa", "1ef_a", "1ef.a"]  # a locale collation would order these differently
-    rows = [_checkpoint("t1", cid, step=i, source="loop" if i % 2 else "input", tags=["x", "y"] if i == 3 else ["x"],
-                        nested={"a": 1, "b": i}, flag=i == 2) for i, cid in enumerate(ids)]
+    rows = [
+        _checkpoint(
+            "t1",
+            cid,
+            step=i,
+            source="loop" if i % 2 else "input",
+            tags=["x", "y"] if i == 3 else ["x"],
+            nested={"a": 1, "b": i},
+            flag=i == 2,
+        )
+        for i, cid in enumerate(ids)
+    ]
     rows.append(_checkpoint("t1", "1ef-c", ns="sub", step=9))
     rows.append(_checkpoint("t2", "1eg-z", step=0))
     rows.append(_checkpoint("t3", "1eg-z", step=0))  # same id in two threads (a copied thread)
@@ -422,8 +485,12 @@ def test_checkpoint_listing_order_before_limit_and_filters(store):
     before = store.list_checkpoints(thread_id="t1", checkpoint_ns="", before=by_bytes[1], limit=2)
     assert [r.checkpoint_id for r in before] == by_bytes[2:4]
     # newest first across threads and namespaces, even with a limit
-    assert [(r.thread_id, r.checkpoint_id) for r in store.list_checkpoints(limit=3)] == \
-        [("t3", "1eg-z"), ("t2", "1eg-z"), ("t1", "1efa")]
+    assert [(r.thread_id, r.checkpoint_id) for r in store.list_checkpoints(limit=3)] == [
+        ("t3", "1eg-z"),
+        ("t2", "1eg-z"),
+        ("t1", "1efa"),
+    ]
+
     def f(**flt):
         return [r.checkpoint_id for r in store.list_checkpoints(thread_id="t1", metadata_filter=flt)]
 
@@ -438,8 +505,18 @@ def test_checkpoint_listing_order_before_limit_and_filters(store):
 
 
 def test_checkpoint_values_and_metadata_round_trip(store):
-    row = _checkpoint("t", "c1", values={"messages": "h1", "n": "h2"}, step=-1, source="input",
-                      writes=None, parents={"": "c0"}, score=1.5, big=2**53 + 1, text="ünï")
+    row = _checkpoint(
+        "t",
+        "c1",
+        values={"messages": "h1", "n": "h2"},
+        step=-1,
+        source="input",
+        writes=None,
+        parents={"": "c0"},
+        score=1.5,
+        big=2**53 + 1,
+        text="ünï",
+    )
     row.body = bytes(range(256)) * 100
     store.write(WriteBatch(checkpoints=[row]))
     got = store.get_checkpoint("t", "", "c1")
@@ -453,9 +530,16 @@ def test_strings_postgres_text_cannot_hold_round_trip(store):
     events = [EventRow(runs[0].run_id, i, o, 1.0, {"v": o}) for i, o in enumerate(odd)]
     events.append(EventRow(runs[1].run_id, 0, "llm_call", 1.0, {"messages": "c\x00"}))
     row = _checkpoint("t\x00", "c\x00", ns="n\ufdd0", values={"ch\x00": "h"}, note="x\x00y", big=1e23, tiny=5e-324)
-    store.write(WriteBatch(new_runs=runs, events=events, checkpoints=[row],
-                           writes=[WriteRow("t\x00", "n\ufdd0", "c\x00", "task\x00", "p\x00", 0, "c\x00", "h\x00")],
-                           blobs={"h\x00": b"x"}, chains={"c\x00": (None, "h\x00")}))
+    store.write(
+        WriteBatch(
+            new_runs=runs,
+            events=events,
+            checkpoints=[row],
+            writes=[WriteRow("t\x00", "n\ufdd0", "c\x00", "task\x00", "p\x00", 0, "c\x00", "h\x00")],
+            blobs={"h\x00": b"x"},
+            chains={"c\x00": (None, "h\x00")},
+        )
+    )
     for run in runs:
         assert store.get_run(run.run_id) == run
         assert [r.run_id for r in store.list_runs(thread_id=run.thread_id)] == [run.run_id]
@@ -470,8 +554,9 @@ def test_strings_postgres_text_cannot_hold_round_trip(store):
     assert store.get_chain("c\x00") == ["h\x00"] and store.get_blobs(["h\x00"]) == {"h\x00": b"x"}
     store.acquire_lease("lease\x00", "me\x00", ttl=30)
     assert store.lease_holder("lease\x00")[0] == "me\x00"
-    store.write(WriteBatch(run_updates=[(runs[0].run_id, {"error": "\x00", "status": "failed"})]),
-                fence=("lease\x00", 1))
+    store.write(
+        WriteBatch(run_updates=[(runs[0].run_id, {"error": "\x00", "status": "failed"})]), fence=("lease\x00", 1)
+    )
     assert store.get_run(runs[0].run_id).error == "\x00"
     assert store.collect_garbage() == (0, 0)  # the chain (an event's) and its item (also a pending write's)
     store.delete_runs([r.run_id for r in runs])
@@ -507,8 +592,10 @@ def test_fenced_write_is_rejected_after_a_takeover(pg_url):
 def test_a_takeover_waits_for_an_inflight_fenced_write(pg_url, store):
     """The fence is read FOR SHARE: no stale write can commit after the new owner got its token."""
     # a trigger holds the write open between its fence check and its commit
-    _sql(pg_url, "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
-                 "$$ BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$")
+    _sql(
+        pg_url,
+        "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$",
+    )
     _sql(pg_url, "CREATE TRIGGER slow BEFORE INSERT ON gt_runs FOR EACH ROW EXECUTE FUNCTION slow()")
     first = store.acquire_lease("thread:t", "old", ttl=0.2)
     time.sleep(0.3)  # expired, but nobody has taken it yet: the old owner's write still passes the fence
@@ -558,14 +645,16 @@ def test_garbage_collection_follows_every_referrer(store):
     view_h = serde.digest(view)
     write_value, cp_value, garbage = _blob(b"write value"), _blob(b"cp value" * 400), _blob(b"garbage")
     run = _run()
-    store.write(WriteBatch(
-        new_runs=[run],
-        blobs=dict([*msgs, (view_h, view), write_value, cp_value, garbage]),
-        chains={c0: (None, msgs[0][0]), c1: (c0, msgs[1][0]), orphan_chain: (None, msgs[2][0])},
-        events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": view_h})],
-        checkpoints=[_checkpoint("t", "c1", values={"ch": cp_value[0]})],
-        writes=[WriteRow("t", "", "c1", "task", "", 0, "ch", write_value[0])],
-    ))
+    store.write(
+        WriteBatch(
+            new_runs=[run],
+            blobs=dict([*msgs, (view_h, view), write_value, cp_value, garbage]),
+            chains={c0: (None, msgs[0][0]), c1: (c0, msgs[1][0]), orphan_chain: (None, msgs[2][0])},
+            events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": view_h})],
+            checkpoints=[_checkpoint("t", "c1", values={"ch": cp_value[0]})],
+            writes=[WriteRow("t", "", "c1", "task", "", 0, "ch", write_value[0])],
+        )
+    )
     assert store.collect_garbage() == (2, 1)  # garbage and m2 (only the orphan chain held it); the orphan node
     assert set(store.get_blobs([h for h, _ in msgs])) == {msgs[0][0], msgs[1][0]}
     assert store.get_chain(c1) == [msgs[0][0], msgs[1][0]]
@@ -606,8 +695,13 @@ def test_garbage_collection_never_races_a_writer(pg_url):
                 h, data = _blob(f"orphan {i}".encode())
                 s.write(WriteBatch(blobs={h: data}))  # exists, referenced by nothing (yet)
                 run = _run(f"r{i}")
-                s.write(WriteBatch(new_runs=[run], blobs={h: data},
-                                   events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": h})]))
+                s.write(
+                    WriteBatch(
+                        new_runs=[run],
+                        blobs={h: data},
+                        events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": h})],
+                    )
+                )
                 used.append(h)
         finally:
             stop.set()
@@ -637,8 +731,9 @@ async def test_langgraph_conformance_suite_on_postgres(server, schemas):
     finally:
         for tape in opened:
             tape.close()
-    failures = {cap: [f"{f}" for f in result.failures] for cap, result in report.results.items()
-                if result.passed is False}
+    failures = {
+        cap: [f"{f}" for f in result.failures] for cap, result in report.results.items() if result.passed is False
+    }
     assert not failures, failures
     for cap in ("put", "put_writes", "get_tuple", "list", "delete_thread"):
         assert report.results[cap].passed is True, cap

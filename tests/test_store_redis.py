@@ -45,7 +45,7 @@ def redis_raw():
         client.ping()
     except redis_client.RedisError as exc:
         client.close()
-        message = (f"no Redis server at {REDIS_URL} ({exc}); start one or set GRAPHTAPE_TEST_REDIS_URL")
+        message = f"no Redis server at {REDIS_URL} ({exc}); start one or set GRAPHTAPE_TEST_REDIS_URL"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -85,9 +85,19 @@ def _run(run_id: str, started: float = 1.0, thread: str = "t", status: str = "ru
 
 
 def _cp(thread: str, ns: str, cid: str, *, values=None, **meta) -> CheckpointRow:
-    return CheckpointRow(thread_id=thread, checkpoint_ns=ns, checkpoint_id=cid, parent_id=None, run_id=meta.get("run_id"),
-                         step=meta.get("step"), source=meta.get("source"), created_at="2024", metadata=dict(meta),
-                         body=b"json\x00{}", values=values or {})
+    return CheckpointRow(
+        thread_id=thread,
+        checkpoint_ns=ns,
+        checkpoint_id=cid,
+        parent_id=None,
+        run_id=meta.get("run_id"),
+        step=meta.get("step"),
+        source=meta.get("source"),
+        created_at="2024",
+        metadata=dict(meta),
+        body=b"json\x00{}",
+        values=values or {},
+    )
 
 
 def _keys(redis_raw, prefix: str) -> set[str]:
@@ -187,12 +197,20 @@ def test_a_resent_batch_counts_as_applied(store, monkeypatch):
 
 
 def test_runs_events_and_updates(store):
-    store.write(WriteBatch(
-        new_runs=[_run("abcd1111", 2.0, "t1"), _run("abcd2222", 2.0, "t1", "finished"), _run("Abcx", 1.0, "t2"),
-                  _run("zz", 3.0, "t1")],
-        events=[EventRow("abcd1111", seq, "llm_call" if seq % 2 else "tool_call", float(seq), {"n": seq})
-                for seq in (3, 1, 12, 0, 2)],
-    ))
+    store.write(
+        WriteBatch(
+            new_runs=[
+                _run("abcd1111", 2.0, "t1"),
+                _run("abcd2222", 2.0, "t1", "finished"),
+                _run("Abcx", 1.0, "t2"),
+                _run("zz", 3.0, "t1"),
+            ],
+            events=[
+                EventRow("abcd1111", seq, "llm_call" if seq % 2 else "tool_call", float(seq), {"n": seq})
+                for seq in (3, 1, 12, 0, 2)
+            ],
+        )
+    )
     assert [r.run_id for r in store.list_runs()] == ["zz", "abcd1111", "abcd2222", "Abcx"]
     assert [r.run_id for r in store.list_runs(newest_first=False)] == ["Abcx", "abcd1111", "abcd2222", "zz"]
     assert [r.run_id for r in store.list_runs(limit=2)] == ["zz", "abcd1111"]
@@ -206,10 +224,14 @@ def test_runs_events_and_updates(store):
     assert [e.seq for e in store.events("abcd1111")] == [0, 1, 2, 3, 12]
     assert [e.seq for e in store.events("abcd1111", kinds=["llm_call"])] == [1, 3]
     assert store.events("abcd1111")[4].data == {"n": 12} and store.events("abcd1111")[4].ts == 12.0
-    store.write(WriteBatch(run_updates=[
-        ("abcd1111", {"status": "finished", "ended_at": 5, "tokens": 7, "meta": {"k": [1]}, "error": None}),
-        ("missing", {"status": "failed"}),
-    ]))
+    store.write(
+        WriteBatch(
+            run_updates=[
+                ("abcd1111", {"status": "finished", "ended_at": 5, "tokens": 7, "meta": {"k": [1]}, "error": None}),
+                ("missing", {"status": "failed"}),
+            ]
+        )
+    )
     run = store.get_run("abcd1111")
     assert (run.status, run.ended_at, run.duration, run.tokens, run.meta) == ("finished", 5.0, 3.0, 7, {"k": [1]})
     assert store.get_run("missing") is None  # updating an absent run is a no-op, as in SQLite
@@ -221,8 +243,12 @@ def test_runs_events_and_updates(store):
 
 def test_blobs_and_chains(store, redis_raw):
     big = bytes(range(256)) * 40  # > 1 KB: stored compressed
-    store.write(WriteBatch(blobs={"small": b"tiny", "big": big, "empty": b""},
-                           chains={"c1": (None, "m1"), "c2": ("c1", "m2"), "c3": ("c2", "m3")}))
+    store.write(
+        WriteBatch(
+            blobs={"small": b"tiny", "big": big, "empty": b""},
+            chains={"c1": (None, "m1"), "c2": ("c1", "m2"), "c3": ("c2", "m3")},
+        )
+    )
     assert store.get_blobs(["small", "big", "empty", "absent"]) == {"small": b"tiny", "big": big, "empty": b""}
     assert redis_raw.get(store.prefix + "blob:big")[:1] == b"z"
     assert len(redis_raw.get(store.prefix + "blob:big")) < len(big)
@@ -242,11 +268,13 @@ def test_blobs_and_chains(store, redis_raw):
 def test_separators_inside_values_survive(store):
     """Ids and kinds are arbitrary strings: the encodings never split on a character they may hold."""
     odd = "a\x00b:-"
-    store.write(WriteBatch(
-        new_runs=[_run(odd), _run("A\x00c")],
-        events=[EventRow(odd, 0, "k\x00ind", 1.5, {"d": None})],
-        chains={"root": (None, "i:0"), "": ("root", "i\x001"), "x:y": ("", "-:2")},
-    ))
+    store.write(
+        WriteBatch(
+            new_runs=[_run(odd), _run("A\x00c")],
+            events=[EventRow(odd, 0, "k\x00ind", 1.5, {"d": None})],
+            chains={"root": (None, "i:0"), "": ("root", "i\x001"), "x:y": ("", "-:2")},
+        )
+    )
     assert store.events(odd)[0].kind == "k\x00ind"
     assert store.find_runs("a\x00b", limit=5) == ["a\x00b:-"]
     assert store.find_runs("A\x00", limit=5) == ["a\x00b:-", "A\x00c"]  # by folded id, then id
@@ -291,18 +319,29 @@ def test_checkpoint_listing_filter_before_limit(store):
 
 def test_pending_writes_replace_and_keep_first(store):
     w = lambda task, idx, value, replace=False: WriteRow("t", "", "01", task, "", idx, "ch", value, replace)  # noqa: E731
-    store.write(WriteBatch(checkpoints=[_cp("t", "", "01")], writes=[w("b", 1, "v1"), w("a", 0, "v2"), w("b", 0, "v3")]))
+    store.write(
+        WriteBatch(checkpoints=[_cp("t", "", "01")], writes=[w("b", 1, "v1"), w("a", 0, "v2"), w("b", 0, "v3")])
+    )
     store.write(WriteBatch(writes=[w("b", 1, "ignored"), w("a", -1, "err", True)]))
     store.write(WriteBatch(writes=[w("a", -1, "err2", True)]))
     assert [(x.task_id, x.idx, x.value) for x in store.get_writes("t", "", "01")] == [
-        ("a", -1, "err2"), ("a", 0, "v2"), ("b", 0, "v3"), ("b", 1, "v1")]
+        ("a", -1, "err2"),
+        ("a", 0, "v2"),
+        ("b", 0, "v3"),
+        ("b", 1, "v1"),
+    ]
 
 
 def test_delete_checkpoints_and_thread_leave_no_keys(store, redis_raw):
-    store.write(WriteBatch(
-        checkpoints=[_cp("t1", "", "01"), _cp("t1", "", "02"), _cp("t1", "n", "03"), _cp("t2", "", "04")],
-        writes=[WriteRow("t1", "", "01", "task", "", 0, "ch", "v"), WriteRow("t1", "n", "99", "task", "", 0, "ch", "v")],
-    ))
+    store.write(
+        WriteBatch(
+            checkpoints=[_cp("t1", "", "01"), _cp("t1", "", "02"), _cp("t1", "n", "03"), _cp("t2", "", "04")],
+            writes=[
+                WriteRow("t1", "", "01", "task", "", 0, "ch", "v"),
+                WriteRow("t1", "n", "99", "task", "", 0, "ch", "v"),
+            ],
+        )
+    )
     store.delete_checkpoints([("t1", "", "01"), ("t1", "", "02")])
     assert [r.checkpoint_id for r in store.list_checkpoints()] == ["04", "03"]
     assert store.get_writes("t1", "", "01") == []
@@ -340,8 +379,9 @@ def test_fenced_write_rejected_after_takeover(store, redis_raw):
     assert new_token == token + 1
     before = _keys(redis_raw, store.prefix)
     with pytest.raises(graphtape.LeaseLost, match=r"our token 1, current 2") as info:
-        store.write(WriteBatch(events=[EventRow("r1", 0, "x", 0.0, {})], blobs={"h": b"late"}),
-                    fence=("thread:t", token))
+        store.write(
+            WriteBatch(events=[EventRow("r1", 0, "x", 0.0, {})], blobs={"h": b"late"}), fence=("thread:t", token)
+        )
     assert "\n" not in str(info.value)
     assert _keys(redis_raw, store.prefix) == before
     with pytest.raises(graphtape.LeaseLost, match="current none"):
@@ -357,26 +397,54 @@ def test_collect_garbage_keeps_everything_referenced(store):
     msg = b'{"content":"hi","type":"human"}'
     value_with_msg = b'{"t":"msg","h":"m-in-value"}'
     view = b'{"$chain":"c-view","x":{"$m":"m-view"}}'
-    store.write(WriteBatch(
-        new_runs=[_run("r1"), _run("r2")],
-        events=[
-            EventRow("r1", 0, "run_started", 0.0, {"input": "in1", "config": "cfg", "versions": "ver"}),
-            EventRow("r1", 1, "llm_call", 0.0, {"request": "req", "response": "resp", "messages": "c2"}),
-            EventRow("r1", 2, "run_finished", 0.0, {"output": "out-view", "note": "not-an-address"}),
-            EventRow("r2", 0, "run_started", 0.0, {"input": "in2", "config": "cfg", "versions": "ver"}),
-        ],
-        blobs={h: b"{}" for h in ("in1", "in2", "cfg", "ver", "req", "resp", "m1", "m2", "cpval", "wval",
-                                  "m-in-value", "m-view", "mv1", "dead1", "not-an-address")}
-        | {"out-view": view, "cpval": value_with_msg, "m1": msg, "dead2": b"x" * 4000},
-        chains={"c1": (None, "m1"), "c2": ("c1", "m2"), "c-view": (None, "mv1"), "c-dead": ("c1", "dead-item")},
-        checkpoints=[_cp("t", "", "01", values={"messages": "cpval"})],
-        writes=[WriteRow("t", "", "01", "task", "", 0, "ch", "wval")],
-    ))
+    store.write(
+        WriteBatch(
+            new_runs=[_run("r1"), _run("r2")],
+            events=[
+                EventRow("r1", 0, "run_started", 0.0, {"input": "in1", "config": "cfg", "versions": "ver"}),
+                EventRow("r1", 1, "llm_call", 0.0, {"request": "req", "response": "resp", "messages": "c2"}),
+                EventRow("r1", 2, "run_finished", 0.0, {"output": "out-view", "note": "not-an-address"}),
+                EventRow("r2", 0, "run_started", 0.0, {"input": "in2", "config": "cfg", "versions": "ver"}),
+            ],
+            blobs={
+                h: b"{}"
+                for h in (
+                    "in1",
+                    "in2",
+                    "cfg",
+                    "ver",
+                    "req",
+                    "resp",
+                    "m1",
+                    "m2",
+                    "cpval",
+                    "wval",
+                    "m-in-value",
+                    "m-view",
+                    "mv1",
+                    "dead1",
+                    "not-an-address",
+                )
+            }
+            | {"out-view": view, "cpval": value_with_msg, "m1": msg, "dead2": b"x" * 4000},
+            chains={"c1": (None, "m1"), "c2": ("c1", "m2"), "c-view": (None, "mv1"), "c-dead": ("c1", "dead-item")},
+            checkpoints=[_cp("t", "", "01", values={"messages": "cpval"})],
+            writes=[WriteRow("t", "", "01", "task", "", 0, "ch", "wval")],
+        )
+    )
     removed = store.collect_garbage()
     assert removed == (3, 1)  # dead1, dead2, not-an-address; c-dead
     assert store.get_blobs(["dead1", "dead2", "not-an-address"]) == {}
     assert set(store.get_blobs(["m-in-value", "m-view", "mv1", "m1", "m2", "wval", "cpval", "cfg"])) == {
-        "m-in-value", "m-view", "mv1", "m1", "m2", "wval", "cpval", "cfg"}
+        "m-in-value",
+        "m-view",
+        "mv1",
+        "m1",
+        "m2",
+        "wval",
+        "cpval",
+        "cfg",
+    }
     assert store.get_chain("c2") == ["m1", "m2"]
     assert store.collect_garbage() == (0, 0)
     # deleting a run turns what only it referred to into garbage
@@ -415,8 +483,12 @@ def test_threads_share_one_store(store):
     def writer(i):
         try:
             for n in range(25):
-                store.write(WriteBatch(new_runs=[_run(f"{i}-{n}", time.time())],
-                                       events=[EventRow(f"{i}-{n}", 0, "run_started", 0.0, {})]))
+                store.write(
+                    WriteBatch(
+                        new_runs=[_run(f"{i}-{n}", time.time())],
+                        events=[EventRow(f"{i}-{n}", 0, "run_started", 0.0, {})],
+                    )
+                )
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -449,8 +521,9 @@ async def test_langgraph_conformance_suite_on_redis(prefixes):
     finally:
         for s in opened:
             s.close()
-    failures = {cap: [str(f) for f in result.failures] for cap, result in report.results.items()
-                if result.passed is False}
+    failures = {
+        cap: [str(f) for f in result.failures] for cap, result in report.results.items() if result.passed is False
+    }
     assert not failures, failures
     for cap in ("put", "put_writes", "get_tuple", "list", "delete_thread"):
         assert report.results[cap].passed is True, cap

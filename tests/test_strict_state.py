@@ -150,7 +150,7 @@ def test_pytest_fixture_fails_on_a_state_divergence(tape, tmp_path, graphtape_re
         graphtape_replay(path, build_stamped())
 
 
-GRAPH_FILE = textwrap.dedent('''
+GRAPH_FILE = textwrap.dedent("""
     import random
     from typing import TypedDict
     from langgraph.graph import END, START, StateGraph
@@ -166,7 +166,7 @@ GRAPH_FILE = textwrap.dedent('''
     b.add_edge(START, "roll")
     b.add_edge("roll", END)
     graph = b.compile()
-''')
+""")
 
 
 def test_cli_replay_exits_non_zero_on_a_state_divergence(tmp_path, monkeypatch):

@@ -51,8 +51,12 @@ def _merged(chunks):
 
 def _essence(msg):
     """What must agree between two answers (ids are per-run, like a real provider's)."""
-    return (msg.content, [(c["name"], c["args"], c["id"]) for c in msg.tool_calls], msg.usage_metadata,
-            {k: msg.response_metadata.get(k) for k in ("model_name", "finish_reason")})
+    return (
+        msg.content,
+        [(c["name"], c["args"], c["id"]) for c in msg.tool_calls],
+        msg.usage_metadata,
+        {k: msg.response_metadata.get(k) for k in ("model_name", "finish_reason")},
+    )
 
 
 def test_same_seed_repeats_and_different_seeds_differ():
@@ -109,7 +113,9 @@ def test_bound_tools_are_called_with_schema_shaped_args():
     assert set(call["args"]) == {"order_id"} and isinstance(call["args"]["order_id"], str)
     assert msg.response_metadata["finish_reason"] == "tool_calls"
 
-    streamed = _merged(list(SeededChatModel(seed=2).bind_tools([lookup_tool]).stream([HumanMessage("Where is order A-1001?")])))
+    streamed = _merged(
+        list(SeededChatModel(seed=2).bind_tools([lookup_tool]).stream([HumanMessage("Where is order A-1001?")]))
+    )
     assert _essence(streamed) == _essence(msg)
 
     after = bound.invoke([HumanMessage("?"), msg, ToolMessage("{}", tool_call_id=call["id"])])

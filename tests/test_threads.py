@@ -20,8 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def spawn(url: str, thread: str, name: str, wait: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, "-m", "tests.race_worker", url, thread, name, str(wait)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.race_worker", url, thread, name, str(wait)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def valid_chain(tape, thread: str) -> list[str]:
@@ -47,7 +53,7 @@ def test_second_process_waits_and_nothing_is_lost(tape, store_url):
     # both runs' writes are there, one after the other, none interleaved or lost
     assert sorted(x for x in log if x.startswith("start-")) == ["start-a", "start-b"]
     first = log.index("start-a") if log.index("start-a") < log.index("start-b") else log.index("start-b")
-    assert log[first + 1:first + 5] == ["s0", "s1", "s2", "s3"]
+    assert log[first + 1 : first + 5] == ["s0", "s1", "s2", "s3"]
     assert len(log) == 10
     runs = tape.runs(thread_id="shared")
     assert sorted(r.status for r in runs) == ["finished", "finished"]

@@ -49,8 +49,11 @@ class ArgsModel(BaseChatModel):
     def _generate(self, messages, stop=None, run_manager=None, **kw):
         live("llm", "unsorted")
         args = {"zeta": _rng.randint(0, 10**6), "alpha": "x", "mid": {"y": 1, "b": 2}}
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(
-            content="", tool_calls=[{"name": "lookup", "args": args, "id": "c1"}]))])
+        return ChatResult(
+            generations=[
+                ChatGeneration(message=AIMessage(content="", tool_calls=[{"name": "lookup", "args": args, "id": "c1"}]))
+            ]
+        )
 
 
 def _one_node(fn) -> Any:
@@ -133,6 +136,7 @@ def test_fingerprints_do_not_depend_on_key_order():
 
 # -- property: encode, store, load, decode keeps every dict's order ---------------------------------------
 
+
 def _ordered(value: Any) -> Any:
     """``value`` with every dict turned into its list of items: equality then compares order too."""
     if isinstance(value, dict):
@@ -145,8 +149,9 @@ def _ordered(value: Any) -> Any:
 _scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=6) | st.datetimes()
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
-    | st.dictionaries(st.text(max_size=6), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=6), inner, max_size=5)
+    ),
     max_leaves=25,
 )
 

@@ -81,8 +81,9 @@ class CallSite:
         return f"{self.kind} call #{self.ordinal} in node {where}{step}"
 
 
-def site_from_metadata(kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int],
-                       branches: dict[str, Any] | None = None) -> CallSite:
+def site_from_metadata(
+    kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int], branches: dict[str, Any] | None = None
+) -> CallSite:
     """The site of a call made with these runnable metadata; ``counter(task, kind)`` gives its ordinal.
 
     ``branches`` maps task ids to their raw paths (filled by the task recorder),
@@ -141,8 +142,7 @@ class RecordedCall:
     def from_event(cls, row: EventRow) -> RecordedCall:
         """The call recorded in a stored ``llm_call``/``tool_call``/``effect_call`` row."""
         ev: events.CallEvent = events.parse(row)
-        if not isinstance(ev, events.CallEvent) or ev.call_id is None or ev.fingerprint is None \
-                or ev.request is None:
+        if not isinstance(ev, events.CallEvent) or ev.call_id is None or ev.fingerprint is None or ev.request is None:
             raise ValueError(f"event {row.seq} of run {row.run_id} ({row.kind}) is not a complete recorded call")
         return cls(
             call_id=ev.call_id,

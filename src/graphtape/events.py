@@ -228,8 +228,12 @@ def _compile(cls: type[Event]) -> None:
             body.append(f"    out[{name!r}] = self.{name}")
         else:
             body += [f"    v = self.{name}", "    if v is not None:", f"        out[{name!r}] = v"]
-    body += ["    if self.extra:", "        for k, v in self.extra.items():", "            out.setdefault(k, v)",
-             "    return out"]
+    body += [
+        "    if self.extra:",
+        "        for k, v in self.extra.items():",
+        "            out.setdefault(k, v)",
+        "    return out",
+    ]
     exec("\n".join(init) + "\n\n" + "\n".join(body), scope)  # noqa: S102 - code built from field names only
     for fn in ("__init__", "to_data"):
         scope[fn].__qualname__ = f"{cls.__qualname__}.{fn}"
@@ -256,8 +260,10 @@ class RunStarted(Event):
     ] = None
     kwargs: Annotated[
         dict[str, Any] | None,
-        Key("the call's JSON-able arguments (version, stream_mode, ...), replayed as recorded; "
-            "left out when there are none"),
+        Key(
+            "the call's JSON-able arguments (version, stream_mode, ...), replayed as recorded; "
+            "left out when there are none"
+        ),
     ] = None
 
 
@@ -310,9 +316,9 @@ class TaskStarted(Event):
     KIND = "task_started"
     node_path: Annotated[str | None, Key("the node, with its subgraph path (sub/inner)", always=True)] = None
     step: Annotated[int | None, Key("the step the task runs in", always=True)] = None
-    task: Annotated[
-        str | None, Key("the task's checkpoint namespace (node:id|...; '' at the root)", always=True)
-    ] = None
+    task: Annotated[str | None, Key("the task's checkpoint namespace (node:id|...; '' at the root)", always=True)] = (
+        None
+    )
 
 
 @_event
@@ -463,9 +469,7 @@ class Divergence(Event):
     run_id: Annotated[str | None, Key("the run being replayed", always=True)] = None
     replay_run_id: Annotated[str | None, Key("the replaying run", always=True)] = None
     kind: Annotated[str | None, Key("the call kind, or 'state' for a state divergence", always=True)] = None
-    name: Annotated[
-        str | None, Key("the tool, effect or model (the node for a state divergence)", always=True)
-    ] = None
+    name: Annotated[str | None, Key("the tool, effect or model (the node for a state divergence)", always=True)] = None
     node: Annotated[str | None, Key("the node's name", always=True)] = None
     node_path: Annotated[str | None, Key("the node with its subgraph path", always=True)] = None
     step: Annotated[int | None, Key("the step", always=True)] = None
@@ -573,9 +577,16 @@ class ReplayStats:
 
     def to_dict(self) -> dict[str, Any]:
         """The totals as ``ReplayResult`` reports them (``changed_code`` sorted)."""
-        return {"served": self.served, "live": self.live, "tokens_saved": self.tokens_saved,
-                "cost_saved": self.cost_saved, "time_saved": self.time_saved, "live_tokens": self.live_tokens,
-                "live_cost": self.live_cost, "changed_code": sorted(self.changed_code)}
+        return {
+            "served": self.served,
+            "live": self.live,
+            "tokens_saved": self.tokens_saved,
+            "cost_saved": self.cost_saved,
+            "time_saved": self.time_saved,
+            "live_tokens": self.live_tokens,
+            "live_cost": self.live_cost,
+            "changed_code": sorted(self.changed_code),
+        }
 
 
 def replay_stats(calls: Iterable[Event | EventRow]) -> ReplayStats:
@@ -602,13 +613,18 @@ def _type_name(hint: Any) -> str:
 
 def render_doc() -> str:
     """The event reference as markdown, between its markers."""
-    lines = [DOC_BEGIN, "", "## Events", "",
-             "Each stored event has a kind and a JSON body. *always* fields are written even when null; "
-             "*optional* ones are left out when null. *blob* and *chain* fields hold content addresses "
-             "(kept alive by garbage collection, copied by export); a *value* is a blob holding an encoded value "
-             "(a typed envelope, checked by import). A reader keeps keys it does not know "
-             "and reads a missing key as null. The kinds of call: "
-             + ", ".join(f"`{k}`" for k in CALL_KINDS) + ".", ""]
+    lines = [
+        DOC_BEGIN,
+        "",
+        "## Events",
+        "",
+        "Each stored event has a kind and a JSON body. *always* fields are written even when null; "
+        "*optional* ones are left out when null. *blob* and *chain* fields hold content addresses "
+        "(kept alive by garbage collection, copied by export); a *value* is a blob holding an encoded value "
+        "(a typed envelope, checked by import). A reader keeps keys it does not know "
+        "and reads a missing key as null. The kinds of call: " + ", ".join(f"`{k}`" for k in CALL_KINDS) + ".",
+        "",
+    ]
     for kind in KINDS:
         cls = _BY_KIND[kind]
         if issubclass(cls, CallEvent):
@@ -618,11 +634,19 @@ def render_doc() -> str:
         else:
             title = f"`{kind}`"
         doc = " ".join((cls.__doc__ or "").split()).replace("``", "`")
-        lines += [f"### {title} (version {cls.VERSION})", "", doc, "",
-                  "| field | type | written | refers to | meaning |", "|---|---|---|---|---|"]
+        lines += [
+            f"### {title} (version {cls.VERSION})",
+            "",
+            doc,
+            "",
+            "| field | type | written | refers to | meaning |",
+            "|---|---|---|---|---|",
+        ]
         for name, hint, key in cls.KEYS:
-            lines.append(f"| `{name}` | {_type_name(hint)} | {'always' if key.always else 'optional'} | "
-                         f"{key.ref or ''} | {key.doc.replace('|', chr(92) + '|')} |")
+            lines.append(
+                f"| `{name}` | {_type_name(hint)} | {'always' if key.always else 'optional'} | "
+                f"{key.ref or ''} | {key.doc.replace('|', chr(92) + '|')} |"
+            )
         lines.append("")
     lines.append(DOC_END)
     return "\n".join(lines)
@@ -633,4 +657,4 @@ def update_doc(text: str) -> str:
     begin, end = text.find(DOC_BEGIN), text.find(DOC_END)
     if begin < 0 or end < begin:
         return text.rstrip("\n") + "\n\n" + render_doc() + "\n"
-    return text[:begin] + render_doc() + text[end + len(DOC_END):]
+    return text[:begin] + render_doc() + text[end + len(DOC_END) :]

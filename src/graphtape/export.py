@@ -58,8 +58,9 @@ def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: st
             rows.append(ev)
             events.refs(ev.kind, ev.data, blob_ids, chain_heads)
     for ev in rows:
-        lines.append(_line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind,
-                            "ts": ev.ts, "data": ev.data}))
+        lines.append(
+            _line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind, "ts": ev.ts, "data": ev.data})
+        )
     # Close over references: blobs refer to message blobs and chains, chains to blobs.
     chain_nodes: dict[str, tuple[str | None, str]] = {}
     blobs: dict[str, bytes] = {}
@@ -134,7 +135,9 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
             if t == "run":
                 batch.new_runs.append(RunRecord(**obj))
             elif t == "event":
-                batch.events.append(EventRow(obj["run_id"], int(obj["seq"]), obj["kind"], float(obj["ts"]), obj["data"]))
+                batch.events.append(
+                    EventRow(obj["run_id"], int(obj["seq"]), obj["kind"], float(obj["ts"]), obj["data"])
+                )
             elif t == "chain":
                 batch.chains[obj["id"]] = (obj["parent"], obj["item"])
             elif t == "blob":

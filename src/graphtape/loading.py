@@ -80,8 +80,10 @@ def _load_file(target: str, spec: str) -> ModuleType:
     if not path.is_file():
         raise GraphLoadError(f"{str(path)!r} is not a file (from {spec!r}); give path/to/file.py:attr")
     path = path.resolve()
-    name = path.stem if path.stem.isidentifier() else "_graphtape_graph_" + "".join(
-        c if c.isalnum() else "_" for c in path.stem
+    name = (
+        path.stem
+        if path.stem.isidentifier()
+        else "_graphtape_graph_" + "".join(c if c.isalnum() else "_" for c in path.stem)
     )
     root = path.parent
     if path.stem.isidentifier():

@@ -96,9 +96,17 @@ def _with_callback(config: dict[str, Any], handler: TaskRecorder) -> dict[str, A
 class RecordedGraph:
     """A compiled graph whose ``invoke``/``ainvoke``/``stream``/``astream`` are recorded."""
 
-    def __init__(self, tape: Tape, graph: Any, *, name: str | None = None,
-                 checkpointer: BaseCheckpointSaver | None = None, wait: float = 0.0,
-                 lease_ttl: float = 30.0, plan: ReplayPlan | None = None):
+    def __init__(
+        self,
+        tape: Tape,
+        graph: Any,
+        *,
+        name: str | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
+        wait: float = 0.0,
+        lease_ttl: float = 30.0,
+        plan: ReplayPlan | None = None,
+    ):
         install()
         self.tape = tape
         self.original = graph
@@ -143,8 +151,9 @@ class RecordedGraph:
 
     # -- session plumbing ---------------------------------------------------------
 
-    def _open(self, run_input: Any, config: dict[str, Any] | None, api: str,
-              kwargs: dict[str, Any] | None = None) -> tuple[Session, dict[str, Any]]:
+    def _open(
+        self, run_input: Any, config: dict[str, Any] | None, api: str, kwargs: dict[str, Any] | None = None
+    ) -> tuple[Session, dict[str, Any]]:
         config = dict(config or {})
         configurable = dict(config.get("configurable") or {})
         configurable.setdefault("thread_id", clock.new_id())
@@ -188,7 +197,8 @@ class RecordedGraph:
         """Whether the run may have paused: only then is the state read after it."""
         return bool(
             session.saw_interrupt
-            or kwargs.get("interrupt_before") or kwargs.get("interrupt_after")
+            or kwargs.get("interrupt_before")
+            or kwargs.get("interrupt_after")
             or getattr(self.graph, "interrupt_before_nodes", None)
             or getattr(self.graph, "interrupt_after_nodes", None)
             or session.answerer.replays
@@ -200,7 +210,9 @@ class RecordedGraph:
         snap = _snapshot(self.graph, config)
         return _status_from_snapshot(snap) if snap is not None else ("finished", [])
 
-    async def _astatus(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:
+    async def _astatus(
+        self, config: dict[str, Any], session: Session | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
         if session is not None:
             session.flush()
         try:
@@ -209,16 +221,26 @@ class RecordedGraph:
             return "finished", []
         return _status_from_snapshot(snap)
 
-    def _close(self, session: Session, status: str, *, output: Any = None, error: BaseException | None = None,
-               interrupts: list[dict[str, Any]] | None = None) -> None:
+    def _close(
+        self,
+        session: Session,
+        status: str,
+        *,
+        output: Any = None,
+        error: BaseException | None = None,
+        interrupts: list[dict[str, Any]] | None = None,
+    ) -> None:
         if session.divergence is not None:
             status, error = "diverged", session.divergence
         elif _stopped_from_outside(error):
             # Ctrl-C, a cancelled task, quitting the debugger: the run did not fail, it was stopped
             # where it was. ``graphtape recover`` continues a recorded one (runtime/recovery.py).
             session.meta["stopped_by"] = type(error).__name__
-            how = ("`graphtape recover` continues it" if session.mode in ("record", "recover")
-                   else "replay again to finish")
+            how = (
+                "`graphtape recover` continues it"
+                if session.mode in ("record", "recover")
+                else "replay again to finish"
+            )
             status, error = "interrupted", type(error)(f"{_stopped_from_outside(error)}; {how}")
         try:
             if isinstance(error, StoreError):
@@ -282,7 +304,9 @@ class RecordedGraph:
         async for item in self._astream_api("astream", self.graph.astream, input, config, **kwargs):
             yield item
 
-    async def astream_events(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+    async def astream_events(
+        self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
         async for item in self._astream_api("astream_events", self.graph.astream_events, input, config, **kwargs):
             yield item
 

@@ -142,7 +142,10 @@ def to_jsonable(obj: Any) -> Any:
         return {"__bytes__": base64.b64encode(obj).decode()}
     # LangGraph's Send / Command / Interrupt are plain classes with useful attrs.
     if hasattr(obj, "__dict__") and type(obj).__module__.startswith("langgraph"):
-        return {"__type__": type(obj).__name__, **{k: to_jsonable(v) for k, v in vars(obj).items() if not k.startswith("_")}}
+        return {
+            "__type__": type(obj).__name__,
+            **{k: to_jsonable(v) for k, v in vars(obj).items() if not k.startswith("_")},
+        }
     if hasattr(type(obj), "__slots__") and type(obj).__module__.startswith("langgraph"):
         return {"__type__": type(obj).__name__, **{k: to_jsonable(getattr(obj, k, None)) for k in type(obj).__slots__}}
     return {"__repr__": repr(obj)}
@@ -246,8 +249,7 @@ def _is_plain_json(v: Any) -> bool:
     return False
 
 
-def decode_value(env: dict[str, Any], get: Get | None = None,
-                 policy: typepolicy.TypePolicy | None = None) -> Any:
+def decode_value(env: dict[str, Any], get: Get | None = None, policy: typepolicy.TypePolicy | None = None) -> Any:
     """Inverse of :func:`encode_value`; ``get`` fetches a JSON value by address.
 
     Nothing named in ``env`` is imported or called unless ``policy`` (default:
@@ -315,7 +317,8 @@ def _allowed(env: dict[str, Any], kind: str, policy: typepolicy.TypePolicy) -> t
             f"the tape names {kind} class {name}, which is not an allowed class: the value is returned as "
             "plain data; if the class is yours, pass it to graphtape.register_types (or declare it in the "
             "graph's state schema or beside its nodes)",
-            GraphtapeWarning, stacklevel=3,
+            GraphtapeWarning,
+            stacklevel=3,
         )
     return cls
 
@@ -334,11 +337,30 @@ def _lc_data_classes() -> list[type]:
     from langchain_core.prompt_values import ChatPromptValue, ChatPromptValueConcrete, StringPromptValue
 
     return [
-        m.AIMessage, m.AIMessageChunk, m.HumanMessage, m.HumanMessageChunk, m.SystemMessage,
-        m.SystemMessageChunk, m.ToolMessage, m.ToolMessageChunk, m.ChatMessage, m.ChatMessageChunk,
-        m.FunctionMessage, m.FunctionMessageChunk, m.RemoveMessage, Document, Generation, GenerationChunk,
-        ChatGeneration, ChatGenerationChunk, StringPromptValue, ChatPromptValue, ChatPromptValueConcrete,
-        AgentAction, AgentActionMessageLog, AgentFinish,
+        m.AIMessage,
+        m.AIMessageChunk,
+        m.HumanMessage,
+        m.HumanMessageChunk,
+        m.SystemMessage,
+        m.SystemMessageChunk,
+        m.ToolMessage,
+        m.ToolMessageChunk,
+        m.ChatMessage,
+        m.ChatMessageChunk,
+        m.FunctionMessage,
+        m.FunctionMessageChunk,
+        m.RemoveMessage,
+        Document,
+        Generation,
+        GenerationChunk,
+        ChatGeneration,
+        ChatGenerationChunk,
+        StringPromptValue,
+        ChatPromptValue,
+        ChatPromptValueConcrete,
+        AgentAction,
+        AgentActionMessageLog,
+        AgentFinish,
     ]
 
 

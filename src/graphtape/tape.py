@@ -19,8 +19,14 @@ class Tape:
     threads; close it (or use it as a context manager) when done.
     """
 
-    def __init__(self, store: TapeStore, *, redact: Iterable[str] = (),
-                 prices: dict[str, tuple[float, float]] | None = None, types: Iterable[type] = ()):
+    def __init__(
+        self,
+        store: TapeStore,
+        *,
+        redact: Iterable[str] = (),
+        prices: dict[str, tuple[float, float]] | None = None,
+        types: Iterable[type] = (),
+    ):
         from graphtape.typepolicy import check_types
 
         self.store = store
@@ -44,8 +50,15 @@ class Tape:
 
     # -- recording --------------------------------------------------------------
 
-    def record(self, graph: Any, *, name: str | None = None, checkpointer: Any = None,
-               wait: float = 0.0, lease_ttl: float = 30.0):
+    def record(
+        self,
+        graph: Any,
+        *,
+        name: str | None = None,
+        checkpointer: Any = None,
+        wait: float = 0.0,
+        lease_ttl: float = 30.0,
+    ):
         """Wrap a compiled LangGraph graph so that every call of it is recorded.
 
         The graph's own checkpointer is kept; without one, graphtape's own
@@ -60,8 +73,9 @@ class Tape:
 
     # -- reading ----------------------------------------------------------------
 
-    def runs(self, *, thread_id: str | None = None, status: str | None = None,
-             limit: int | None = 50) -> list[RunRecord]:
+    def runs(
+        self, *, thread_id: str | None = None, status: str | None = None, limit: int | None = 50
+    ) -> list[RunRecord]:
         """Recorded runs, newest first."""
         return self.store.list_runs(thread_id=thread_id, status=status, limit=limit)
 
@@ -178,8 +192,12 @@ class Tape:
 
         ref_a = locate_checkpoint(self, a)
         ref_b = locate_checkpoint(self, b)
-        return diff_states(_values_at(self, ref_a, graph), _values_at(self, ref_b, graph),
-                           a_label=ref_a.checkpoint_id, b_label=ref_b.checkpoint_id)
+        return diff_states(
+            _values_at(self, ref_a, graph),
+            _values_at(self, ref_b, graph),
+            a_label=ref_a.checkpoint_id,
+            b_label=ref_b.checkpoint_id,
+        )
 
     def label(self, run_id: str, label: str | None, note: str | None = None) -> None:
         """Attach a label (and a note) to a run, shown on its branch by :meth:`history`.
@@ -193,8 +211,17 @@ class Tape:
 
     # -- replaying ----------------------------------------------------------------
 
-    def replay(self, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False,
-               from_checkpoint: str | None = None, raise_on_divergence: bool = False, progress: Any = None):
+    def replay(
+        self,
+        run_id: str,
+        graph: Any,
+        *,
+        mode: str = "strict",
+        allow_live_effects: bool = False,
+        from_checkpoint: str | None = None,
+        raise_on_divergence: bool = False,
+        progress: Any = None,
+    ):
         """Re-run ``graph`` (the current code) against the recorded run ``run_id``.
 
         ``mode="strict"`` serves every call from the tape and reports a
@@ -208,14 +235,30 @@ class Tape:
 
         if hasattr(graph, "original"):  # a RecordedGraph: replay its graph
             graph = graph.original
-        result = replay(self, run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
-                        from_checkpoint=from_checkpoint, progress=progress)
+        result = replay(
+            self,
+            run_id,
+            graph,
+            mode=mode,
+            allow_live_effects=allow_live_effects,
+            from_checkpoint=from_checkpoint,
+            progress=progress,
+        )
         if raise_on_divergence:
             result.raise_for_divergence()
         return result
 
-    async def areplay(self, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False,
-                      from_checkpoint: str | None = None, raise_on_divergence: bool = False, progress: Any = None):
+    async def areplay(
+        self,
+        run_id: str,
+        graph: Any,
+        *,
+        mode: str = "strict",
+        allow_live_effects: bool = False,
+        from_checkpoint: str | None = None,
+        raise_on_divergence: bool = False,
+        progress: Any = None,
+    ):
         """:meth:`replay` in the running event loop (notebooks, FastAPI handlers, async tests).
 
         Runs recorded with ``ainvoke``/``astream``/``astream_events`` are
@@ -226,17 +269,32 @@ class Tape:
 
         if hasattr(graph, "original"):
             graph = graph.original
-        result = await areplay(self, run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
-                               from_checkpoint=from_checkpoint, progress=progress)
+        result = await areplay(
+            self,
+            run_id,
+            graph,
+            mode=mode,
+            allow_live_effects=allow_live_effects,
+            from_checkpoint=from_checkpoint,
+            progress=progress,
+        )
         if raise_on_divergence:
             result.raise_for_divergence()
         return result
 
     # -- logic injection -------------------------------------------------------------
 
-    def fork(self, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
-             as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
-             run_id: str | None = None):
+    def fork(
+        self,
+        checkpoint_id: str,
+        graph: Any,
+        *,
+        values: dict[str, Any] | None = None,
+        as_node: str | None = None,
+        mode: str = "flight",
+        allow_live_effects: bool = False,
+        run_id: str | None = None,
+    ):
         """Continue from a checkpoint in a new thread, optionally with an edited state.
 
         ``values`` are checked against the graph's state schema and applied as
@@ -245,11 +303,28 @@ class Tape:
         """
         from graphtape.debug.inject import fork
 
-        return fork(self, checkpoint_id, graph, values=values, as_node=as_node, mode=mode,
-                    allow_live_effects=allow_live_effects, run_id=run_id)
+        return fork(
+            self,
+            checkpoint_id,
+            graph,
+            values=values,
+            as_node=as_node,
+            mode=mode,
+            allow_live_effects=allow_live_effects,
+            run_id=run_id,
+        )
 
-    def override(self, run_id: str, call_id: str, output: Any, graph: Any, *, mode: str = "flight",
-                 allow_live_effects: bool = False, from_start: bool = False):
+    def override(
+        self,
+        run_id: str,
+        call_id: str,
+        output: Any,
+        graph: Any,
+        *,
+        mode: str = "flight",
+        allow_live_effects: bool = False,
+        from_start: bool = False,
+    ):
         """Re-run with one recorded LLM, tool or effect output replaced by ``output``.
 
         Runs from the checkpoint before the call (or from the start): earlier
@@ -257,8 +332,16 @@ class Tape:
         """
         from graphtape.debug.inject import override
 
-        return override(self, run_id, call_id, output, graph, mode=mode,
-                        allow_live_effects=allow_live_effects, from_start=from_start)
+        return override(
+            self,
+            run_id,
+            call_id,
+            output,
+            graph,
+            mode=mode,
+            allow_live_effects=allow_live_effects,
+            from_start=from_start,
+        )
 
     def invalidate_from(self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False):
         """Re-run with every call from the first execution of ``node`` on made live, earlier ones served."""
@@ -266,22 +349,55 @@ class Tape:
 
         return invalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
 
-    async def afork(self, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
-                    as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
-                    run_id: str | None = None):
+    async def afork(
+        self,
+        checkpoint_id: str,
+        graph: Any,
+        *,
+        values: dict[str, Any] | None = None,
+        as_node: str | None = None,
+        mode: str = "flight",
+        allow_live_effects: bool = False,
+        run_id: str | None = None,
+    ):
         """:meth:`fork` in the running event loop."""
         from graphtape.debug.inject import afork
 
-        return await afork(self, checkpoint_id, graph, values=values, as_node=as_node, mode=mode,
-                           allow_live_effects=allow_live_effects, run_id=run_id)
+        return await afork(
+            self,
+            checkpoint_id,
+            graph,
+            values=values,
+            as_node=as_node,
+            mode=mode,
+            allow_live_effects=allow_live_effects,
+            run_id=run_id,
+        )
 
-    async def aoverride(self, run_id: str, call_id: str, output: Any, graph: Any, *, mode: str = "flight",
-                        allow_live_effects: bool = False, from_start: bool = False):
+    async def aoverride(
+        self,
+        run_id: str,
+        call_id: str,
+        output: Any,
+        graph: Any,
+        *,
+        mode: str = "flight",
+        allow_live_effects: bool = False,
+        from_start: bool = False,
+    ):
         """:meth:`override` in the running event loop."""
         from graphtape.debug.inject import aoverride
 
-        return await aoverride(self, run_id, call_id, output, graph, mode=mode,
-                               allow_live_effects=allow_live_effects, from_start=from_start)
+        return await aoverride(
+            self,
+            run_id,
+            call_id,
+            output,
+            graph,
+            mode=mode,
+            allow_live_effects=allow_live_effects,
+            from_start=from_start,
+        )
 
     async def ainvalidate_from(self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False):
         """:meth:`invalidate_from` in the running event loop."""
@@ -289,8 +405,15 @@ class Tape:
 
         return await ainvalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
 
-    def resume(self, thread_id: str, graph: Any, value: Any = None, *, by_id: dict[str, Any] | None = None,
-               name: str | None = None):
+    def resume(
+        self,
+        thread_id: str,
+        graph: Any,
+        value: Any = None,
+        *,
+        by_id: dict[str, Any] | None = None,
+        name: str | None = None,
+    ):
         """Answer the pending ``interrupt()`` of a thread (several at once with ``by_id``); a recorded run.
 
         Returns the recorded graph wrapper; its ``last_run_id`` is the new run.
@@ -299,8 +422,15 @@ class Tape:
         recorded.invoke(_resume_command(thread_id, recorded.get_state(config).interrupts, value, by_id), config)
         return recorded
 
-    async def aresume(self, thread_id: str, graph: Any, value: Any = None, *, by_id: dict[str, Any] | None = None,
-                      name: str | None = None):
+    async def aresume(
+        self,
+        thread_id: str,
+        graph: Any,
+        value: Any = None,
+        *,
+        by_id: dict[str, Any] | None = None,
+        name: str | None = None,
+    ):
         """:meth:`resume` in the running event loop (the run is recorded with ``ainvoke``)."""
         recorded, config = self._resume_target(thread_id, graph, name)
         pending = (await recorded.aget_state(config)).interrupts
@@ -333,9 +463,16 @@ class Tape:
 
     # -- retention and monitoring ------------------------------------------------------
 
-    def prune(self, *, older_than: float | None = None, keep_last: int | None = None,
-              statuses: Iterable[str] | None = None, truncate_threads: bool | None = None, dry_run: bool = False,
-              progress: Any = None):
+    def prune(
+        self,
+        *,
+        older_than: float | None = None,
+        keep_last: int | None = None,
+        statuses: Iterable[str] | None = None,
+        truncate_threads: bool | None = None,
+        dry_run: bool = False,
+        progress: Any = None,
+    ):
         """Delete runs by age (``older_than`` seconds), count (``keep_last`` per thread) or status.
 
         Runs that kept runs depend on stay (the original of a replay, the
@@ -346,8 +483,9 @@ class Tape:
         """
         from graphtape.runtime.retention import plan_prune, prune
 
-        plan = plan_prune(self, older_than=older_than, keep_last=keep_last, statuses=statuses,
-                          truncate_threads=truncate_threads)
+        plan = plan_prune(
+            self, older_than=older_than, keep_last=keep_last, statuses=statuses, truncate_threads=truncate_threads
+        )
         return prune(self, plan, dry_run=dry_run, progress=progress)
 
     def stats(self, *, stuck_after: float = 300.0, size_warning: int = 1_000_000, limit_runs: int | None = 1000):
@@ -394,16 +532,23 @@ def _resume_command(thread_id: str, pending: Any, value: Any, by_id: dict[str, A
     if by_id is not None:
         unknown = set(by_id) - {i.id for i in pending}
         if unknown:
-            raise ReplayError(f"no pending interrupt {sorted(unknown)[0]!r} on thread {thread_id}; "
-                              f"pending: {', '.join(i.id for i in pending)}")
+            raise ReplayError(
+                f"no pending interrupt {sorted(unknown)[0]!r} on thread {thread_id}; "
+                f"pending: {', '.join(i.id for i in pending)}"
+            )
         return Command(resume=by_id)
     if len(pending) > 1:
         raise ReplayError(f"thread {thread_id} has {len(pending)} pending interrupts; answer them by id")
     return Command(resume=value)
 
 
-def connect(url: str | None = None, *, redact: Iterable[str] = (),
-            prices: dict[str, tuple[float, float]] | None = None, types: Iterable[type] = ()) -> Tape:
+def connect(
+    url: str | None = None,
+    *,
+    redact: Iterable[str] = (),
+    prices: dict[str, tuple[float, float]] | None = None,
+    types: Iterable[type] = (),
+) -> Tape:
     """Open the tape store at ``url`` (default: ``GRAPHTAPE_URL`` or ``.graphtape/tape.db``).
 
     ``redact`` names extra config or parameter keys whose values are never

@@ -48,19 +48,55 @@ from collections.abc import Iterable
 from typing import Any
 
 #: Top-level packages whose classes are trusted (resolved only if already imported).
-TRUSTED_PACKAGES = frozenset({
-    "builtins", "langchain_core", "langchain", "langgraph", "pydantic", "pydantic_core",
-    "graphtape", "openai", "anthropic", "httpx", "httpx2", "langchain_openai", "langchain_anthropic",
-})
+TRUSTED_PACKAGES = frozenset(
+    {
+        "builtins",
+        "langchain_core",
+        "langchain",
+        "langgraph",
+        "pydantic",
+        "pydantic_core",
+        "graphtape",
+        "openai",
+        "anthropic",
+        "httpx",
+        "httpx2",
+        "langchain_openai",
+        "langchain_anthropic",
+    }
+)
 
 
 #: Modules that hold no data classes at all: an exported tape naming anything in
 #: them is refused on import (see :func:`clearly_not_data`).
-HOSTILE_MODULES = frozenset({
-    "os", "posix", "nt", "subprocess", "sys", "shutil", "importlib", "runpy", "code", "codeop",
-    "pickle", "marshal", "ctypes", "pty", "socket", "multiprocessing", "webbrowser", "pathlib",
-    "io", "builtins", "operator", "functools", "types", "signal",
-})
+HOSTILE_MODULES = frozenset(
+    {
+        "os",
+        "posix",
+        "nt",
+        "subprocess",
+        "sys",
+        "shutil",
+        "importlib",
+        "runpy",
+        "code",
+        "codeop",
+        "pickle",
+        "marshal",
+        "ctypes",
+        "pty",
+        "socket",
+        "multiprocessing",
+        "webbrowser",
+        "pathlib",
+        "io",
+        "builtins",
+        "operator",
+        "functools",
+        "types",
+        "signal",
+    }
+)
 
 #: The kinds of class an envelope can claim.
 KINDS = ("pydantic", "enum", "dataclass", "error")

@@ -20,6 +20,7 @@ import typer
 
 # isort: off
 from graphtape.cli import tape_cmds, runtime_cmds, history_cmds, inject_cmds, test_cmds  # noqa: F401
+
 # isort: on
 from graphtape.cli.base import EXIT_BAD_RESULT, EXIT_ERROR, CliError, app, one_line
 from graphtape.errors import GraphtapeError

@@ -123,7 +123,7 @@ def parse_json_option(text: str, option: str) -> Any:
     except json.JSONDecodeError as exc:
         raise CliError(
             f"{option} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            f"quote it for the shell, e.g. {option} '{{\"question\": \"hi\"}}'"
+            f'quote it for the shell, e.g. {option} \'{{"question": "hi"}}\''
         ) from None
 
 
@@ -141,8 +141,9 @@ def progress_bar(console: Console, *, counted: bool = True) -> Progress:
     )
 
 
-def print_replay_result(result: Any, as_json: bool, note: str | None = None,
-                        reasons: dict[str, int] | None = None) -> None:
+def print_replay_result(
+    result: Any, as_json: bool, note: str | None = None, reasons: dict[str, int] | None = None
+) -> None:
     """A replay's result as a panel (and its divergence) or JSON; exit 1 if it diverged or failed.
 
     ``reasons``: why recorded calls went unused (``explain.unused_reasons``, read while the tape is open).
@@ -179,4 +180,3 @@ def _root(
 ) -> None:
     """Flight recorder and deterministic replayer for LangGraph agents."""
     ctx.obj = {"url": url}
-

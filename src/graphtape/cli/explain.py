@@ -28,8 +28,12 @@ REASONS = {
 
 def _site(call: events.CallEvent) -> tuple[Any, ...]:
     # a key left out of the event (null) reads as the site's default
-    return (call.KIND, call.node_path, "" if call.branch is None else call.branch,
-            0 if call.ordinal is None else call.ordinal)
+    return (
+        call.KIND,
+        call.node_path,
+        "" if call.branch is None else call.branch,
+        0 if call.ordinal is None else call.ordinal,
+    )
 
 
 def unused_reasons(tape: Tape, result: Any) -> dict[str, int]:
@@ -70,8 +74,12 @@ def unused_reasons(tape: Tape, result: Any) -> dict[str, int]:
                 continue
             if _site(call) in live_sites:
                 reason = "replaced"
-            elif before or (run.run_id == first_original and start_step is not None
-                            and isinstance(call.step, int) and call.step <= start_step):
+            elif before or (
+                run.run_id == first_original
+                and start_step is not None
+                and isinstance(call.step, int)
+                and call.step <= start_step
+            ):
                 reason = "before_start"
             else:
                 reason = "not_asked"
@@ -99,5 +107,10 @@ def counted_calls(tape: Tape, run: Any) -> Any:
         tokens += int(call.tokens or 0)
     if not any(counts.values()):
         return run
-    return dataclasses.replace(run, llm_calls=counts["llm"], tool_calls=counts["tool"],
-                               effect_calls=counts["effect"], tokens=run.tokens or tokens)
+    return dataclasses.replace(
+        run,
+        llm_calls=counts["llm"],
+        tool_calls=counts["tool"],
+        effect_calls=counts["effect"],
+        tokens=run.tokens or tokens,
+    )

@@ -27,11 +27,16 @@ def _optional_graph(spec: str | None) -> Any:
 @app.command("history")
 def history_cmd(
     ctx: typer.Context,
-    target: str = typer.Argument(..., metavar="RUN|THREAD",
-                                 help="A run id (or unique prefix) or a thread id.", show_default=False),
+    target: str = typer.Argument(
+        ..., metavar="RUN|THREAD", help="A run id (or unique prefix) or a thread id.", show_default=False
+    ),
     namespaces: bool = typer.Option(False, "--namespaces", help="Also list subgraph checkpoints, under their step."),
     last: Optional[int] = typer.Option(
-        None, "--last", "-n", min=1, metavar="N",
+        None,
+        "--last",
+        "-n",
+        min=1,
+        metavar="N",
         help="Only the newest N checkpoints (with the subgraph checkpoints under them); the branch tree stays whole.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the history (entries and branch tree) as JSON."),
@@ -58,11 +63,16 @@ def history_cmd(
 @app.command("state")
 def state_cmd(
     ctx: typer.Context,
-    checkpoint: str = typer.Argument(..., help="A checkpoint id or a unique prefix of it (8+ characters).",
-                                     show_default=False),
-    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="The checkpoint's thread (default: found on the tape)."),
+    checkpoint: str = typer.Argument(
+        ..., help="A checkpoint id or a unique prefix of it (8+ characters).", show_default=False
+    ),
+    thread: Optional[str] = typer.Option(
+        None, "--thread", "-t", help="The checkpoint's thread (default: found on the tape)."
+    ),
     graph_spec: Optional[str] = typer.Option(
-        None, "--graph", "-g",
+        None,
+        "--graph",
+        "-g",
         help="module:attr or path.py:attr of the graph, for checkpoints kept by the graph's own checkpointer.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the checkpoint and its values as JSON."),
@@ -85,11 +95,14 @@ def state_cmd(
 def diff_cmd(
     ctx: typer.Context,
     a: str = typer.Argument(..., help="The checkpoint to compare from (id or unique prefix).", show_default=False),
-    b: str = typer.Argument(..., help="The checkpoint to compare to (same or another run or thread).",
-                            show_default=False),
+    b: str = typer.Argument(
+        ..., help="The checkpoint to compare to (same or another run or thread).", show_default=False
+    ),
     patch: bool = typer.Option(False, "--patch", help="Print the difference as an RFC 6902 JSON Patch."),
     graph_spec: Optional[str] = typer.Option(
-        None, "--graph", "-g",
+        None,
+        "--graph",
+        "-g",
         help="module:attr or path.py:attr of the graph, for checkpoints kept by the graph's own checkpointer.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the changes and the JSON Patch as JSON."),
@@ -103,11 +116,22 @@ def diff_cmd(
         ref_a = locate_checkpoint(tape, a)
         ref_b = locate_checkpoint(tape, b)
         graph = _optional_graph(graph_spec)
-        diff = diff_states(_values_at(tape, ref_a, graph), _values_at(tape, ref_b, graph),
-                           a_label=ref_a.checkpoint_id, b_label=ref_b.checkpoint_id)
+        diff = diff_states(
+            _values_at(tape, ref_a, graph),
+            _values_at(tape, ref_b, graph),
+            a_label=ref_a.checkpoint_id,
+            b_label=ref_b.checkpoint_id,
+        )
         if as_json:
-            echo_json({"a": ref_a.to_dict(), "b": ref_b.to_dict(), "equal": diff.equal,
-                       "changes": [c.to_dict() for c in diff.changes], "patch": diff.json_patch()})
+            echo_json(
+                {
+                    "a": ref_a.to_dict(),
+                    "b": ref_b.to_dict(),
+                    "equal": diff.equal,
+                    "changes": [c.to_dict() for c in diff.changes],
+                    "patch": diff.json_patch(),
+                }
+            )
             return
         if patch:
             echo_json(diff.json_patch())

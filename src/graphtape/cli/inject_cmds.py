@@ -44,8 +44,9 @@ def _parse_sets(sets: list[str]) -> dict[str, Any]:
         try:
             values[key] = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise CliError(f"--set {key}: the value is not valid JSON ({exc.msg}); strings need quotes: "
-                           f"--set '{key}=\"text\"'") from None
+            raise CliError(
+                f"--set {key}: the value is not valid JSON ({exc.msg}); strings need quotes: --set '{key}=\"text\"'"
+            ) from None
     return values
 
 
@@ -54,7 +55,9 @@ def fork_cmd(
     ctx: typer.Context,
     checkpoint: str = typer.Argument(..., help="Checkpoint id (or a unique prefix) to fork from.", show_default=False),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
-    sets: list[str] = typer.Option([], "--set", help="Edit the state: key=JSON (repeatable), checked against the schema."),
+    sets: list[str] = typer.Option(
+        [], "--set", help="Edit the state: key=JSON (repeatable), checked against the schema."
+    ),
     as_node: Optional[str] = typer.Option(None, "--as-node", help="Apply the edit as if this node wrote it."),
     mode: RunMode = typer.Option(RunMode.flight, "--mode", "-m", help="strict, flight or live continuation."),
     allow_live_effects: bool = typer.Option(False, "--allow-live-effects", help="Let changed effects run for real."),
@@ -66,8 +69,14 @@ def fork_cmd(
 
         values = _parse_sets(sets) or None
         with open_tape(ctx) as tape:
-            result = tape.fork(checkpoint, load_graph(graph_spec), values=values, as_node=as_node,
-                               mode=mode.value, allow_live_effects=allow_live_effects)
+            result = tape.fork(
+                checkpoint,
+                load_graph(graph_spec),
+                values=values,
+                as_node=as_node,
+                mode=mode.value,
+                allow_live_effects=allow_live_effects,
+            )
             reasons = unused_reasons(tape, result)
     print_replay_result(result, as_json, reasons=reasons)
 
@@ -77,10 +86,14 @@ def override_cmd(
     ctx: typer.Context,
     run: str = typer.Argument(..., help="The recorded run (id or prefix).", show_default=False),
     call: str = typer.Argument(..., help="The call to override (its call id or a unique prefix).", show_default=False),
-    output: str = typer.Option(..., "--output", "-o", help="The new output as JSON (an LLM answer: a string or AIMessage fields)."),
+    output: str = typer.Option(
+        ..., "--output", "-o", help="The new output as JSON (an LLM answer: a string or AIMessage fields)."
+    ),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
     mode: RunMode = typer.Option(RunMode.flight, "--mode", "-m", help="How calls after the override are answered."),
-    from_start: bool = typer.Option(False, "--from-start", help="Re-run from the run's input, not the checkpoint before the call."),
+    from_start: bool = typer.Option(
+        False, "--from-start", help="Re-run from the run's input, not the checkpoint before the call."
+    ),
     allow_live_effects: bool = typer.Option(False, "--allow-live-effects", help="Let changed effects run for real."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -91,8 +104,15 @@ def override_cmd(
         value = parse_json_option(output, "--output")
         with open_tape(ctx) as tape:
             target = tape.run(run)
-            result = tape.override(target.run_id, call, value, load_graph(graph_spec), mode=mode.value,
-                                   allow_live_effects=allow_live_effects, from_start=from_start)
+            result = tape.override(
+                target.run_id,
+                call,
+                value,
+                load_graph(graph_spec),
+                mode=mode.value,
+                allow_live_effects=allow_live_effects,
+                from_start=from_start,
+            )
             reasons = unused_reasons(tape, result)
     print_replay_result(result, as_json, reasons=reasons)
 
@@ -101,10 +121,13 @@ def override_cmd(
 def invalidate_from_cmd(
     ctx: typer.Context,
     run: str = typer.Argument(..., help="The recorded run (id or prefix).", show_default=False),
-    node: str = typer.Argument(..., help="The node from whose first execution on every call runs live.",
-                               show_default=False),
+    node: str = typer.Argument(
+        ..., help="The node from whose first execution on every call runs live.", show_default=False
+    ),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
-    allow_live_effects: bool = typer.Option(False, "--allow-live-effects", help="Let effects from NODE on run for real."),
+    allow_live_effects: bool = typer.Option(
+        False, "--allow-live-effects", help="Let effects from NODE on run for real."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Re-run with every call from the first execution of NODE on made live; earlier calls are served."""
@@ -116,8 +139,10 @@ def invalidate_from_cmd(
             graph = load_graph(graph_spec)
             nodes = set(getattr(graph, "nodes", {}) or {})
             if nodes and node not in nodes and node.split("/")[0] not in nodes:
-                raise CliError(f"the graph has no node {node!r}; its nodes: "
-                               f"{', '.join(sorted(n for n in nodes if not n.startswith('__')))}")
+                raise CliError(
+                    f"the graph has no node {node!r}; its nodes: "
+                    f"{', '.join(sorted(n for n in nodes if not n.startswith('__')))}"
+                )
             result = tape.invalidate_from(target.run_id, node, graph, allow_live_effects=allow_live_effects)
             reasons = unused_reasons(tape, result)
     print_replay_result(result, as_json, reasons=reasons)
@@ -127,7 +152,9 @@ def invalidate_from_cmd(
 def resume_cmd(
     ctx: typer.Context,
     thread: str = typer.Argument(..., help="The thread waiting at an interrupt().", show_default=False),
-    value: str = typer.Option(..., "--value", help="The answer as JSON; with --by-id, a JSON object {interrupt_id: answer}."),
+    value: str = typer.Option(
+        ..., "--value", help="The answer as JSON; with --by-id, a JSON object {interrupt_id: answer}."
+    ),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The graph: module:attr or path/to/file.py:attr"),
     by_id: bool = typer.Option(False, "--by-id", help="Answer several pending interrupts by id."),
     as_json: bool = typer.Option(False, "--json", help="Print the new run as JSON."),
@@ -140,8 +167,9 @@ def resume_cmd(
         if by_id and not isinstance(answer, dict):
             raise CliError("--by-id needs --value to be a JSON object of {interrupt_id: answer}")
         with open_tape(ctx) as tape:
-            recorded = tape.resume(thread, load_graph(graph_spec), None if by_id else answer,
-                                   by_id=answer if by_id else None)
+            recorded = tape.resume(
+                thread, load_graph(graph_spec), None if by_id else answer, by_id=answer if by_id else None
+            )
             run = tape.run(recorded.last_run_id)
             pending = [events.Interrupt.from_row(e) for e in tape.events(run.run_id, [events.Interrupt.KIND])]
     if as_json:
@@ -187,8 +215,9 @@ def debug_cmd(
 
         with open_tape(ctx) as tape:
             target = tape.run(run)
-            dbg = Debugger(tape, target.run_id, load_graph(graph_spec), mode=mode.value,
-                           allow_live_effects=allow_live_effects)
+            dbg = Debugger(
+                tape, target.run_id, load_graph(graph_spec), mode=mode.value, allow_live_effects=allow_live_effects
+            )
             for node in before:
                 dbg.break_before(node)
             for node in after:
@@ -262,8 +291,10 @@ def _repl(dbg: Any, pause: Any, console: Any) -> bool:
                     console.print("not paused at a call")
                 else:
                     call_id = pause.call.get("call_id")
-                    console.print(f"{pause.call['kind']} call {pause.call.get('name')} in node {pause.call.get('node')}"
-                                  + (f", recorded call #{call_id[:8]}" if call_id else ", not on the tape"))
+                    console.print(
+                        f"{pause.call['kind']} call {pause.call.get('name')} in node {pause.call.get('node')}"
+                        + (f", recorded call #{call_id[:8]}" if call_id else ", not on the tape")
+                    )
                     console.print(pause.call["request"])
                     recorded = pause.call.get("recorded")
                     if recorded is None:
@@ -280,8 +311,10 @@ def _repl(dbg: Any, pause: Any, console: Any) -> bool:
                 dbg.stop()
                 result = dbg.result
                 if result is not None and result.run_id:
-                    console.print(f"stopped: replay run {result.run_id} is left interrupted ({result.served} "
-                                  f"served, {result.live} live)")
+                    console.print(
+                        f"stopped: replay run {result.run_id} is left interrupted ({result.served} "
+                        f"served, {result.live} live)"
+                    )
                 else:
                     console.print("stopped")
                 return True

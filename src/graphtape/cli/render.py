@@ -66,7 +66,7 @@ def short_thread(thread_id: str | None) -> str:
 
 def keep_tail(text: str, width: int) -> str:
     """``text`` cut from the left to ``width`` characters (the end of a path says most)."""
-    return text if len(text) <= width else "…" + text[-(width - 1):]
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 def fmt_time(ts: float | None) -> str:
@@ -231,6 +231,7 @@ def state_lines(state: Any, width: int = 100) -> list[tuple[str, str]]:
 def readable_lines(value: Any, width: int = 100) -> list[str]:
     """A state or a recorded answer as lines a person reads: messages one per line as ``show`` prints
     them (``[ai] text → tool(args)``), other values as one-line JSON. For the debugger's ``state``/``req``."""
+
     def value_lines(v: Any, indent: str) -> list[str]:
         if isinstance(v, (list, tuple)) and v and all(_message_parts(m) is not None for m in v):
             return [f"{indent}{message_summary(m, width - len(indent))}" for m in v]
@@ -315,13 +316,22 @@ def runs_table(runs: list[RunRecord], width: int = 120) -> Table:
         else:
             fit[what] = value
     columns = fit["columns"]
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
-                  caption="calls = llm/tool/effect" if "calls" in columns else None)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        caption="calls = llm/tool/effect" if "calls" in columns else None,
+    )
     right = {"duration", "calls", "tokens"}
     for c in columns:
         table.add_column(
-            c, no_wrap=True, overflow="ellipsis", justify="right" if c in right else "left",
-            style="bold" if c == "id" else None, min_width=8 if c == "id" else None,
+            c,
+            no_wrap=True,
+            overflow="ellipsis",
+            justify="right" if c in right else "left",
+            style="bold" if c == "id" else None,
+            min_width=8 if c == "id" else None,
         )
     for r in runs:
         cells = _run_cells(r, fit)
@@ -628,14 +638,14 @@ def replay_panel(result: Any, from_checkpoint: str | None = None, reasons: dict[
     if result.output_matches is not None:
         grid.add_row(
             "output",
-            Text("matches the recording", style="green") if result.output_matches
+            Text("matches the recording", style="green")
+            if result.output_matches
             else Text("differs from the recording", style="yellow"),
         )
     if result.error and not result.divergence:
         grid.add_row("error", Text(result.error, style="red"))
     style = STATUS_STYLES.get(result.status, "")
-    return Panel(grid, title=f"replay ({result.mode})", title_align="left", border_style=style or "none",
-                 expand=False)
+    return Panel(grid, title=f"replay ({result.mode})", title_align="left", border_style=style or "none", expand=False)
 
 
 def divergence_view(result: Any) -> Group:

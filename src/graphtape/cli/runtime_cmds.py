@@ -56,8 +56,13 @@ def _ops_table(*columns: str, right: tuple[str, ...] = (), fold: tuple[str, ...]
         if c in fold:
             table.add_column(c, overflow="fold")
         else:
-            table.add_column(c, no_wrap=True, overflow="ellipsis", justify="right" if c in right else "left",
-                             min_width=8 if c == "run" else None)
+            table.add_column(
+                c,
+                no_wrap=True,
+                overflow="ellipsis",
+                justify="right" if c in right else "left",
+                min_width=8 if c == "run" else None,
+            )
     return table
 
 
@@ -75,11 +80,14 @@ def prune_cmd(
         None, "--keep-last", help="Keep the newest N runs of every thread.", show_default=False
     ),
     status: Optional[str] = typer.Option(
-        None, "--status", help="Only runs with these statuses, comma-separated (e.g. finished,failed).",
+        None,
+        "--status",
+        help="Only runs with these statuses, comma-separated (e.g. finished,failed).",
         show_default=False,
     ),
     truncate_threads: Optional[bool] = typer.Option(
-        None, "--truncate-threads/--keep-chains",
+        None,
+        "--truncate-threads/--keep-chains",
         help="Whether the older runs of a thread whose newer runs stay may go (the kept runs then replay "
         "with --from-checkpoint). Default: yes with --keep-last, no otherwise.",
         show_default=False,
@@ -109,8 +117,9 @@ def prune_cmd(
         if seconds is None and keep_last is None and statuses is None:
             raise CliError("say what to prune: --older-than 30d, --keep-last N or --status finished,failed")
         with open_tape(ctx) as tape:
-            plan = plan_prune(tape, older_than=seconds, keep_last=keep_last, statuses=statuses,
-                              truncate_threads=truncate_threads)
+            plan = plan_prune(
+                tape, older_than=seconds, keep_last=keep_last, statuses=statuses, truncate_threads=truncate_threads
+            )
             if dry_run or not plan.delete:
                 result = prune(tape, plan, dry_run=True)
             else:
@@ -132,21 +141,31 @@ def prune_cmd(
             console.print("would delete:" if result.dry_run else "deleted:")
             table = _ops_table("run", "thread", "status", "ended", "graph", right=("ended",), fold=("graph",))
             for r in plan.delete:
-                table.add_row(render.short_id(r.run_id), render.short_thread(r.thread_id),
-                              render.status_text(r.status), _age(r.ended_at or r.started_at, now) + " ago", r.graph)
+                table.add_row(
+                    render.short_id(r.run_id),
+                    render.short_thread(r.thread_id),
+                    render.status_text(r.status),
+                    _age(r.ended_at or r.started_at, now) + " ago",
+                    r.graph,
+                )
             console.print(table)
         if plan.kept:
             console.print("kept although they match:")
             table = _ops_table("run", "thread", "status", "why", fold=("why",))
             for k in plan.kept:
-                table.add_row(render.short_id(k.run.run_id), render.short_thread(k.run.thread_id),
-                              render.status_text(k.run.status), k.reason)
+                table.add_row(
+                    render.short_id(k.run.run_id),
+                    render.short_thread(k.run.thread_id),
+                    render.status_text(k.run.status),
+                    k.reason,
+                )
             console.print(table)
         pinned = any("earlier run of thread" in k.reason for k in plan.kept)
         if keep_last is not None and truncate_threads is False and pinned:
             console.print(
                 "note: a kept run replays its thread from the first run, so the earlier runs of its thread stay; "
-                "--truncate-threads lets them go (the kept runs then replay with --from-checkpoint)", style="dim",
+                "--truncate-threads lets them go (the kept runs then replay with --from-checkpoint)",
+                style="dim",
             )
         if not plan.delete:
             console.print(f"nothing to prune in {url}")
@@ -163,7 +182,8 @@ def prune_cmd(
         if result.threads_skipped:
             console.print(
                 f"kept the checkpoints of {len(result.threads_skipped)} thread(s) that got a new run meanwhile: "
-                + ", ".join(result.threads_skipped), style="yellow",
+                + ", ".join(result.threads_skipped),
+                style="yellow",
             )
 
 
@@ -192,8 +212,9 @@ def stats_cmd(
             err = stderr()
             with progress_bar(err, counted=False) as progress:
                 progress.add_task("reading the tape", total=None)
-                stats = collect_stats(tape, stuck_after=stuck_after, size_warning=size_warning,
-                                      limit_runs=limit or None)
+                stats = collect_stats(
+                    tape, stuck_after=stuck_after, size_warning=size_warning, limit_runs=limit or None
+                )
         if prometheus:
             typer.echo(stats.to_prometheus(), nl=False)
             return
@@ -207,14 +228,27 @@ def _print_stats(stats: Any) -> None:
     console = stdout()
     counts = ", ".join(f"{n} {s}" for s, n in stats.runs_by_status.items() if n)
     console.print(f"{stats.store}: {stats.runs_total} run(s){': ' + counts if counts else ''}")
-    table = _ops_table("size", "measured", "p50", "p95", "max", f"over {_fmt_bytes(stats.size_warning)}",
-                       right=("measured", "p50", "p95", "max", f"over {_fmt_bytes(stats.size_warning)}"))
+    table = _ops_table(
+        "size",
+        "measured",
+        "p50",
+        "p95",
+        "max",
+        f"over {_fmt_bytes(stats.size_warning)}",
+        right=("measured", "p50", "p95", "max", f"over {_fmt_bytes(stats.size_warning)}"),
+    )
     for label, s, n, over in (
         ("run tape", stats.run_tape_bytes, stats.sampled_runs, stats.large_runs_count),
         ("checkpoint", stats.checkpoint_bytes, stats.sampled_checkpoints, stats.large_checkpoints_count),
     ):
-        table.add_row(label, str(n), _fmt_bytes(s.p50), _fmt_bytes(s.p95), _fmt_bytes(s.max),
-                      Text(str(over), style="yellow" if over else ""))
+        table.add_row(
+            label,
+            str(n),
+            _fmt_bytes(s.p50),
+            _fmt_bytes(s.p95),
+            _fmt_bytes(s.max),
+            Text(str(over), style="yellow" if over else ""),
+        )
     console.print(table)
     for rid, size in stats.large_runs:
         console.print(f"  large run {render.short_id(rid)}: {_fmt_bytes(size)}", style="yellow")
@@ -227,18 +261,28 @@ def _print_stats(stats: Any) -> None:
         table.add_row(f"node {node}", str(s.count), _fmt_seconds(s.p50), _fmt_seconds(s.p95), _fmt_seconds(s.max))
     console.print(table)
     if stats.stuck_threads:
-        console.print(f"{len(stats.stuck_threads)} stuck thread(s) (no progress for over "
-                      f"{render.fmt_duration(stats.stuck_after)}):", style="yellow")
+        console.print(
+            f"{len(stats.stuck_threads)} stuck thread(s) (no progress for over "
+            f"{render.fmt_duration(stats.stuck_after)}):",
+            style="yellow",
+        )
         table = _ops_table("thread", "run", "node", "waiting", "held by", right=("waiting",))
         for st in stats.stuck_threads:
-            table.add_row(st.thread_id, render.short_id(st.run_id), st.node or "(between steps)",
-                          render.fmt_duration(st.seconds), st.owner)
+            table.add_row(
+                st.thread_id,
+                render.short_id(st.run_id),
+                st.node or "(between steps)",
+                render.fmt_duration(st.seconds),
+                st.owner,
+            )
         console.print(table)
     else:
         console.print(f"no stuck threads (threshold {render.fmt_duration(stats.stuck_after)})")
     if stats.orphaned_runs:
-        console.print(f"{stats.orphaned_runs} orphaned run(s) (their process died): finish them with "
-                      "`graphtape recover`", style="yellow")
+        console.print(
+            f"{stats.orphaned_runs} orphaned run(s) (their process died): finish them with `graphtape recover`",
+            style="yellow",
+        )
 
 
 def _looks_like_graph_spec(name: str) -> bool:
@@ -253,12 +297,14 @@ def _looks_like_graph_spec(name: str) -> bool:
 def recover_cmd(
     ctx: typer.Context,
     graph_spec: Optional[str] = typer.Option(
-        None, "--graph", "-g",
+        None,
+        "--graph",
+        "-g",
         help="The graph: module:attr or path/to/file.py:attr (default: the graph name recorded on each run, "
-        "when it is such a spec).", show_default=False,
+        "when it is such a spec).",
+        show_default=False,
     ),
-    run: Optional[str] = typer.Option(None, "--run", help="Recover only this run (id or prefix).",
-                                      show_default=False),
+    run: Optional[str] = typer.Option(None, "--run", help="Recover only this run (id or prefix).", show_default=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the orphaned runs; recover nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs (or the recoveries) as JSON."),
 ) -> None:
@@ -274,35 +320,59 @@ def recover_cmd(
                 target = tape.run(run)
                 if target.run_id not in {o.run_id for o in orphans}:
                     if target.status != "running":
-                        raise CliError(f"run {render.short_id(target.run_id)} is {target.status}, not orphaned: "
-                                       "nothing to recover")
-                    raise CliError(f"run {render.short_id(target.run_id)} is still running: its thread's lease "
-                                   "is held (by a live process); wait for it or for the lease to expire")
+                        raise CliError(
+                            f"run {render.short_id(target.run_id)} is {target.status}, not orphaned: nothing to recover"
+                        )
+                    raise CliError(
+                        f"run {render.short_id(target.run_id)} is still running: its thread's lease "
+                        "is held (by a live process); wait for it or for the lease to expire"
+                    )
                 orphans = [target]
-            specs = {o.run_id: graph_spec or (o.graph if _looks_like_graph_spec(o.graph) else None)
-                     for o in orphans}
+            specs = {o.run_id: graph_spec or (o.graph if _looks_like_graph_spec(o.graph) else None) for o in orphans}
             now = time.time()
             if dry_run:
                 from graphtape.runtime.recovery import held_runs
 
                 held = held_runs(tape) if run is None else []
                 if as_json:
-                    echo_json([{**render.run_to_json(o), "graph_spec": specs[o.run_id], "lease_held": False,
-                                "needs_graph": specs[o.run_id] is None} for o in orphans]
-                              + [{**render.run_to_json(h), "lease_held": True, "lease_owner": owner,
-                                  "lease_expires_in": round(max(0.0, expires - now), 1)} for h, owner, expires in held])
+                    echo_json(
+                        [
+                            {
+                                **render.run_to_json(o),
+                                "graph_spec": specs[o.run_id],
+                                "lease_held": False,
+                                "needs_graph": specs[o.run_id] is None,
+                            }
+                            for o in orphans
+                        ]
+                        + [
+                            {
+                                **render.run_to_json(h),
+                                "lease_held": True,
+                                "lease_owner": owner,
+                                "lease_expires_in": round(max(0.0, expires - now), 1),
+                            }
+                            for h, owner, expires in held
+                        ]
+                    )
                     return
                 console = stdout()
                 if held:
                     console.print(
                         f"{len(held)} run(s) marked running whose thread's lease is still held: a live process is "
                         "running them, or their process died less than a lease ago; recover them once the lease "
-                        "expires:", style="yellow")
+                        "expires:",
+                        style="yellow",
+                    )
                     table = _ops_table("run", "thread", "started", "lease expires in", "held by", fold=("held by",))
                     for h, owner, expires in held:
-                        table.add_row(render.short_id(h.run_id), render.short_thread(h.thread_id),
-                                      _age(h.started_at, now) + " ago", render.fmt_duration(max(0.0, expires - now)),
-                                      owner)
+                        table.add_row(
+                            render.short_id(h.run_id),
+                            render.short_thread(h.thread_id),
+                            _age(h.started_at, now) + " ago",
+                            render.fmt_duration(max(0.0, expires - now)),
+                            owner,
+                        )
                     console.print(table)
                 if not orphans:
                     console.print(f"no orphaned runs in {tape.url}")
@@ -310,8 +380,12 @@ def recover_cmd(
                 table = _ops_table("run", "thread", "started", "graph", fold=("graph",))
                 for o in orphans:
                     how = "" if graph_spec else " (loads)" if specs[o.run_id] else " (needs --graph)"
-                    table.add_row(render.short_id(o.run_id), render.short_thread(o.thread_id),
-                                  _age(o.started_at, now) + " ago", o.graph + how)
+                    table.add_row(
+                        render.short_id(o.run_id),
+                        render.short_thread(o.thread_id),
+                        _age(o.started_at, now) + " ago",
+                        o.graph + how,
+                    )
                 console.print(table)
                 console.print(f"dry run: {len(orphans)} orphaned run(s); nothing was recovered")
                 return

@@ -274,9 +274,7 @@ def _print_run_result(run: Any, output: Any, interrupts: list[events.Interrupt],
         return
     if interrupts:
         for intr in interrupts:
-            console.print(
-                Text(f"waiting for input: {render.summarize(intr.value, width)}", style="yellow")
-            )
+            console.print(Text(f"waiting for input: {render.summarize(intr.value, width)}", style="yellow"))
         console.print(
             f"resume with: graphtape run {graph_spec} --thread {run.thread_id} --resume '<json>'", style="dim"
         )
@@ -319,7 +317,9 @@ def replay_cmd(
     run: str = typer.Argument(..., help="Run id or a unique prefix of it.", show_default=False),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
     mode: ReplayMode = typer.Option(
-        ReplayMode.strict, "--mode", "-m",
+        ReplayMode.strict,
+        "--mode",
+        "-m",
         help="strict: serve every call from the tape, stop at the first change; "
         "flight: serve unchanged calls, run changed ones live.",
     ),
@@ -327,7 +327,9 @@ def replay_cmd(
         False, "--allow-live-effects", help="Let changed @graphtape.effect calls run for real (flight mode)."
     ),
     from_checkpoint: Optional[str] = typer.Option(
-        None, "--from-checkpoint", "-c",
+        None,
+        "--from-checkpoint",
+        "-c",
         help="Start from this root checkpoint of the run (id or unique prefix, see `graphtape show`) "
         "instead of its input.",
     ),
@@ -348,22 +350,34 @@ def replay_cmd(
 
                 def on_segment(index: int, total: int, original: Any) -> None:
                     progress.update(
-                        task, total=total, completed=index,
+                        task,
+                        total=total,
+                        completed=index,
                         description=f"replaying run {render.short_id(original.run_id)}",
                     )
 
                 try:
                     result = tape.replay(
-                        target.run_id, graph, mode=mode.value, allow_live_effects=allow_live_effects,
-                        from_checkpoint=checkpoint, progress=on_segment,
+                        target.run_id,
+                        graph,
+                        mode=mode.value,
+                        allow_live_effects=allow_live_effects,
+                        from_checkpoint=checkpoint,
+                        progress=on_segment,
                     )
                 except KeyboardInterrupt:
                     progress.stop()
-                    stopped = [r for r in tape.runs(limit=20) if r.replay_of and (r.meta or {}).get("stopped_by")
-                               and r.run_id not in replays_before]
-                    stopped_by_ctrl_c(tape, stopped[0].run_id if stopped else None,
-                                      f"run the replay again to finish: graphtape replay {target.run_id} "
-                                      f"--graph {graph_spec} --mode {mode.value}")
+                    stopped = [
+                        r
+                        for r in tape.runs(limit=20)
+                        if r.replay_of and (r.meta or {}).get("stopped_by") and r.run_id not in replays_before
+                    ]
+                    stopped_by_ctrl_c(
+                        tape,
+                        stopped[0].run_id if stopped else None,
+                        f"run the replay again to finish: graphtape replay {target.run_id} "
+                        f"--graph {graph_spec} --mode {mode.value}",
+                    )
                 progress.update(task, completed=progress.tasks[0].total or 1)
             reasons = unused_reasons(tape, result)
         print_replay_result(result, as_json, checkpoint, reasons)
@@ -453,7 +467,9 @@ def import_cmd(
     ctx: typer.Context,
     file: Path = typer.Argument(..., help="A tape file written by `graphtape export`.", show_default=False),
     into: Optional[str] = typer.Option(
-        None, "--into", help="The store to import into (default: --url, $GRAPHTAPE_URL or .graphtape/tape.db).",
+        None,
+        "--into",
+        help="The store to import into (default: --url, $GRAPHTAPE_URL or .graphtape/tape.db).",
         show_default=False,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the imported run ids as JSON."),

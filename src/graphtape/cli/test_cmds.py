@@ -58,8 +58,10 @@ def _tape_sources(ctx: typer.Context, source: str, workdir: Path, mode: str) -> 
 
     if "://" in source:
         if mode == "flight":
-            raise CliError("--mode flight rewrites tape files; export the runs first (graphtape export) "
-                           "or give a directory of tapes")
+            raise CliError(
+                "--mode flight rewrites tape files; export the runs first (graphtape export) "
+                "or give a directory of tapes"
+            )
         files = []
         with open_tape(ctx, url=source) as tape:
             threads: list[str] = []
@@ -97,12 +99,16 @@ def _display(path: Path, base: Path) -> str:
 def test_cmd(
     ctx: typer.Context,
     source: str = typer.Argument(
-        ..., metavar="PATH", show_default=False,
+        ...,
+        metavar="PATH",
+        show_default=False,
         help="A directory of tape files (searched recursively), one tape file, or a store URL.",
     ),
     graph_spec: str = typer.Option(..., "--graph", "-g", help="The current code: module:attr or path/to/file.py:attr"),
     mode: ReplayCheckMode = typer.Option(
-        ReplayCheckMode.strict, "--mode", "-m",
+        ReplayCheckMode.strict,
+        "--mode",
+        "-m",
         help="strict: every call must be served (CI); flight: run changed calls live and rewrite "
         "the tapes that changed.",
     ),
@@ -110,7 +116,10 @@ def test_cmd(
         min(4, os.cpu_count() or 1), "--jobs", "-j", min=1, help="Tapes replayed at the same time."
     ),
     junit_xml: Optional[Path] = typer.Option(
-        None, "--junit-xml", help="Also write the results as JUnit XML (for CI test reports).", show_default=False,
+        None,
+        "--junit-xml",
+        help="Also write the results as JUnit XML (for CI test reports).",
+        show_default=False,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
@@ -135,8 +144,19 @@ def test_cmd(
             _write_junit(junit_xml, outcomes, base)
     failed = [o for o in outcomes if o.status in ("diverged", "errored")]
     if as_json:
-        echo_json([{"tape": _display(o.path, base), "status": o.status, "runs": o.runs,
-                    "seconds": round(o.seconds, 3), "message": o.message, "diff": o.diff} for o in outcomes])
+        echo_json(
+            [
+                {
+                    "tape": _display(o.path, base),
+                    "status": o.status,
+                    "runs": o.runs,
+                    "seconds": round(o.seconds, 3),
+                    "message": o.message,
+                    "diff": o.diff,
+                }
+                for o in outcomes
+            ]
+        )
     else:
         _print_outcomes(outcomes, base)
     if failed:
@@ -154,8 +174,12 @@ def _print_outcomes(outcomes: list[Any], base: Path) -> None:
     table.add_column("runs", justify="right", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
     for o in outcomes:
-        table.add_row(_display(o.path, base), Text(o.status, style=_STYLES.get(o.status, "")), str(o.runs),
-                      f"{o.seconds * 1000:.0f}ms")
+        table.add_row(
+            _display(o.path, base),
+            Text(o.status, style=_STYLES.get(o.status, "")),
+            str(o.runs),
+            f"{o.seconds * 1000:.0f}ms",
+        )
     console.print(table)
     for o in outcomes:
         if o.status in ("diverged", "errored"):
@@ -171,20 +195,28 @@ def _write_junit(path: Path, outcomes: list[Any], base: Path) -> None:
     """JUnit XML: one test case per tape file; a divergence is a failure (with the diff), a crash an error."""
     import xml.etree.ElementTree as ET
 
-    suite = ET.Element("testsuite", {
-        "name": "graphtape",
-        "tests": str(len(outcomes)),
-        "failures": str(sum(1 for o in outcomes if o.status == "diverged")),
-        "errors": str(sum(1 for o in outcomes if o.status == "errored")),
-        "skipped": "0",
-        "time": f"{sum(o.seconds for o in outcomes):.3f}",
-    })
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": "graphtape",
+            "tests": str(len(outcomes)),
+            "failures": str(sum(1 for o in outcomes if o.status == "diverged")),
+            "errors": str(sum(1 for o in outcomes if o.status == "errored")),
+            "skipped": "0",
+            "time": f"{sum(o.seconds for o in outcomes):.3f}",
+        },
+    )
     for o in outcomes:
         shown = _display(o.path, base)
-        case = ET.SubElement(suite, "testcase", {
-            "classname": "graphtape." + (str(Path(shown).parent).replace(os.sep, ".").strip(".") or "tapes"),
-            "name": shown, "time": f"{o.seconds:.3f}",
-        })
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": "graphtape." + (str(Path(shown).parent).replace(os.sep, ".").strip(".") or "tapes"),
+                "name": shown,
+                "time": f"{o.seconds:.3f}",
+            },
+        )
         if o.status == "diverged":
             ET.SubElement(case, "failure", {"message": o.message, "type": "Divergence"}).text = o.diff or o.message
         elif o.status == "errored":
@@ -216,13 +248,23 @@ def used_cassettes(path: Path) -> set[Path]:
     """
     with tempfile.TemporaryDirectory(prefix="graphtape-prune-") as tmp:
         listing = Path(tmp) / "tapes.txt"
-        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-               f"--graphtape-list-tapes={listing}", str(path)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--graphtape-list-tapes={listing}",
+            str(path),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode not in (0, 5) or not listing.exists():  # 5: no tests collected
             tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-            raise CliError(f"pytest could not collect the tests under {path} (exit {proc.returncode}); nothing "
-                           f"was removed: {tail}")
+            raise CliError(
+                f"pytest could not collect the tests under {path} (exit {proc.returncode}); nothing was removed: {tail}"
+            )
         return {Path(line) for line in listing.read_text(encoding="utf-8").splitlines() if line}
 
 
@@ -251,8 +293,13 @@ def prune_cmd(
                 with contextlib.suppress(OSError):
                     p.parent.rmdir()  # only when it is now empty
     if as_json:
-        echo_json({"removed": [] if dry_run else [str(p) for p in unused],
-                   "unused": [str(p) for p in unused], "kept": len(used)})
+        echo_json(
+            {
+                "removed": [] if dry_run else [str(p) for p in unused],
+                "unused": [str(p) for p in unused],
+                "kept": len(used),
+            }
+        )
         return
     console = stdout()
     verb = "would remove" if dry_run else "removed"

@@ -115,8 +115,17 @@ def branch_run(run: RunRecord, labels: dict[str, tuple[int, float, events.Label]
     """A run as the tree shows it, with its latest label (``labels``: run id -> (seq, time, label))."""
     meta = run.meta or {}
     detail = {k: meta[k] for k in ("replay_mode", "fork_of", "override_of", "invalidate_from", "edit") if k in meta}
-    br = BranchRun(run.run_id, run.thread_id, run.status, run.mode, run.started_at, run.ended_at,
-                   run.parent_run_id, run.replay_of, detail=detail)
+    br = BranchRun(
+        run.run_id,
+        run.thread_id,
+        run.status,
+        run.mode,
+        run.started_at,
+        run.ended_at,
+        run.parent_run_id,
+        run.replay_of,
+        detail=detail,
+    )
     lab = labels.get(run.run_id)
     if lab is not None:
         br.label, br.note, br.labeled_at = lab[2].label, lab[2].note, lab[1]
@@ -138,10 +147,19 @@ def config_start(tape: Tape, run: RunRecord) -> str | None:
         return None
 
 
-def build_tree(tape: Tape, reader: Reader, thread_id: str, thread_runs: list[RunRecord],
-                rows: list[tuple[Any, ...]], keys: Keys, copies: dict[str, str], nested: bool,
-                labels: dict[str, tuple[int, float, events.Label]], runs_info: dict[str, BranchRun],
-                labels_read_for: Sequence[str]) -> list[Branch]:
+def build_tree(
+    tape: Tape,
+    reader: Reader,
+    thread_id: str,
+    thread_runs: list[RunRecord],
+    rows: list[tuple[Any, ...]],
+    keys: Keys,
+    copies: dict[str, str],
+    nested: bool,
+    labels: dict[str, tuple[int, float, events.Label]],
+    runs_info: dict[str, BranchRun],
+    labels_read_for: Sequence[str],
+) -> list[Branch]:
     """The tree of branches around a thread's runs (``rows``: its listed checkpoints, oldest first).
 
     Fills ``runs_info`` with every run placed in the tree; reads the labels of
@@ -243,8 +261,13 @@ def build_tree(tape: Tape, reader: Reader, thread_id: str, thread_runs: list[Run
             b = previous
         else:
             copied = next((copies[v] for v in via if v in copies), None)
-            b = new_branch(r, "main" if not roots else "fork", previous or (roots[-1] if roots else None),
-                           from_checkpoint=copied, via=via)
+            b = new_branch(
+                r,
+                "main" if not roots else "fork",
+                previous or (roots[-1] if roots else None),
+                from_checkpoint=copied,
+                via=via,
+            )
         b.runs.append(info)
         branch_of[r.run_id] = b
         last = last_root.get(r.run_id)

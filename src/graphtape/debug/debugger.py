@@ -90,16 +90,18 @@ class Pause:
         if self.reason == "call" and self.call:
             answer = "recorded answer available" if self.call.get("recorded") is not None else "no recorded answer"
             return f"before {self.call['kind']} call {self.call.get('name')} in {where}{step} ({answer})"
-        return {"before_node": f"before {where}{step}", "after_node": f"after {where}{step}",
-                "condition": f"condition true after{step}: {self.detail}",
-                "step": f"super-step done{step}"}.get(self.reason, self.reason)
+        return {
+            "before_node": f"before {where}{step}",
+            "after_node": f"after {where}{step}",
+            "condition": f"condition true after{step}: {self.detail}",
+            "step": f"super-step done{step}",
+        }.get(self.reason, self.reason)
 
 
 class Debugger:
     """Step through a replay of a recorded run. See the module docstring."""
 
-    def __init__(self, tape: Tape, run_id: str, graph: Any, *, mode: str = "strict",
-                 allow_live_effects: bool = False):
+    def __init__(self, tape: Tape, run_id: str, graph: Any, *, mode: str = "strict", allow_live_effects: bool = False):
         self.tape = tape
         self.run_id = run_id
         self.graph = graph
@@ -174,8 +176,14 @@ class Debugger:
     def start(self) -> Pause:
         def work() -> None:
             try:
-                result = replay(self.tape, self.run_id, self.graph, mode=self.mode,
-                                allow_live_effects=self.allow_live_effects, debugger=self)
+                result = replay(
+                    self.tape,
+                    self.run_id,
+                    self.graph,
+                    mode=self.mode,
+                    allow_live_effects=self.allow_live_effects,
+                    debugger=self,
+                )
                 if self._stopped and result.status not in ("finished", "interrupted", "diverged"):
                     # quitting is not a failure of the replayed code: the replay was stopped
                     result = dataclasses.replace(result, status="stopped", error=None)
@@ -300,8 +308,9 @@ class Debugger:
         if self._run_mode == "step_node" or any(b.matches_node("after", node) for b in self.breakpoints):
             from graphtape.serde import to_jsonable
 
-            self._wait(Pause("after_node", node=node, step=info.get("step"), writes=to_jsonable(outputs)),
-                       can_raise=False)
+            self._wait(
+                Pause("after_node", node=node, step=info.get("step"), writes=to_jsonable(outputs)), can_raise=False
+            )
 
     def on_call(self, session: Any, call: Any, recorded: Any, request: dict[str, Any]) -> tuple[str, Any]:
         """``("default", None)``, ``("use", output)`` or ``("live", None)`` for a call about to be answered."""
@@ -310,7 +319,8 @@ class Debugger:
         site = call.site
         name = call.summary.get("name") or call.summary.get("model")
         if self._run_mode != "step_call" and not any(
-                b.matches_call(site.kind, name, site.node_path) for b in self.breakpoints):
+            b.matches_call(site.kind, name, site.node_path) for b in self.breakpoints
+        ):
             return ("default", None)
         lines = render_request(site.kind, request, call.messages_view)
         info = {
@@ -383,10 +393,25 @@ class DebugAnswerer(Answerer):
         if command == "use":
             site = call.site
             served = rec or RecordedCall(
-                call_id="(injected)", run_id=session.run_id, seq=-1, kind=site.kind, node=site.node,
-                node_path=site.node_path, branch=site.branch, step=site.step, ordinal=site.ordinal,
-                fingerprint=call.fingerprint, request_ref=call.request_ref, messages_ref=call.messages_ref,
-                response_ref=None, error=None, tokens=0, cost=0.0, latency=0.0, name=None)
+                call_id="(injected)",
+                run_id=session.run_id,
+                seq=-1,
+                kind=site.kind,
+                node=site.node,
+                node_path=site.node_path,
+                branch=site.branch,
+                step=site.step,
+                ordinal=site.ordinal,
+                fingerprint=call.fingerprint,
+                request_ref=call.request_ref,
+                messages_ref=call.messages_ref,
+                response_ref=None,
+                error=None,
+                tokens=0,
+                cost=0.0,
+                latency=0.0,
+                name=None,
+            )
             return Decision.serve(served, override_envelope(served, output))
         if command == "live":
             return LIVE

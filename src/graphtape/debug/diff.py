@@ -86,9 +86,7 @@ def message_view(msg: Any) -> dict[str, Any] | None:
         view["name"] = m.name
     tool_calls = getattr(m, "tool_calls", None) or []
     if tool_calls:
-        view["tool_calls"] = [
-            {"name": tc.get("name"), "args": serde.to_jsonable(tc.get("args"))} for tc in tool_calls
-        ]
+        view["tool_calls"] = [{"name": tc.get("name"), "args": serde.to_jsonable(tc.get("args"))} for tc in tool_calls]
     if role == "tool" and getattr(m, "status", "success") not in (None, "success"):
         view["status"] = m.status
     return view
@@ -249,8 +247,12 @@ def _content_text(content: Any) -> str:
 
 
 def _is_message_view(v: Any) -> bool:
-    return isinstance(v, dict) and "role" in v and "content" in v and set(v) <= {
-        "role", "content", "name", "tool_calls", "status"}
+    return (
+        isinstance(v, dict)
+        and "role" in v
+        and "content" in v
+        and set(v) <= {"role", "content", "name", "tool_calls", "status"}
+    )
 
 
 def _clip(text: str, width: int | None) -> str:

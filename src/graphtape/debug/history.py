@@ -65,10 +65,19 @@ _MIN_PREFIX = 8
 
 #: Channels LangGraph keeps for itself: not part of the state a user wrote.
 _INTERNAL_PREFIXES = ("branch:", "join:", "__pregel_", "start:")
-_INTERNAL_CHANNELS = frozenset({
-    "__start__", "__interrupt__", "__resume__", "__error__", "__error_source_node__", "__return__",
-    "__no_writes__", "__snapshot_bumps__", "__input__",
-})
+_INTERNAL_CHANNELS = frozenset(
+    {
+        "__start__",
+        "__interrupt__",
+        "__resume__",
+        "__error__",
+        "__error_source_node__",
+        "__return__",
+        "__no_writes__",
+        "__snapshot_bumps__",
+        "__input__",
+    }
+)
 
 
 def is_internal_channel(name: str) -> bool:
@@ -202,8 +211,9 @@ class CheckpointRef:
     in_saver: bool
 
     def config(self) -> dict[str, Any]:
-        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.ns,
-                                 "checkpoint_id": self.checkpoint_id}}
+        return {
+            "configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.ns, "checkpoint_id": self.checkpoint_id}
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -232,9 +242,7 @@ def _resolve_target(tape: Tape, reader: Reader, target: str) -> tuple[str, RunRe
                 raise
         else:
             return "run", run, run.thread_id
-    raise RunNotFound(
-        f"no run or thread {target!r} in {tape.url}; list runs (and their threads) with `graphtape runs`"
-    )
+    raise RunNotFound(f"no run or thread {target!r} in {tape.url}; list runs (and their threads) with `graphtape runs`")
 
 
 def locate_checkpoint(tape: Tape, checkpoint_id: str, *, thread_id: str | None = None) -> CheckpointRef:
@@ -302,8 +310,9 @@ def _event_matches(tape: Tape, prefix: str, thread_id: str | None) -> list[Match
     return out
 
 
-def checkpoint_state(tape: Tape, checkpoint_id: str, *, thread_id: str | None = None,
-                     graph: Any = None) -> dict[str, Any]:
+def checkpoint_state(
+    tape: Tape, checkpoint_id: str, *, thread_id: str | None = None, graph: Any = None
+) -> dict[str, Any]:
     """The channel values at a checkpoint, LangGraph's internal channels left out.
 
     Checkpoints in graphtape's saver are read from the store; those in
@@ -463,9 +472,18 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
                 ns = cp.ns or ""
                 if ns and not namespaces:
                     continue
-                cp_events.setdefault(cp.checkpoint_id, (cp.checkpoint_id, cp.parent_id, cp.step, iso(ts),
-                                                        row_key(run_id, cp.source, None), None,
-                                                        *((ns,) if namespaces else ())))
+                cp_events.setdefault(
+                    cp.checkpoint_id,
+                    (
+                        cp.checkpoint_id,
+                        cp.parent_id,
+                        cp.step,
+                        iso(ts),
+                        row_key(run_id, cp.source, None),
+                        None,
+                        *((ns,) if namespaces else ()),
+                    ),
+                )
             else:  # task_interrupted / task_failed (the listing reads the task namespace for us)
                 bad.add((run_id, task or ""))
 
@@ -479,8 +497,9 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     if source == "events":
         rows = sorted(cp_events.values(), key=lambda r: r[0])
     listed = set(event_runs)
-    continued = {r.parent_run_id for rid in event_runs if (r := by_run.get(rid)) is not None
-                 and r.parent_run_id in listed}
+    continued = {
+        r.parent_run_id for rid in event_runs if (r := by_run.get(rid)) is not None and r.parent_run_id in listed
+    }
     if source == "events":
         call_runs = set(event_runs)
     else:
@@ -512,21 +531,44 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     calls: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for run_id, call, d in raw_calls:
         info = _call_dict(listed_call(call.CALL_KIND, d))
-        levels = call_levels(call.task or "", call.step,
-                             lambda t, run_id=run_id: task_step.get((run_id, t)), depth=None if namespaces else 1)
+        levels = call_levels(
+            call.task or "",
+            call.step,
+            lambda t, run_id=run_id: task_step.get((run_id, t)),
+            depth=None if namespaces else 1,
+        )
         for ns, step in levels:
             calls.setdefault((run_id, ns, step), []).append(info)
 
-    entries = _entries(rows, keys, thread_id, by_run, tasks, bad, calls, task_step, copies,
-                       only_run=run.run_id if kind == "run" and run is not None else None, nested=namespaces)
+    entries = _entries(
+        rows,
+        keys,
+        thread_id,
+        by_run,
+        tasks,
+        bad,
+        calls,
+        task_step,
+        copies,
+        only_run=run.run_id if kind == "run" and run is not None else None,
+        nested=namespaces,
+    )
 
     # branches
     runs_info: dict[str, BranchRun] = {}
-    branches = build_tree(tape, reader, thread_id, thread_runs, rows, keys, copies, namespaces, labels,
-                           runs_info, event_runs)
+    branches = build_tree(
+        tape, reader, thread_id, thread_runs, rows, keys, copies, namespaces, labels, runs_info, event_runs
+    )
     return History(
-        target=target, kind=kind, thread_id=thread_id, run_id=run.run_id if run is not None else None,
-        namespaces=namespaces, entries=entries, branches=branches, runs=runs_info, source=source,
+        target=target,
+        kind=kind,
+        thread_id=thread_id,
+        run_id=run.run_id if run is not None else None,
+        namespaces=namespaces,
+        entries=entries,
+        branches=branches,
+        runs=runs_info,
+        source=source,
     )
 
 
@@ -535,10 +577,20 @@ def _parse_calls(listed: str) -> list[dict[str, Any]]:
     return [_call_dict(c) for c in json.loads(listed)]
 
 
-def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: dict[str, RunRecord],
-             tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]], bad: set[tuple[str, str]],
-             calls: dict[tuple[str, str, int], list[dict[str, Any]]], task_step: dict[tuple[str, str], int],
-             copies: dict[str, str], *, only_run: str | None, nested: bool) -> list[HistoryEntry]:
+def _entries(
+    rows: list[tuple[Any, ...]],
+    keys: Keys,
+    thread_id: str,
+    by_run: dict[str, RunRecord],
+    tasks: dict[tuple[str, str, int], list[tuple[Any, ...]]],
+    bad: set[tuple[str, str]],
+    calls: dict[tuple[str, str, int], list[dict[str, Any]]],
+    task_step: dict[tuple[str, str], int],
+    copies: dict[str, str],
+    *,
+    only_run: str | None,
+    nested: bool,
+) -> list[HistoryEntry]:
     """One entry per row (oldest first), ``next`` and ``within`` filled.
 
     Built newest first: a checkpoint's children are seen before it, the
@@ -560,8 +612,9 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
                     first_of[i] = prev_run
         if first_of:
             cp_keys = {(keys[r[4]][0], r[6] if nested else "", r[2]) for r in rows}
-            first_of = {i: p for i, p in first_of.items()
-                        if (p, rows[i][6] if nested else "", rows[i][2]) not in cp_keys}
+            first_of = {
+                i: p for i, p in first_of.items() if (p, rows[i][6] if nested else "", rows[i][2]) not in cp_keys
+            }
 
     row_by_id: dict[str, tuple[Any, ...]] | None = None
     child_writers: dict[Any, tuple[str, ...]] = {}  # parent (id, or (ns, id) when nested) -> oldest child's writers
@@ -607,9 +660,26 @@ def _entries(rows: list[tuple[Any, ...]], keys: Keys, thread_id: str, by_run: di
                 nxt = tuple(dict.fromkeys(ev[5] or "?" for ev in pending))
         if parent_id is not None:
             child_writers[(ns, parent_id) if nested else parent_id] = writers
-        append(new(HistoryEntry, (cid, parent_id, thread_id, ns, step, src, created, run_id, writers,
-                                  tuple(step_calls) if step_calls else (), nxt, None,
-                                  copies.get(cid) if copies and run_id is None else None)))
+        append(
+            new(
+                HistoryEntry,
+                (
+                    cid,
+                    parent_id,
+                    thread_id,
+                    ns,
+                    step,
+                    src,
+                    created,
+                    run_id,
+                    writers,
+                    tuple(step_calls) if step_calls else (),
+                    nxt,
+                    None,
+                    copies.get(cid) if copies and run_id is None else None,
+                ),
+            )
+        )
     out.reverse()
     if nested and any(e.ns for e in out):
         by_key: dict[tuple[Any, ...], str] = {}

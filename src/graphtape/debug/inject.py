@@ -48,9 +48,18 @@ def find_checkpoint(tape: Tape, checkpoint_id: str, run_id: str | None = None) -
     raise RunNotFound(f"no checkpoint {checkpoint_id!r} on the tape; list them with `graphtape history RUN`")
 
 
-def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] | None = None,
-         as_node: str | None = None, mode: str = "flight", allow_live_effects: bool = False,
-         run_id: str | None = None, _runner: Any = replay) -> ReplayResult:
+def fork(
+    tape: Tape,
+    checkpoint_id: str,
+    graph: Any,
+    *,
+    values: dict[str, Any] | None = None,
+    as_node: str | None = None,
+    mode: str = "flight",
+    allow_live_effects: bool = False,
+    run_id: str | None = None,
+    _runner: Any = replay,
+) -> ReplayResult:
     owner, event = find_checkpoint(tape, checkpoint_id, run_id)
     if event.ns:
         raise ReplayError("fork from a checkpoint of the root graph (this one belongs to a subgraph)")
@@ -60,8 +69,14 @@ def fork(tape: Tape, checkpoint_id: str, graph: Any, *, values: dict[str, Any] |
         # before the replay copies the checkpoint into a new thread: a rejected edit writes nothing
         check_edit(getattr(graph, "original", graph), values, as_node)
     return _runner(
-        tape, owner, graph, mode=mode, allow_live_effects=allow_live_effects,
-        from_checkpoint=event.checkpoint_id, edit=values, as_node=as_node,
+        tape,
+        owner,
+        graph,
+        mode=mode,
+        allow_live_effects=allow_live_effects,
+        from_checkpoint=event.checkpoint_id,
+        edit=values,
+        as_node=as_node,
         meta={"fork_of": event.checkpoint_id, **({"edit": serde.to_jsonable(values)} if values else {})},
     )
 
@@ -76,8 +91,10 @@ def find_call(tape: Tape, call_id: str, run_id: str | None = None) -> RecordedCa
         return prefix[0]
     if len(prefix) > 1:
         raise RunNotFound(f"call id prefix {call_id!r} is ambiguous; give more characters")
-    raise RunNotFound(f"no call {call_id!r} on the tape; `graphtape show RUN` prints each call with its id "
-                      "(#1a2b3c4d; any unique prefix of 6+ characters works)")
+    raise RunNotFound(
+        f"no call {call_id!r} on the tape; `graphtape show RUN` prints each call with its id "
+        "(#1a2b3c4d; any unique prefix of 6+ characters works)"
+    )
 
 
 def override_envelope(call: RecordedCall, output: Any) -> dict[str, Any]:
@@ -95,8 +112,18 @@ def override_envelope(call: RecordedCall, output: Any) -> dict[str, Any]:
     return serde.encode_value(output)
 
 
-def override(tape: Tape, run_id: str, call_id: str, output: Any, graph: Any, *, mode: str = "flight",
-             allow_live_effects: bool = False, from_start: bool = False, _runner: Any = replay) -> ReplayResult:
+def override(
+    tape: Tape,
+    run_id: str,
+    call_id: str,
+    output: Any,
+    graph: Any,
+    *,
+    mode: str = "flight",
+    allow_live_effects: bool = False,
+    from_start: bool = False,
+    _runner: Any = replay,
+) -> ReplayResult:
     call = find_call(tape, call_id, run_id)
     checkpoint = None
     if not from_start and "/" not in call.node_path and call.step is not None:
@@ -104,14 +131,20 @@ def override(tape: Tape, run_id: str, call_id: str, output: Any, graph: Any, *, 
             if not ev.ns and ev.step == call.step - 1:
                 checkpoint = ev.checkpoint_id
     return _runner(
-        tape, call.run_id, graph, mode=mode, allow_live_effects=allow_live_effects,
-        overrides={call.call_id: override_envelope(call, output)}, from_checkpoint=checkpoint,
+        tape,
+        call.run_id,
+        graph,
+        mode=mode,
+        allow_live_effects=allow_live_effects,
+        overrides={call.call_id: override_envelope(call, output)},
+        from_checkpoint=checkpoint,
         meta={"override_of": call.call_id},
     )
 
 
-def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False,
-                    _runner: Any = replay) -> ReplayResult:
+def invalidate_from(
+    tape: Tape, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False, _runner: Any = replay
+) -> ReplayResult:
     chain = run_chain(tape, tape.run(run_id))
     live: set[str] = set()
     found = False
@@ -126,11 +159,19 @@ def invalidate_from(tape: Tape, run_id: str, node: str, graph: Any, *, allow_liv
                 live.add(ev.call_id)
     if not found:
         raise ReplayError(f"node {node!r} never ran in run {chain[-1].run_id} or the runs before it on its thread")
-    return _runner(tape, chain[-1].run_id, graph, mode="flight", allow_live_effects=allow_live_effects,
-                   live_from=live, meta={"invalidate_from": node})
+    return _runner(
+        tape,
+        chain[-1].run_id,
+        graph,
+        mode="flight",
+        allow_live_effects=allow_live_effects,
+        live_from=live,
+        meta={"invalidate_from": node},
+    )
 
 
 # -- in the caller's event loop: the same preparation, the replay awaited (engine.areplay) ----------
+
 
 async def afork(tape: Tape, checkpoint_id: str, graph: Any, **kwargs: Any) -> ReplayResult:
     """:func:`fork` in the running event loop."""

@@ -35,8 +35,9 @@ NOT_DONE = object()
 reconcilers: dict[str, Callable[[str], Any]] = {}
 
 
-def _request(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None,
-             redact_keys: frozenset[str]) -> tuple[dict[str, Any], str]:
+def _request(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None, redact_keys: frozenset[str]
+) -> tuple[dict[str, Any], str]:
     request = {
         "effect": name,
         "args": serde.to_jsonable(list(args)),
@@ -48,8 +49,15 @@ def _request(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str 
     return request, fingerprint(request)
 
 
-def _begin(session: Session, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-           key: str | None, code: str, legacy_name: str | None = None) -> Call:
+def _begin(
+    session: Session,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    key: str | None,
+    code: str,
+    legacy_name: str | None = None,
+) -> Call:
     request, digest = _request(name, args, kwargs, key, session.tape.redact_keys)
     answerer = session.answerer
     if legacy_name is not None and answerer.replays and not answerer.knows("effect", digest):
@@ -70,12 +78,21 @@ EFFECT = CallKind()
 @overload
 def effect(fn: F) -> F: ...
 @overload
-def effect(*, name: str | None = None, idempotency_key: Callable[..., str] | None = None,
-           reconcile: Callable[[str], Any] | None = None) -> Callable[[F], F]: ...
+def effect(
+    *,
+    name: str | None = None,
+    idempotency_key: Callable[..., str] | None = None,
+    reconcile: Callable[[str], Any] | None = None,
+) -> Callable[[F], F]: ...
 
 
-def effect(fn: Any = None, *, name: str | None = None, idempotency_key: Callable[..., str] | None = None,
-           reconcile: Callable[[str], Any] | None = None) -> Any:
+def effect(
+    fn: Any = None,
+    *,
+    name: str | None = None,
+    idempotency_key: Callable[..., str] | None = None,
+    reconcile: Callable[[str], Any] | None = None,
+) -> Any:
     """Record calls of ``fn`` on the tape and serve them on replay.
 
     ``name`` defaults to the function's module and qualified name, the

@@ -60,6 +60,7 @@ class RecordedError(Exception):
 # recording
 # --------------------------------------------------------------------------
 
+
 def error_info(error: BaseException | None) -> dict[str, Any] | None:
     """What the tape keeps of ``error``: class, message, and (as JSON text) args and attributes."""
     if error is None:
@@ -113,8 +114,12 @@ def _value(value: Any, depth: int) -> dict[str, Any] | None:
         return {"t": "gt.http_request", "lib": lib, "method": value.method, "url": url}
     if lib is not None and isinstance(value, sys.modules[lib].Response):
         headers = {k: v for k, v in value.headers.items() if k.lower() not in _DROPPED_HEADERS}
-        env: dict[str, Any] = {"t": "gt.http_response", "lib": lib, "status": value.status_code,
-                               "headers": serde.redact(headers)}
+        env: dict[str, Any] = {
+            "t": "gt.http_response",
+            "lib": lib,
+            "status": value.status_code,
+            "headers": serde.redact(headers),
+        }
         try:
             env["request"] = _value(value.request, depth)
         except RuntimeError:  # a response built without a request
@@ -207,6 +212,7 @@ def classes_named(info: Any) -> Iterator[tuple[str, str]]:
 # replaying
 # --------------------------------------------------------------------------
 
+
 def rebuild_error(info: dict[str, Any], policy: typepolicy.TypePolicy | None = None) -> BaseException:
     """The recorded error as an instance of its own class, if that class is allowed."""
     policy = policy or typepolicy.DEFAULT
@@ -225,7 +231,8 @@ def rebuild_error(info: dict[str, Any], policy: typepolicy.TypePolicy | None = N
         warnings.warn(
             f"the tape names error class {name}, which is not an allowed class: it is replayed as "
             "graphtape's RecordedError; if it is yours, pass it to graphtape.register_types",
-            GraphtapeWarning, stacklevel=2,
+            GraphtapeWarning,
+            stacklevel=2,
         )
         return RecordedError(f"{name}: {message}")
     try:

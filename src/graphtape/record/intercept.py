@@ -141,8 +141,10 @@ class Patch:
             return None
         current = self.owner.__dict__.get(self.name, _MISSING)
         what = "removed" if current is _MISSING else f"replaced by {getattr(current, '__qualname__', current)!r}"
-        return (f"{self.owner.__qualname__}.{self.name} was {what} after graphtape patched it; "
-                "uninstall that wrapper first, then graphtape's")
+        return (
+            f"{self.owner.__qualname__}.{self.name} was {what} after graphtape patched it; "
+            "uninstall that wrapper first, then graphtape's"
+        )
 
     def uninstall(self) -> None:
         if self.wrapper is None:

@@ -45,8 +45,9 @@ from graphtape.record.session import Call, Session
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
 #: already been answered from the tape and the inner call must not be
 #: registered a second time.
-_SERVING: contextvars.ContextVar[tuple[Session, Call] | None] = contextvars.ContextVar("graphtape_serving",
-                                                                                      default=None)
+_SERVING: contextvars.ContextVar[tuple[Session, Call] | None] = contextvars.ContextVar(
+    "graphtape_serving", default=None
+)
 
 
 def model_name(model: BaseChatModel, params: dict[str, Any]) -> str:
@@ -111,8 +112,14 @@ def sent_form(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage], stop: Any,
-              kwargs: dict[str, Any], metadata: dict[str, Any] | None) -> Call:
+def begin_llm(
+    session: Session,
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    stop: Any,
+    kwargs: dict[str, Any],
+    metadata: dict[str, Any] | None,
+) -> Call:
     sent = {k: v for k, v in kwargs.items() if k not in _TRACING_ONLY}
     params = sent_form(model._get_invocation_params(stop=stop, **sent))
     params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
@@ -125,8 +132,13 @@ def begin_llm(session: Session, model: BaseChatModel, messages: list[BaseMessage
     # canonical message keys, not blob addresses: stored blobs keep key order, fingerprints must not
     keys = [session.message_key(m) for m in messages]
     return session.begin(
-        "llm", metadata, request, fingerprint({"messages": keys, "request": request}), messages_ref=head,
-        summary={"model": name}, messages_view=msg_json,
+        "llm",
+        metadata,
+        request,
+        fingerprint({"messages": keys, "request": request}),
+        messages_ref=head,
+        summary={"model": name},
+        messages_view=msg_json,
     )
 
 
@@ -162,8 +174,13 @@ def _as_messages(value: Any) -> list[BaseMessage]:
 
 
 def _wrap_gen(original: Any) -> Any:
-    def _generate_with_cache(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
-                             run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate_with_cache(
+        self: BaseChatModel,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         serving = _SERVING.get()
         if serving is not None:
             return LLM.serve(*serving)
@@ -178,8 +195,13 @@ def _wrap_gen(original: Any) -> Any:
 
 
 def _wrap_agen(original: Any) -> Any:
-    async def _agenerate_with_cache(self: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None = None,
-                                    run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    async def _agenerate_with_cache(
+        self: BaseChatModel,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         serving = _SERVING.get()
         if serving is not None:
             return LLM.serve(*serving)
@@ -223,8 +245,9 @@ def _merge(chunks: list[Any]) -> list[BaseMessage]:
     return [message_chunk_to_message(total)]
 
 
-def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any],
-                  *, async_api: bool) -> tuple[Session | None, Call | None]:
+def _stream_setup(
+    self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any], *, async_api: bool
+) -> tuple[Session | None, Call | None]:
     """Register a ``stream``/``astream`` call, unless langchain will answer it through ``(a)invoke``.
 
     The question must be the one langchain's own ``stream``/``astream`` ask
@@ -247,8 +270,9 @@ def _stream_setup(self: BaseChatModel, input: Any, config: Any, stop: Any, kwarg
 
 
 def _wrap_stream(original: Any) -> Any:
-    def stream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
-               **kwargs: Any) -> Iterator[AIMessageChunk]:
+    def stream(
+        self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> Iterator[AIMessageChunk]:
         session, call = _stream_setup(self, input, config, stop, kwargs, async_api=False)
         if session is None or call is None:
             yield from original(self, input, config, stop=stop, **kwargs)
@@ -279,8 +303,9 @@ def _wrap_stream(original: Any) -> Any:
 
 
 def _wrap_astream(original: Any) -> Any:
-    async def astream(self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None,
-                      **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
+    async def astream(
+        self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> AsyncIterator[AIMessageChunk]:
         session, call = _stream_setup(self, input, config, stop, kwargs, async_api=True)
         if session is None or call is None:
             async for chunk in original(self, input, config, stop=stop, **kwargs):
@@ -334,16 +359,27 @@ def _batch_wrapper(name: str) -> Any:
 
     def make(orig: Any) -> Any:
         if name == "abatch":
+
             async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
                 return await orig(self, inputs, configs(inputs, config), **kwargs)
         elif name == "abatch_as_completed":
-            async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None,  # type: ignore[misc]
-                              **kwargs: Any) -> Any:
+
+            async def wrapper(
+                self: BaseChatModel,
+                inputs: Any,
+                config: Any = None,  # type: ignore[misc]
+                **kwargs: Any,
+            ) -> Any:
                 async for item in orig(self, inputs, configs(inputs, config), **kwargs):
                     yield item
         else:
-            def wrapper(self: BaseChatModel, inputs: Any, config: Any = None,  # type: ignore[misc]
-                        **kwargs: Any) -> Any:
+
+            def wrapper(
+                self: BaseChatModel,
+                inputs: Any,
+                config: Any = None,  # type: ignore[misc]
+                **kwargs: Any,
+            ) -> Any:
                 return orig(self, inputs, configs(inputs, config), **kwargs)
 
         wrapper.__name__ = wrapper.__qualname__ = name
@@ -386,8 +422,10 @@ def _patches() -> list[Patch]:
         Patch(BaseChatModel, "_agenerate_with_cache", _wrap_agen),
         Patch(BaseChatModel, "stream", _wrap_stream),
         Patch(BaseChatModel, "astream", _wrap_astream),
-        *(Patch(BaseChatModel, name, _batch_wrapper(name))
-          for name in ("batch", "abatch", "batch_as_completed", "abatch_as_completed")),
+        *(
+            Patch(BaseChatModel, name, _batch_wrapper(name))
+            for name in ("batch", "abatch", "batch_as_completed", "abatch_as_completed")
+        ),
         Patch(RunnableRetry, "_kwargs_retrying", _never_retry_control_errors),
     ]
 

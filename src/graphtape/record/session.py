@@ -30,8 +30,12 @@ if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 #: the event type each call kind is recorded as
-_CALL_EVENTS: dict[str, type[events.CallEvent]] = {"llm": events.LlmCall, "tool": events.ToolCall,
-                                                   "effect": events.EffectCall}
+_CALL_EVENTS: dict[str, type[events.CallEvent]] = {
+    "llm": events.LlmCall,
+    "tool": events.ToolCall,
+    "effect": events.EffectCall,
+}
+
 
 @dataclasses.dataclass
 class Call:
@@ -172,39 +176,52 @@ class Session:
         self.writer.new_run(run)
         # Run, thread, mode and replay link are on the run row; the config and
         # versions repeat from run to run, so they are stored by address.
-        self.emit(events.RunStarted(
-            input=input_ref,
-            config=self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
-            versions=self.put_json(versions.package_versions()),
-            # the call's JSON-able arguments (version="v2", stream_mode, ...): replayed as recorded
-            kwargs=serde.redact(call_kwargs, self.tape.redact_keys) if call_kwargs else None,
-        ))
+        self.emit(
+            events.RunStarted(
+                input=input_ref,
+                config=self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
+                versions=self.put_json(versions.package_versions()),
+                # the call's JSON-able arguments (version="v2", stream_mode, ...): replayed as recorded
+                kwargs=serde.redact(call_kwargs, self.tape.redact_keys) if call_kwargs else None,
+            )
+        )
         if _is_resume(run_input):
             self.emit(events.Resume(value=self.put_json(self.encode(run_input.resume))))
         self.flush()
 
-    def finish(self, status: str, *, output: Any = None, error: BaseException | None = None,
-               interrupts: list[dict[str, Any]] | None = None) -> None:
+    def finish(
+        self,
+        status: str,
+        *,
+        output: Any = None,
+        error: BaseException | None = None,
+        interrupts: list[dict[str, Any]] | None = None,
+    ) -> None:
         for intr in interrupts or []:
             self.emit(events.Interrupt(interrupt_id=intr["interrupt_id"], value=intr["value"]))
         ended = clock.now()
         if status == "failed":
             self.emit(events.RunFailed(error=error_info(error)))
         else:
-            self.emit(events.RunFinished(status=status,
-                                         output=self.put_json(self.view(output)) if output is not None else None))
-        self.writer.update_run({
-            "status": status,
-            "ended_at": ended,
-            "llm_calls": self.counts["llm"],
-            "tool_calls": self.counts["tool"],
-            "effect_calls": self.counts["effect"],
-            "served_calls": self.served_calls,
-            "live_calls": self.live_calls,
-            "tokens": self.tokens,
-            "error": _one_line(error) if error is not None else None,
-            "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids), **self.writer.write_ms()},
-        })
+            self.emit(
+                events.RunFinished(
+                    status=status, output=self.put_json(self.view(output)) if output is not None else None
+                )
+            )
+        self.writer.update_run(
+            {
+                "status": status,
+                "ended_at": ended,
+                "llm_calls": self.counts["llm"],
+                "tool_calls": self.counts["tool"],
+                "effect_calls": self.counts["effect"],
+                "served_calls": self.served_calls,
+                "live_calls": self.live_calls,
+                "tokens": self.tokens,
+                "error": _one_line(error) if error is not None else None,
+                "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids), **self.writer.write_ms()},
+            }
+        )
         self.flush()
 
     def decode(self, env: dict[str, Any]) -> Any:
@@ -223,9 +240,16 @@ class Session:
         md = metadata if metadata and "langgraph_checkpoint_ns" in metadata else context.runnable_metadata()
         return site_from_metadata(kind, md, self._next_ordinal, self.task_branches)
 
-    def begin(self, kind: str, metadata: dict[str, Any] | None, request: dict[str, Any],
-              fingerprint: str, messages_ref: str | None = None, summary: dict[str, Any] | None = None,
-              messages_view: list[Any] | None = None) -> Call:
+    def begin(
+        self,
+        kind: str,
+        metadata: dict[str, Any] | None,
+        request: dict[str, Any],
+        fingerprint: str,
+        messages_ref: str | None = None,
+        summary: dict[str, Any] | None = None,
+        messages_view: list[Any] | None = None,
+    ) -> Call:
         """Register a call and ask the answerer about it: ``call.served`` is set when the tape answers.
 
         Raises :class:`Divergence` (strict) or :class:`EffectBlocked` when
@@ -269,9 +293,14 @@ class Session:
 
     def intent(self, call: Call) -> None:
         """Write, durably and before it runs, that an effect with an idempotency key is starting."""
-        self.emit(events.EffectStarted(call_id=call.call_id, name=call.summary.get("name"),
-                                       idempotency_key=call.summary.get("idempotency_key"),
-                                       fingerprint=call.fingerprint))
+        self.emit(
+            events.EffectStarted(
+                call_id=call.call_id,
+                name=call.summary.get("name"),
+                idempotency_key=call.summary.get("idempotency_key"),
+                fingerprint=call.fingerprint,
+            )
+        )
         self.flush()
 
     def served_value(self, call: Call) -> tuple[Any, BaseException | None]:
@@ -282,18 +311,31 @@ class Session:
             value_env, error = call.override, None
         else:
             value_env, error = rec.response_env(self.store), rec.error
-        self._record_call(call, response_env=value_env, error=error, latency=0.0,
-                          usage=None, tokens=rec.tokens if call.override is None else 0,
-                          source="override" if call.override is not None else "tape")
+        self._record_call(
+            call,
+            response_env=value_env,
+            error=error,
+            latency=0.0,
+            usage=None,
+            tokens=rec.tokens if call.override is None else 0,
+            source="override" if call.override is not None else "tape",
+        )
         with self._lock:
             self.served_calls += 1
         if error is not None:
             return None, rebuild_error(error, self.types)
         return self.decode(value_env), None
 
-    def end_live(self, call: Call, *, result: Any = None, error: BaseException | None = None,
-                 usage: dict[str, Any] | None = None, model_name: str | None = None,
-                 source: str = "live") -> None:
+    def end_live(
+        self,
+        call: Call,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        usage: dict[str, Any] | None = None,
+        model_name: str | None = None,
+        source: str = "live",
+    ) -> None:
         if error is not None and is_control_flow(error):
             # interrupt() / Command bubbling through the call: the call did not
             # complete; it runs again when the node resumes.
@@ -302,17 +344,33 @@ class Session:
         env = self.encode(result) if error is None else None
         tokens = serde.usage_tokens(usage)
         cost = self.tape.pricing.cost(model_name, tokens[0], tokens[1]) if usage else 0.0
-        self._record_call(call, response_env=env, error=error_info(error) if error else None,
-                          latency=latency, usage=usage, source=source, cost=cost)
+        self._record_call(
+            call,
+            response_env=env,
+            error=error_info(error) if error else None,
+            latency=latency,
+            usage=usage,
+            source=source,
+            cost=cost,
+        )
         if self.durable or call.summary.get("idempotency_key") is not None:
             self.flush()
         if self.answerer.replays:
             with self._lock:
                 self.live_calls += 1
 
-    def _record_call(self, call: Call, *, response_env: Any, error: dict[str, Any] | None, latency: float,
-                     usage: dict[str, Any] | None, source: str, cost: float | None = None,
-                     tokens: int | None = None) -> None:
+    def _record_call(
+        self,
+        call: Call,
+        *,
+        response_env: Any,
+        error: dict[str, Any] | None,
+        latency: float,
+        usage: dict[str, Any] | None,
+        source: str,
+        cost: float | None = None,
+        tokens: int | None = None,
+    ) -> None:
         site = call.site
         counted = serde.usage_tokens(usage)
         if tokens is not None:
@@ -363,11 +421,18 @@ class Session:
     def on_checkpoint(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: dict[str, Any]) -> None:
         conf = config.get("configurable", {})
         self.checkpoint_ids.append(checkpoint["id"])
-        self.answerer.checkpoint(checkpoint.get("channel_values") or {}, metadata.get("step"),
-                                 conf.get("checkpoint_ns", ""))
-        self.emit(events.Checkpoint(checkpoint_id=checkpoint["id"], parent_id=conf.get("checkpoint_id"),
-                                    ns=conf.get("checkpoint_ns", ""), step=metadata.get("step"),
-                                    source=metadata.get("source")))
+        self.answerer.checkpoint(
+            checkpoint.get("channel_values") or {}, metadata.get("step"), conf.get("checkpoint_ns", "")
+        )
+        self.emit(
+            events.Checkpoint(
+                checkpoint_id=checkpoint["id"],
+                parent_id=conf.get("checkpoint_id"),
+                ns=conf.get("checkpoint_ns", ""),
+                step=metadata.get("step"),
+                source=metadata.get("source"),
+            )
+        )
 
 
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
@@ -409,4 +474,3 @@ def _one_line(error: BaseException | None) -> str | None:
         return None
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}".strip()
-

@@ -60,14 +60,22 @@ class TaskRecorder(BaseCallbackHandler):
         self.session = session
         answerer = session.answerer
         # a task's duration leaves out the time it sat paused at a breakpoint (debug/debugger.py)
-        self._clock = (time.perf_counter if not answerer.pauses
-                       else lambda: time.perf_counter() - answerer.paused_seconds())
+        self._clock = (
+            time.perf_counter if not answerer.pauses else lambda: time.perf_counter() - answerer.paused_seconds()
+        )
         self._open: dict[UUID, tuple[float, dict[str, Any], tuple[str, int] | None]] = {}
         self._info: dict[UUID, dict[str, Any]] = {}
 
-    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
-                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if not tags or not any(t.startswith(STEP_TAG) for t in tags):
             return
         md = metadata or {}
@@ -103,12 +111,14 @@ class TaskRecorder(BaseCallbackHandler):
         watching = session.answerer.watches_tasks
         if watching:
             session.answerer.task_ending(full, outputs)
-        session.emit(events.TaskFinished(
-            task=info["task"],
-            duration=round(self._clock() - started, 6),
-            # serialised at flush time, usually on LangGraph's checkpoint thread
-            writes=Lazy(lambda: session.put_json(session.view(outputs))),
-        ))
+        session.emit(
+            events.TaskFinished(
+                task=info["task"],
+                duration=round(self._clock() - started, 6),
+                # serialised at flush time, usually on LangGraph's checkpoint thread
+                writes=Lazy(lambda: session.put_json(session.view(outputs))),
+            )
+        )
         if watching:
             session.answerer.task_ended(session, full, outputs)
 

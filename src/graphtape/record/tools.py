@@ -40,8 +40,9 @@ def _begin(session: Session, tool: BaseTool, tool_input: Any, metadata: dict[str
     request = {"tool": tool.name, "input": serde.to_jsonable(tool_input)}
     request = serde.redact(request, session.tape.redact_keys)
     # the code that answers: a tool fixed since the recording is not served its old answer in flight mode
-    return session.begin("tool", metadata, request, fingerprint(request),
-                         summary={"name": tool.name, "code": tool_code(tool)})
+    return session.begin(
+        "tool", metadata, request, fingerprint(request), summary={"name": tool.name, "code": tool_code(tool)}
+    )
 
 
 def _present(call: Call, value: Any) -> Any:
@@ -50,8 +51,11 @@ def _present(call: Call, value: Any) -> Any:
         value = value.model_copy(update={"tool_call_id": tool_call_id})
     if call.override is not None and tool_call_id and not isinstance(value, ToolMessage):
         # An override given as plain data: answer the way the tool would have.
-        value = ToolMessage(content=value if isinstance(value, str) else serde.canonical_json(value),
-                            tool_call_id=tool_call_id, name=call.summary.get("name"))
+        value = ToolMessage(
+            content=value if isinstance(value, str) else serde.canonical_json(value),
+            tool_call_id=tool_call_id,
+            name=call.summary.get("name"),
+        )
     return value
 
 

@@ -221,5 +221,12 @@ class TapeWriter:
             return {}
         ms = sorted(x * 1000.0 for x in seconds)
         n = len(ms)
-        return {"write_ms": {"n": n, "sum": round(sum(ms), 3), "p50": round(ms[(n + 1) // 2 - 1], 3),
-                             "p95": round(ms[max(0, -(-95 * n // 100) - 1)], 3), "max": round(ms[-1], 3)}}
+        return {
+            "write_ms": {
+                "n": n,
+                "sum": round(sum(ms), 3),
+                "p50": round(ms[(n + 1) // 2 - 1], 3),
+                "p95": round(ms[max(0, -(-95 * n // 100) - 1)], 3),
+                "max": round(ms[-1], 3),
+            }
+        }

@@ -36,8 +36,9 @@ class TapeAnswerer(Answerer):
 
     replays = True
 
-    def __init__(self, matcher: Matcher, mode: str, *, allow_live_effects: bool = False,
-                 state_check: StateCheck | None = None):
+    def __init__(
+        self, matcher: Matcher, mode: str, *, allow_live_effects: bool = False, state_check: StateCheck | None = None
+    ):
         self.matcher = matcher
         self.mode = mode
         self.allow_live_effects = allow_live_effects
@@ -53,8 +54,12 @@ class TapeAnswerer(Answerer):
         if rec is not None:
             override = self.matcher.override_for(rec.call_id)
             changed = rec.code is not None and call.summary.get("code") not in (None, rec.code)
-            if (changed and override is None and self.mode in ("flight", "live")
-                    and (kind == "tool" or self.allow_live_effects)):
+            if (
+                changed
+                and override is None
+                and self.mode in ("flight", "live")
+                and (kind == "tool" or self.allow_live_effects)
+            ):
                 return Decision.live(code_changed=True)
             return Decision.serve(rec, override, code_changed=changed)
         if self.mode == "strict":
@@ -63,10 +68,12 @@ class TapeAnswerer(Answerer):
             expected = self.matcher.expected(call.site)
             why = "its request changed" if expected is not None else "the tape has no such call"
             name = call.summary.get("name") or "?"
-            return Decision.block(EffectBlocked(
-                f"effect {name} in node {call.site.node_path or '?'} would run live "
-                f"({why}); pass allow_live_effects=True (CLI: --allow-live-effects) to let it run"
-            ))
+            return Decision.block(
+                EffectBlocked(
+                    f"effect {name} in node {call.site.node_path or '?'} would run live "
+                    f"({why}); pass allow_live_effects=True (CLI: --allow-live-effects) to let it run"
+                )
+            )
         return LIVE
 
     def knows(self, kind: str, fingerprint: str) -> bool:

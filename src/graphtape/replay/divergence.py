@@ -78,17 +78,16 @@ def build_divergence(session: Session, call: Call, request: dict[str, Any], matc
     else:
         reason = "its request differs from the recorded one"
         try:
-            recorded_lines = recorded_request_lines(session.store, site.kind, expected.request_ref, expected.messages_ref)
+            recorded_lines = recorded_request_lines(
+                session.store, site.kind, expected.request_ref, expected.messages_ref
+            )
         except Exception as exc:  # pragma: no cover - damaged tape
             recorded_lines = [f"(recorded request unreadable: {exc})"]
-        diff_lines = list(
-            difflib.unified_diff(recorded_lines, current_lines, "recorded", "current", n=2, lineterm="")
-        )
+        diff_lines = list(difflib.unified_diff(recorded_lines, current_lines, "recorded", "current", n=2, lineterm=""))
         recorded_call = expected.call_id
     name = call.summary.get("name") or call.summary.get("model") or site.kind
-    message = (
-        f"replay of run {replayed} diverged at {site.describe()} ({name}): {reason}"
-        + (f"; recorded call {recorded_call}" if recorded_call else "")
+    message = f"replay of run {replayed} diverged at {site.describe()} ({name}): {reason}" + (
+        f"; recorded call {recorded_call}" if recorded_call else ""
     )
     report = {
         "message": message,

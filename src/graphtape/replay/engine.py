@@ -147,8 +147,11 @@ def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
     """Map a resume-by-interrupt-id dict from recorded ids to the replay's ids."""
     from langgraph.types import Command
 
-    if isinstance(value, Command) and isinstance(value.resume, dict) and id_map and all(
-        k in id_map for k in value.resume
+    if (
+        isinstance(value, Command)
+        and isinstance(value.resume, dict)
+        and id_map
+        and all(k in id_map for k in value.resume)
     ):
         return Command(
             resume={id_map[k]: v for k, v in value.resume.items()},
@@ -235,7 +238,10 @@ def _core(
     with what input, how results are judged) lives here once.
     """
     matcher = Matcher.from_store(
-        tape.store, [r.run_id for r in chain], overrides=overrides, live_from=live_from,
+        tape.store,
+        [r.run_id for r in chain],
+        overrides=overrides,
+        live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
     )
     # A strict replay of unchanged code reproduces every task's writes; a fork
@@ -247,8 +253,9 @@ def _core(
     recorder = tape.record(graph, name=target.graph)
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
     # the debugger pauses at calls, tasks and checkpoints, and answers calls with what the user injects
-    plan = ReplayPlan(answerer if debugger is None else debugger.answerer(answerer), mode,
-                      meta={"replay_mode": mode, **(meta or {})})
+    plan = ReplayPlan(
+        answerer if debugger is None else debugger.answerer(answerer), mode, meta={"replay_mode": mode, **(meta or {})}
+    )
     output: Any = None
     status = "finished"
     divergence: dict[str, Any] | None = None
@@ -283,8 +290,9 @@ def _core(
             debugger.thread_id = new_thread
         api = (original.meta or {}).get("api", "invoke")
         try:
-            output = yield _Step(recorder, api if api in ("invoke", "stream", *ASYNC_APIS) else "invoke",
-                                 value, config, kwargs)
+            output = yield _Step(
+                recorder, api if api in ("invoke", "stream", *ASYNC_APIS) else "invoke", value, config, kwargs
+            )
         except Divergence as div:
             divergence, error, status = div.report, str(div), "diverged"
         except Exception as exc:  # the replayed code failed: a result, not a crash
@@ -310,7 +318,8 @@ def _core(
             # Views refer to messages by blob address, which depends on the stored key order (and
             # differs between tapes recorded before and after blobs kept it): compare the messages.
             output_matches = strip_ids(recorded) == strip_ids(replayed) or (
-                strip_ids(tape.expand(recorded)) == strip_ids(tape.expand(replayed)))
+                strip_ids(tape.expand(recorded)) == strip_ids(tape.expand(replayed))
+            )
     return ReplayResult(
         run_id=run_ids[-1] if run_ids else "",
         run_ids=run_ids,
@@ -327,8 +336,9 @@ def _core(
     )
 
 
-def _start(tape: Tape, run_id: str, graph: Any, mode: str, edit: Any, from_checkpoint: str | None,
-           **opts: Any) -> tuple[list[RunRecord], Generator[_Step, Any, ReplayResult]]:
+def _start(
+    tape: Tape, run_id: str, graph: Any, mode: str, edit: Any, from_checkpoint: str | None, **opts: Any
+) -> tuple[list[RunRecord], Generator[_Step, Any, ReplayResult]]:
     if mode not in MODES:
         raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
     if edit is not None and from_checkpoint is None:
@@ -336,8 +346,7 @@ def _start(tape: Tape, run_id: str, graph: Any, mode: str, edit: Any, from_check
     if hasattr(graph, "original"):  # a RecordedGraph: replay its graph
         graph = graph.original
     target, chain, start_index = _plan(tape, run_id, from_checkpoint)
-    core = _core(tape, target, chain, start_index, graph, mode=mode, edit=edit,
-                 from_checkpoint=from_checkpoint, **opts)
+    core = _core(tape, target, chain, start_index, graph, mode=mode, edit=edit, from_checkpoint=from_checkpoint, **opts)
     return chain[start_index:], core
 
 
@@ -373,9 +382,22 @@ def replay(
     run is still usable in the next. Inside a running event loop use
     :func:`areplay` (``await tape.areplay(...)``).
     """
-    runs, core = _start(tape, run_id, graph, mode, edit, from_checkpoint,
-                        allow_live_effects=allow_live_effects, overrides=overrides, live_from=live_from,
-                        thread_id=thread_id, as_node=as_node, meta=meta, progress=progress, debugger=debugger)
+    runs, core = _start(
+        tape,
+        run_id,
+        graph,
+        mode,
+        edit,
+        from_checkpoint,
+        allow_live_effects=allow_live_effects,
+        overrides=overrides,
+        live_from=live_from,
+        thread_id=thread_id,
+        as_node=as_node,
+        meta=meta,
+        progress=progress,
+        debugger=debugger,
+    )
     if _uses_async(runs) and _loop_running():
         core.close()
         raise ReplayError(
@@ -413,9 +435,22 @@ async def areplay(
     is not blocked. Store reads and writes between runs are short and
     synchronous.
     """
-    _runs, core = _start(tape, run_id, graph, mode, edit, from_checkpoint,
-                         allow_live_effects=allow_live_effects, overrides=overrides, live_from=live_from,
-                         thread_id=thread_id, as_node=as_node, meta=meta, progress=progress, debugger=None)
+    _runs, core = _start(
+        tape,
+        run_id,
+        graph,
+        mode,
+        edit,
+        from_checkpoint,
+        allow_live_effects=allow_live_effects,
+        overrides=overrides,
+        live_from=live_from,
+        thread_id=thread_id,
+        as_node=as_node,
+        meta=meta,
+        progress=progress,
+        debugger=None,
+    )
     return await _adrive(core)
 
 

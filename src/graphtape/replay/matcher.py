@@ -26,8 +26,13 @@ __all__ = ["CALL_KINDS", "Matcher", "RecordedCall"]
 class Matcher:
     """The recorded calls of one or more runs, consumed as the replay asks."""
 
-    def __init__(self, calls: list[RecordedCall], overrides: dict[str, Any] | None = None,
-                 live_from: set[str] | None = None, kinds: tuple[str, ...] | None = None):
+    def __init__(
+        self,
+        calls: list[RecordedCall],
+        overrides: dict[str, Any] | None = None,
+        live_from: set[str] | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ):
         if kinds is not None:
             calls = [c for c in calls if c.kind in kinds]
         self.calls = calls
@@ -57,7 +62,8 @@ class Matcher:
     def take(self, site: CallSite, fingerprint: str) -> RecordedCall | None:
         with self._lock:
             cands = [
-                c for c in self._by_key.get(match_key(site.kind, site.node_path, fingerprint), ())
+                c
+                for c in self._by_key.get(match_key(site.kind, site.node_path, fingerprint), ())
                 if c.call_id not in self.consumed and c.call_id not in self.live_from
             ]
             if not cands:

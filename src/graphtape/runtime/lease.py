@@ -43,8 +43,9 @@ def new_owner() -> str:
 class ThreadLease:
     """The lease of one thread for one run; a context manager."""
 
-    def __init__(self, store: TapeStore, thread_id: str, *, ttl: float = DEFAULT_TTL, wait: float = 0.0,
-                 owner: str | None = None):
+    def __init__(
+        self, store: TapeStore, thread_id: str, *, ttl: float = DEFAULT_TTL, wait: float = 0.0, owner: str | None = None
+    ):
         self.store = store
         self.thread_id = thread_id
         self.name = lease_name(thread_id)

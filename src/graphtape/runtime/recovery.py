@@ -104,8 +104,12 @@ def stopped_by_user(run: RunRecord) -> bool:
     continued this way: running the replay again is how to finish one.
     """
     meta = run.meta or {}
-    return (run.status == "interrupted" and bool(meta.get("stopped_by")) and not meta.get("recovered_by")
-            and run.mode in ("record", "recover"))
+    return (
+        run.status == "interrupted"
+        and bool(meta.get("stopped_by"))
+        and not meta.get("recovered_by")
+        and run.mode in ("record", "recover")
+    )
 
 
 def orphaned_runs(tape: Tape) -> list[RunRecord]:
@@ -151,8 +155,13 @@ def _recovery_chain(tape: Tape, run: RunRecord) -> list[str]:
     return chain
 
 
-def recover(tape: Tape, graph: Any | Callable[[RunRecord], Any], *, run_id: str | None = None,
-            progress: Callable[[RunRecord], None] | None = None) -> list[Recovery]:
+def recover(
+    tape: Tape,
+    graph: Any | Callable[[RunRecord], Any],
+    *,
+    run_id: str | None = None,
+    progress: Callable[[RunRecord], None] | None = None,
+) -> list[Recovery]:
     """Recover every orphaned run (or just ``run_id``) with ``graph``.
 
     ``graph`` is the compiled graph, or a function from the crashed run to
@@ -192,8 +201,9 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     if not wrote_checkpoint and started is not None and started.input is not None:
         from graphtape.typepolicy import TypePolicy
 
-        run_input = serde.decode_value(store.get_json(started.input), store.get_json,
-                                       TypePolicy.for_graph(graph, tape.types))
+        run_input = serde.decode_value(
+            store.get_json(started.input), store.get_json, TypePolicy.for_graph(graph, tape.types)
+        )
 
     # The crashed run is closed first, so that a recovery that crashes in turn
     # is the one picked up next time (and serves this run's calls too).

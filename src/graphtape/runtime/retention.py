@@ -98,8 +98,14 @@ class PrunePlan:
         return {
             "criteria": self.criteria,
             "delete": [
-                {"run_id": r.run_id, "thread_id": r.thread_id, "graph": r.graph, "status": r.status,
-                 "started_at": r.started_at, "ended_at": r.ended_at}
+                {
+                    "run_id": r.run_id,
+                    "thread_id": r.thread_id,
+                    "graph": r.graph,
+                    "status": r.status,
+                    "started_at": r.started_at,
+                    "ended_at": r.ended_at,
+                }
                 for r in self.delete
             ],
             "kept": [k.to_dict() for k in self.kept],
@@ -193,13 +199,21 @@ def plan_prune(
             if isinstance(recovers, str):
                 keep(recovers, f"recovered by kept run {short}", r.run_id, todo)
             if not truncate_threads:
-                keep(r.parent_run_id, f"earlier run of thread {r.thread_id}: kept run {short} replays from it",
-                     r.run_id, todo)
+                keep(
+                    r.parent_run_id,
+                    f"earlier run of thread {r.thread_id}: kept run {short} replays from it",
+                    r.run_id,
+                    todo,
+                )
                 members = threads[r.thread_id]
                 start, end = covered.get(r.thread_id, 0), position[r.run_id]
                 for earlier in members[start:end]:
-                    keep(earlier.run_id, f"earlier run of thread {r.thread_id}: kept run {short} replays from it",
-                         r.run_id, todo)
+                    keep(
+                        earlier.run_id,
+                        f"earlier run of thread {r.thread_id}: kept run {short} replays from it",
+                        r.run_id,
+                        todo,
+                    )
                 covered[r.thread_id] = max(start, end)
         if not truncate_threads:
             break
@@ -207,7 +221,7 @@ def plan_prune(
         for members in threads.values():
             idx = [i for i, r in enumerate(members) if r.run_id in kept]
             if idx:
-                for r in members[idx[0]:idx[-1] + 1]:
+                for r in members[idx[0] : idx[-1] + 1]:
                     keep(r.run_id, f"between kept runs of thread {r.thread_id}", members[idx[-1]].run_id, todo)
         if not todo:
             break
@@ -218,15 +232,17 @@ def plan_prune(
     emptied = sorted(t for t, members in threads.items() if all(r.run_id in gone for r in members))
     kept_list = [KeptRun(by_id[rid], reason, needed_by) for rid, (reason, needed_by) in reasons.items()]
     kept_list.sort(key=lambda k: k.run.started_at)
-    criteria: dict[str, Any] = {"older_than": older_than, "keep_last": keep_last,
-                                "statuses": sorted(status_list) if status_list is not None else None}
+    criteria: dict[str, Any] = {
+        "older_than": older_than,
+        "keep_last": keep_last,
+        "statuses": sorted(status_list) if status_list is not None else None,
+    }
     if truncate_threads:
         criteria["truncate_threads"] = True
     return PrunePlan(criteria=criteria, delete=delete, kept=kept_list, threads=emptied, created_at=now)
 
 
-def _check_criteria(older_than: float | None, keep_last: int | None,
-                    statuses: Iterable[str] | None) -> set[str] | None:
+def _check_criteria(older_than: float | None, keep_last: int | None, statuses: Iterable[str] | None) -> set[str] | None:
     status_list = set(statuses) if statuses is not None else None
     if older_than is None and keep_last is None and not status_list:
         raise GraphtapeError(
@@ -253,8 +269,9 @@ def _check_criteria(older_than: float | None, keep_last: int | None,
     return status_list
 
 
-def prune(tape: Tape, plan: PrunePlan, *, dry_run: bool = False,
-          progress: Callable[[int, int], None] | None = None) -> PruneResult:
+def prune(
+    tape: Tape, plan: PrunePlan, *, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
+) -> PruneResult:
     """Carry out ``plan`` (or, with ``dry_run``, only report it).
 
     The plan is made again just before deleting, with the same criteria,
@@ -263,13 +280,26 @@ def prune(tape: Tape, plan: PrunePlan, *, dry_run: bool = False,
     runs are deleted.
     """
     if dry_run:
-        return PruneResult(dry_run=True, runs=len(plan.delete), threads=len(plan.threads), blobs=None,
-                           chain_nodes=None, bytes_freed=None, run_ids=plan.run_ids, plan=plan)
+        return PruneResult(
+            dry_run=True,
+            runs=len(plan.delete),
+            threads=len(plan.threads),
+            blobs=None,
+            chain_nodes=None,
+            bytes_freed=None,
+            run_ids=plan.run_ids,
+            plan=plan,
+        )
     store = tape.store
     crit = plan.criteria
-    fresh = plan_prune(tape, older_than=crit.get("older_than"), keep_last=crit.get("keep_last"),
-                       statuses=crit.get("statuses"), truncate_threads=bool(crit.get("truncate_threads")),
-                       now=plan.created_at or None)
+    fresh = plan_prune(
+        tape,
+        older_than=crit.get("older_than"),
+        keep_last=crit.get("keep_last"),
+        statuses=crit.get("statuses"),
+        truncate_threads=bool(crit.get("truncate_threads")),
+        now=plan.created_at or None,
+    )
     still = set(fresh.run_ids)
     ids = [rid for rid in plan.run_ids if rid in still]
     before = store.used_bytes()
@@ -277,7 +307,7 @@ def prune(tape: Tape, plan: PrunePlan, *, dry_run: bool = False,
     if progress is not None:
         progress(0, total)
     for i in range(0, total, DELETE_BATCH):
-        store.delete_runs(ids[i:i + DELETE_BATCH])
+        store.delete_runs(ids[i : i + DELETE_BATCH])
         if progress is not None:
             progress(min(total, i + DELETE_BATCH), total)
 
@@ -305,9 +335,17 @@ def prune(tape: Tape, plan: PrunePlan, *, dry_run: bool = False,
     blobs, chains = store.collect_garbage()
     after = store.used_bytes()
     freed = before - after if before is not None and after is not None else None
-    return PruneResult(dry_run=False, runs=total, threads=len(deleted_threads), blobs=blobs, chain_nodes=chains,
-                       bytes_freed=max(0, freed) if freed is not None else None, run_ids=ids,
-                       threads_skipped=skipped, plan=plan)
+    return PruneResult(
+        dry_run=False,
+        runs=total,
+        threads=len(deleted_threads),
+        blobs=blobs,
+        chain_nodes=chains,
+        bytes_freed=max(0, freed) if freed is not None else None,
+        run_ids=ids,
+        threads_skipped=skipped,
+        plan=plan,
+    )
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

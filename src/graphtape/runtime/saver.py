@@ -118,8 +118,9 @@ class GraphtapeSaver(BaseCheckpointSaver):
 
     # -- helpers --------------------------------------------------------------------
 
-    def _write(self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None,
-               *, defer: bool = False) -> None:
+    def _write(
+        self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None, *, defer: bool = False
+    ) -> None:
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
         session = session_for_run(rid)
         if session is None:
@@ -138,8 +139,9 @@ class GraphtapeSaver(BaseCheckpointSaver):
         session.flush(extra=batch)
 
     @staticmethod
-    def _listed(config: RunnableConfig, checkpoint_ns: str, step: int | None, source: str | None,
-                parent_source: str | None) -> tuple[str | None, str | None]:
+    def _listed(
+        config: RunnableConfig, checkpoint_ns: str, step: int | None, source: str | None, parent_source: str | None
+    ) -> tuple[str | None, str | None]:
         """What a history lists of this checkpoint beyond its metadata: its writers and its step's calls.
 
         Writers: the node paths whose tasks wrote it, ``|``-joined (``|`` is
@@ -183,8 +185,9 @@ class GraphtapeSaver(BaseCheckpointSaver):
             out[channel] = self.serde.loads_typed(_untyped(blob))
         return out
 
-    def _tuple(self, row: CheckpointRow, *, config: RunnableConfig | None = None,
-               with_writes: bool = True) -> CheckpointTuple:
+    def _tuple(
+        self, row: CheckpointRow, *, config: RunnableConfig | None = None, with_writes: bool = True
+    ) -> CheckpointTuple:
         checkpoint = self.serde.loads_typed(_untyped(row.body))
         checkpoint["channel_values"] = self._load(row.values)
         pending: list[tuple[str, str, Any]] = []
@@ -192,15 +195,31 @@ class GraphtapeSaver(BaseCheckpointSaver):
             rows = self.store.get_writes(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
             blobs = self.store.get_blobs(w.value for w in rows)
             pending = [(w.task_id, w.channel, self.serde.loads_typed(_untyped(blobs[w.value]))) for w in rows]
-        own = {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns,
-                                "checkpoint_id": row.checkpoint_id}}
+        own = {
+            "configurable": {
+                "thread_id": row.thread_id,
+                "checkpoint_ns": row.checkpoint_ns,
+                "checkpoint_id": row.checkpoint_id,
+            }
+        }
         parent = (
-            {"configurable": {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns,
-                              "checkpoint_id": row.parent_id}}
-            if row.parent_id else None
+            {
+                "configurable": {
+                    "thread_id": row.thread_id,
+                    "checkpoint_ns": row.checkpoint_ns,
+                    "checkpoint_id": row.parent_id,
+                }
+            }
+            if row.parent_id
+            else None
         )
-        return CheckpointTuple(config=config or own, checkpoint=checkpoint, metadata=row.metadata,
-                               parent_config=parent, pending_writes=pending)
+        return CheckpointTuple(
+            config=config or own,
+            checkpoint=checkpoint,
+            metadata=row.metadata,
+            parent_config=parent,
+            pending_writes=pending,
+        )
 
     # -- the BaseCheckpointSaver API ---------------------------------------------------
 
@@ -212,8 +231,14 @@ class GraphtapeSaver(BaseCheckpointSaver):
             return None
         return self._tuple(row, config=config if checkpoint_id else None)
 
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
         conf = (config or {}).get("configurable") or {}
         checkpoint_id = get_checkpoint_id(config) if config else None
         rows = self.store.list_checkpoints(
@@ -228,8 +253,13 @@ class GraphtapeSaver(BaseCheckpointSaver):
         for row in rows:
             yield self._tuple(row)
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         conf = config["configurable"]
         thread_id = conf["thread_id"]
         checkpoint_ns = conf.get("checkpoint_ns", "")
@@ -244,7 +274,8 @@ class GraphtapeSaver(BaseCheckpointSaver):
         if last is not None and last[0] == parent_id:
             _, last_versions, last_values, _ = last
             reusable = {
-                k: h for k, h in last_values.items()
+                k: h
+                for k, h in last_values.items()
                 if k not in new_versions and k in versions and last_versions.get(k) == versions[k]
             }
         addresses: dict[str, str] = {}
@@ -253,8 +284,13 @@ class GraphtapeSaver(BaseCheckpointSaver):
         full_metadata = _json_metadata(_redacted_metadata(config, get_checkpoint_metadata(config, metadata)))
         step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
         source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
-        writers, calls = self._listed(config, checkpoint_ns, step, source,
-                                      parent_source=last[3] if last is not None and last[0] == parent_id else None)
+        writers, calls = self._listed(
+            config,
+            checkpoint_ns,
+            step,
+            source,
+            parent_source=last[3] if last is not None and last[0] == parent_id else None,
+        )
         type_, data = self.serde.dumps_typed(body)
         row = CheckpointRow(
             thread_id=thread_id,
@@ -275,26 +311,30 @@ class GraphtapeSaver(BaseCheckpointSaver):
         self._write(config, batch, (config, checkpoint, full_metadata))
         with self._lock:
             self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses, source)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
-                                 "checkpoint_id": checkpoint["id"]}}
+        return {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint["id"]}
+        }
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         conf = config["configurable"]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         batch = WriteBatch()
         for idx, (channel, value) in enumerate(writes):
-            batch.writes.append(WriteRow(
-                thread_id=conf["thread_id"],
-                checkpoint_ns=conf.get("checkpoint_ns", ""),
-                checkpoint_id=conf["checkpoint_id"],
-                task_id=task_id,
-                task_path=task_path,
-                idx=WRITES_IDX_MAP.get(channel, idx),
-                channel=channel,
-                value=self._blob(value, batch),
-                replace=replace,
-            ))
+            batch.writes.append(
+                WriteRow(
+                    thread_id=conf["thread_id"],
+                    checkpoint_ns=conf.get("checkpoint_ns", ""),
+                    checkpoint_id=conf["checkpoint_id"],
+                    task_id=task_id,
+                    task_path=task_path,
+                    idx=WRITES_IDX_MAP.get(channel, idx),
+                    channel=channel,
+                    value=self._blob(value, batch),
+                    replace=replace,
+                )
+            )
         if replace and any(channel == INTERRUPT for channel, _ in writes):
             note_interrupts(config, writes)
         self._write(config, batch, defer=True)
@@ -351,18 +391,30 @@ class GraphtapeSaver(BaseCheckpointSaver):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
         items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
         for item in items:
             yield item
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str = "") -> None:
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:

@@ -141,12 +141,17 @@ class Stats:
             "runs": {"total": self.runs_total, "by_status": dict(self.runs_by_status)},
             "sampled_runs": self.sampled_runs,
             "size_warning": self.size_warning,
-            "run_tape_bytes": {**self.run_tape_bytes.to_dict(), "over_warning": self.large_runs_count,
-                               "largest": [{"run_id": r, "bytes": b} for r, b in self.large_runs]},
+            "run_tape_bytes": {
+                **self.run_tape_bytes.to_dict(),
+                "over_warning": self.large_runs_count,
+                "largest": [{"run_id": r, "bytes": b} for r, b in self.large_runs],
+            },
             "sampled_checkpoints": self.sampled_checkpoints,
-            "checkpoint_bytes": {**self.checkpoint_bytes.to_dict(), "over_warning": self.large_checkpoints_count,
-                                 "largest": [{"thread_id": t, "checkpoint_id": c, "bytes": b}
-                                             for t, c, b in self.large_checkpoints]},
+            "checkpoint_bytes": {
+                **self.checkpoint_bytes.to_dict(),
+                "over_warning": self.large_checkpoints_count,
+                "largest": [{"thread_id": t, "checkpoint_id": c, "bytes": b} for t, c, b in self.large_checkpoints],
+            },
             "write_latency_seconds": self.write_latency.to_dict(),
             "node_duration_seconds": {k: v.to_dict() for k, v in sorted(self.node_durations.items())},
             "stuck_after": self.stuck_after,
@@ -165,8 +170,9 @@ class Stats:
         def sample(name: str, value: float, labels: dict[str, str] | None = None) -> None:
             out.append(f"{name}{_labels(labels)} {_number(value)}")
 
-        def summary(name: str, s: Summary, help_text: str, labels: dict[str, str] | None = None,
-                    header: bool = True) -> None:
+        def summary(
+            name: str, s: Summary, help_text: str, labels: dict[str, str] | None = None, header: bool = True
+        ) -> None:
             if header:
                 family(name, "summary", help_text)
             if s.count:
@@ -180,30 +186,51 @@ class Stats:
             sample("graphtape_runs", self.runs_by_status.get(status, 0), {"status": status})
         family("graphtape_sampled_runs", "gauge", "Newest finished runs measured for tape size and node latency.")
         sample("graphtape_sampled_runs", self.sampled_runs)
-        summary("graphtape_run_tape_bytes", self.run_tape_bytes,
-                "Uncompressed bytes of a run's tape (events and the payloads they refer to); quantile 1 is the max.")
-        summary("graphtape_checkpoint_bytes", self.checkpoint_bytes,
-                "Uncompressed bytes of a checkpoint (body and channel values); quantile 1 is the max.")
+        summary(
+            "graphtape_run_tape_bytes",
+            self.run_tape_bytes,
+            "Uncompressed bytes of a run's tape (events and the payloads they refer to); quantile 1 is the max.",
+        )
+        summary(
+            "graphtape_checkpoint_bytes",
+            self.checkpoint_bytes,
+            "Uncompressed bytes of a checkpoint (body and channel values); quantile 1 is the max.",
+        )
         family("graphtape_size_warning_bytes", "gauge", "Size above which a run tape or checkpoint is reported.")
         sample("graphtape_size_warning_bytes", self.size_warning)
-        family("graphtape_size_warnings_total", "gauge",
-               "Sampled run tapes and checkpoints larger than graphtape_size_warning_bytes.")
+        family(
+            "graphtape_size_warnings_total",
+            "gauge",
+            "Sampled run tapes and checkpoints larger than graphtape_size_warning_bytes.",
+        )
         sample("graphtape_size_warnings_total", self.large_runs_count, {"kind": "run_tape"})
         sample("graphtape_size_warnings_total", self.large_checkpoints_count, {"kind": "checkpoint"})
-        summary("graphtape_write_latency_seconds", self.write_latency,
-                "Seconds per tape store write (percentiles across the sampled runs' own percentiles).")
+        summary(
+            "graphtape_write_latency_seconds",
+            self.write_latency,
+            "Seconds per tape store write (percentiles across the sampled runs' own percentiles).",
+        )
         family("graphtape_node_duration_seconds", "summary", "Seconds per task of a node; quantile 1 is the max.")
         for node, s in sorted(self.node_durations.items()):
             summary("graphtape_node_duration_seconds", s, "", {"node": node}, header=False)
-        family("graphtape_stuck_threads", "gauge",
-               f"Threads whose live run has not moved for longer than {self.stuck_after:g} seconds.")
+        family(
+            "graphtape_stuck_threads",
+            "gauge",
+            f"Threads whose live run has not moved for longer than {self.stuck_after:g} seconds.",
+        )
         sample("graphtape_stuck_threads", len(self.stuck_threads))
         family("graphtape_stuck_thread_seconds", "gauge", "Seconds a stuck thread has been waiting, by node.")
         for st in self.stuck_threads:
-            sample("graphtape_stuck_thread_seconds", st.seconds,
-                   {"thread": st.thread_id, "run": st.run_id, "node": st.node or ""})
-        family("graphtape_orphaned_runs", "gauge",
-               "Runs left running by a process that died (recover them with `graphtape recover`).")
+            sample(
+                "graphtape_stuck_thread_seconds",
+                st.seconds,
+                {"thread": st.thread_id, "run": st.run_id, "node": st.node or ""},
+            )
+        family(
+            "graphtape_orphaned_runs",
+            "gauge",
+            "Runs left running by a process that died (recover them with `graphtape recover`).",
+        )
         sample("graphtape_orphaned_runs", self.orphaned_runs)
         return "\n".join(out) + "\n"
 
@@ -276,7 +303,7 @@ class _Sizer:
     def _fetch(self, hashes: set[str]) -> None:
         missing = [h for h in hashes if h not in self.cache.blob_sizes]
         for i in range(0, len(missing), _FETCH):
-            part = missing[i:i + _FETCH]
+            part = missing[i : i + _FETCH]
             found = self.store.get_blobs(part)
             for h in part:
                 data = found.get(h)
@@ -297,7 +324,7 @@ class _Sizer:
         while frontier:
             unknown = [n for n in frontier if n not in self.cache.chain_nodes]
             for i in range(0, len(unknown), _FETCH):
-                self.cache.chain_nodes.update(self.store.get_chain_nodes(unknown[i:i + _FETCH]))
+                self.cache.chain_nodes.update(self.store.get_chain_nodes(unknown[i : i + _FETCH]))
             nxt: set[str] = set()
             for node in frontier:
                 seen_nodes.add(node)
@@ -381,8 +408,7 @@ def _stuck(store: TapeStore, run: RunRecord, now: float, stuck_after: float) -> 
     waited = now - since
     if waited <= stuck_after:
         return None
-    return StuckThread(thread_id=run.thread_id, run_id=run.run_id, node=node, seconds=round(waited, 3),
-                       owner=holder[0])
+    return StuckThread(thread_id=run.thread_id, run_id=run.run_id, node=node, seconds=round(waited, 3), owner=holder[0])
 
 
 def collect_stats(
@@ -439,8 +465,17 @@ def collect_stats(
                 write_sum += w["sum"] / 1000.0
             elif isinstance(w.get("p50"), (int, float)):
                 write_sum += n * w["p50"] / 1000.0  # older meta without a sum: an estimate
-    write = Summary(count=write_n, sum=write_sum, p50=_weighted_rank(write_p50, 0.5),
-                    p95=_weighted_rank(write_p95, 0.95), max=write_max) if write_n else Summary()
+    write = (
+        Summary(
+            count=write_n,
+            sum=write_sum,
+            p50=_weighted_rank(write_p50, 0.5),
+            p95=_weighted_rank(write_p95, 0.95),
+            max=write_max,
+        )
+        if write_n
+        else Summary()
+    )
 
     checkpoints = store.list_checkpoints(limit=limit_runs)
     cp_sizes: list[tuple[str, str, int]] = []
@@ -464,8 +499,9 @@ def collect_stats(
             stuck.append(found)
     stuck.sort(key=lambda s: -s.seconds)
 
-    cache.trim({r.run_id for r in sample},
-               {(row.thread_id, row.checkpoint_ns, row.checkpoint_id) for row in checkpoints})
+    cache.trim(
+        {r.run_id for r in sample}, {(row.thread_id, row.checkpoint_ns, row.checkpoint_id) for row in checkpoints}
+    )
     large_runs = sorted(((rid, b) for rid, b in tape_sizes if b > size_warning), key=lambda x: -x[1])
     large_cps = sorted((c for c in cp_sizes if c[2] > size_warning), key=lambda x: -x[2])
     return Stats(

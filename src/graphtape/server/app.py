@@ -59,16 +59,23 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
     return JSONResponse({"error": message, "status": status}, status_code=status, headers=headers)
 
 
-def create_app(tape: Tape, *, stuck_after: float = 300.0, size_warning: int = 1_000_000,
-               limit_runs: int | None = 1000, cache_seconds: float = 5.0) -> Starlette:
+def create_app(
+    tape: Tape,
+    *,
+    stuck_after: float = 300.0,
+    size_warning: int = 1_000_000,
+    limit_runs: int | None = 1000,
+    cache_seconds: float = 5.0,
+) -> Starlette:
     """A Starlette app serving ``tape``'s metrics and health.
 
     The stats options are those of :func:`~graphtape.runtime.stats.collect_stats`;
     ``cache_seconds`` is how long one collection answers scrapes.
     ``app.state.tape`` is the tape, for routes added later.
     """
-    source = _MetricsSource(tape, {"stuck_after": stuck_after, "size_warning": size_warning,
-                                   "limit_runs": limit_runs}, cache_seconds)
+    source = _MetricsSource(
+        tape, {"stuck_after": stuck_after, "size_warning": size_warning, "limit_runs": limit_runs}, cache_seconds
+    )
 
     def metrics(request: Request) -> Response:
         try:
@@ -84,8 +91,7 @@ def create_app(tape: Tape, *, stuck_after: float = 300.0, size_warning: int = 1_
         try:
             tape.store.list_runs(limit=1)
         except Exception as exc:  # noqa: BLE001 - any store failure makes the server unhealthy
-            return JSONResponse({**body, "status": "error", "error": f"{type(exc).__name__}: {exc}"},
-                                status_code=503)
+            return JSONResponse({**body, "status": "error", "error": f"{type(exc).__name__}: {exc}"}, status_code=503)
         return JSONResponse(body)
 
     async def http_error(request: Request, exc: Exception) -> Response:

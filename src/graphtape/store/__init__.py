@@ -105,5 +105,13 @@ def open_store(url: str | None = None, *, create: bool = True) -> TapeStore:
     )
 
 
-__all__ = ["EventRow", "RunRecord", "StoreNotFound", "TapeStore", "WriteBatch", "open_store", "resolve_url",
-           "sqlite_file"]
+__all__ = [
+    "EventRow",
+    "RunRecord",
+    "StoreNotFound",
+    "TapeStore",
+    "WriteBatch",
+    "open_store",
+    "resolve_url",
+    "sqlite_file",
+]

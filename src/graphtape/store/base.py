@@ -150,8 +150,15 @@ class WriteBatch:
     writes: list[WriteRow] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.new_runs or self.run_updates or self.events or self.blobs or self.chains
-                    or self.checkpoints or self.writes)
+        return bool(
+            self.new_runs
+            or self.run_updates
+            or self.events
+            or self.blobs
+            or self.chains
+            or self.checkpoints
+            or self.writes
+        )
 
     def extend(self, other: "WriteBatch") -> None:
         self.new_runs.extend(other.new_runs)
@@ -232,7 +239,9 @@ class TapeStore(abc.ABC):
     # -- checkpoints (graphtape's own LangGraph saver is built on these) ------
 
     @abc.abstractmethod
-    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
+    def get_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
+    ) -> CheckpointRow | None:
         """The checkpoint with that id, or the newest of the thread/namespace when ``checkpoint_id`` is None."""
 
     @abc.abstractmethod
@@ -321,11 +330,21 @@ class TapeStore(abc.ABC):
         tuples (root namespace only unless ``namespaces``, which adds ``ns``).
         """
         rows = self.list_checkpoints(thread_id=thread_id, checkpoint_ns=None if namespaces else "")
-        copies = sorted((r.checkpoint_id, str((r.metadata or {}).get("graphtape_copied_from") or ""))
-                        for r in rows if r.run_id is None and not r.checkpoint_ns)
+        copies = sorted(
+            (r.checkpoint_id, str((r.metadata or {}).get("graphtape_copied_from") or ""))
+            for r in rows
+            if r.run_id is None and not r.checkpoint_ns
+        )
         listed = [
-            (r.checkpoint_id, r.parent_id, r.step, r.created_at or None, row_key(r.run_id, r.source, r.writers),
-             r.calls, *((r.checkpoint_ns,) if namespaces else ()))
+            (
+                r.checkpoint_id,
+                r.parent_id,
+                r.step,
+                r.created_at or None,
+                row_key(r.run_id, r.source, r.writers),
+                r.calls,
+                *((r.checkpoint_ns,) if namespaces else ()),
+            )
             for r in rows
         ]
         listed.sort(key=lambda r: r[0])
@@ -343,8 +362,9 @@ class TapeStore(abc.ABC):
         """Runs that replay (or fork) another run, oldest first."""
         return [r for r in self.list_runs(limit=None, newest_first=False) if r.replay_of]
 
-    def find_checkpoints(self, prefix: str, *, thread_id: str | None = None,
-                         outside_runs: bool = False) -> list[CheckpointMatch]:
+    def find_checkpoints(
+        self, prefix: str, *, thread_id: str | None = None, outside_runs: bool = False
+    ) -> list[CheckpointMatch]:
         """Checkpoints of graphtape's saver whose id starts with ``prefix``, as
         :data:`~graphtape.store.listing.CheckpointMatch` tuples, in no particular order.
 
@@ -353,10 +373,14 @@ class TapeStore(abc.ABC):
         metadata). A backend may stop after 50 matches: enough to say a
         prefix is ambiguous.
         """
-        rows = self.list_checkpoints(thread_id=thread_id,
-                                     metadata_filter={"graphtape_run_id": None} if outside_runs else None)
-        return [(r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.run_id, r.step, r.source)
-                for r in rows if r.checkpoint_id.startswith(prefix)]
+        rows = self.list_checkpoints(
+            thread_id=thread_id, metadata_filter={"graphtape_run_id": None} if outside_runs else None
+        )
+        return [
+            (r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.run_id, r.step, r.source)
+            for r in rows
+            if r.checkpoint_id.startswith(prefix)
+        ]
 
     def used_bytes(self) -> int | None:
         """Bytes the store occupies, when the backend knows it cheaply (free space excluded); else None.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from graphtape.serde import blob_refs
 
+
 def mark_live(
     blobs: set[str],
     chains: Iterable[str],
@@ -53,7 +54,7 @@ def mark_live(
         found_c: set[str] = set()
         chunk = list(frontier)
         for i in range(0, len(chunk), 500):
-            for raw in fetch(chunk[i:i + 500]).values():
+            for raw in fetch(chunk[i : i + 500]).values():
                 # parsed only when it may refer to something: a message envelope, a message or a chain reference
                 if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
                     try:

@@ -67,8 +67,11 @@ class RowKeys(dict):
 
     def __missing__(self, key: str) -> KeyInfo:
         run_id, source, writers = key.split(KEY_SEP, 2)
-        info = self[key] = (run_id or None, source or None,
-                            None if writers == KEY_UNKNOWN else tuple(writers.split("|")) if writers else ())
+        info = self[key] = (
+            run_id or None,
+            source or None,
+            None if writers == KEY_UNKNOWN else tuple(writers.split("|")) if writers else (),
+        )
         return info
 
 
@@ -82,12 +85,19 @@ def listed_event(run_id: str, seq: int, kind: str, ts: float, data: dict[str, An
 def listed_call(kind: str, data: dict[str, Any]) -> list[Any]:
     """A call as a history lists it, in the form of ``CheckpointRow.calls``: built from the call
     event's data by the recording session (stored) and by the history (from events) alike."""
-    return [kind, data.get("name") or data.get("model"), data.get("source") or "live",
-            data.get("call_id"), data.get("node_path"), 1 if data.get("error") else 0]
+    return [
+        kind,
+        data.get("name") or data.get("model"),
+        data.get("source") or "live",
+        data.get("call_id"),
+        data.get("node_path"),
+        1 if data.get("error") else 0,
+    ]
 
 
-def call_levels(task: str, step: Any, step_of: Callable[[str], Any], *,
-                depth: int | None = None) -> list[tuple[str, int]]:
+def call_levels(
+    task: str, step: Any, step_of: Callable[[str], Any], *, depth: int | None = None
+) -> list[tuple[str, int]]:
     """The (checkpoint namespace, step) of each level a call belongs to, outermost first.
 
     ``task`` is the call's task namespace (``a:<id>|b:<id>``), ``step`` its
@@ -101,7 +111,7 @@ def call_levels(task: str, step: Any, step_of: Callable[[str], Any], *,
     segments = task.split("|")
     levels = []
     for d in range(len(segments) if depth is None else min(depth, len(segments))):
-        at = step_of("|".join(segments[:d + 1]))
+        at = step_of("|".join(segments[: d + 1]))
         if at is None and d == len(segments) - 1:
             at = step
         if isinstance(at, int):

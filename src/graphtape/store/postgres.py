@@ -126,8 +126,18 @@ from graphtape.store.postgres_schema import MIGRATION_LOCK as MIGRATION_LOCK
 from graphtape.store.postgres_schema import MIGRATIONS as MIGRATIONS
 from graphtape.store.postgres_schema import parse_url as parse_url
 from graphtape.store.postgres_schema import (
-    ACQUIRE_LEASE, CHECKPOINT_COLUMNS, CHECKPOINT_COLUMNS_IN, MARK, WRITE_COLUMNS, as_columns, decode,
-    encode, encode_params, nullable_float, jsonb_text, one_line,
+    ACQUIRE_LEASE,
+    CHECKPOINT_COLUMNS,
+    CHECKPOINT_COLUMNS_IN,
+    MARK,
+    WRITE_COLUMNS,
+    as_columns,
+    decode,
+    encode,
+    encode_params,
+    nullable_float,
+    jsonb_text,
+    one_line,
 )
 
 #: Deadlocks and serialization failures are retried this many times in all.
@@ -145,8 +155,17 @@ class PostgresTapeStore(SqlTapeStore):
 
     dialect = DIALECT
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, lock_timeout: float = 10.0,
-                 connect_timeout: float = 10.0, pool_timeout: float = 30.0, create: bool = True):
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        lock_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+        pool_timeout: float = 30.0,
+        create: bool = True,
+    ):
         self._conninfo, self.schema, self.url = parse_url(url)
         self.lock_timeout = lock_timeout
         self.pool_timeout = pool_timeout
@@ -171,8 +190,14 @@ class PostgresTapeStore(SqlTapeStore):
         except psycopg.Error as exc:
             raise self._translate(exc) from None
         self._pool: ConnectionPool = ConnectionPool(
-            self._conninfo, kwargs=self._kwargs, min_size=min_size, max_size=max_size, open=False,
-            configure=self._configure, timeout=pool_timeout, name=f"graphtape:{self.schema}",
+            self._conninfo,
+            kwargs=self._kwargs,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            configure=self._configure,
+            timeout=pool_timeout,
+            name=f"graphtape:{self.schema}",
         )
         try:
             self._pool.open(wait=True, timeout=max(connect_timeout, 1.0))
@@ -208,8 +233,7 @@ class PostgresTapeStore(SqlTapeStore):
             )
         if isinstance(exc, (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)):
             return DatabaseLocked(
-                f"{self.url}: concurrent writers kept colliding ({msg}, {WRITE_ATTEMPTS} attempts); "
-                "retry the operation"
+                f"{self.url}: concurrent writers kept colliding ({msg}, {WRITE_ATTEMPTS} attempts); retry the operation"
             )
         if isinstance(exc, pg_errors.LockNotAvailable):
             return DatabaseLocked(
@@ -299,8 +323,9 @@ class PostgresTapeStore(SqlTapeStore):
     def _is_disconnect(exc: psycopg.OperationalError) -> bool:
         return exc.sqlstate is None or exc.sqlstate.startswith("08") or exc.sqlstate in ("57P01", "57P02", "57P03")
 
-    def _transaction(self, fn: Callable[[psycopg.Connection], T], *, fence: tuple[str, int] | None = None,
-                     transaction: bool = True) -> T:
+    def _transaction(
+        self, fn: Callable[[psycopg.Connection], T], *, fence: tuple[str, int] | None = None, transaction: bool = True
+    ) -> T:
         """Run ``fn(conn)`` in one transaction; retried whole after a deadlock or serialization failure.
 
         ``transaction=False`` is for ``fn`` that run a single statement, which
@@ -367,21 +392,53 @@ class PostgresTapeStore(SqlTapeStore):
         )
         chains = sorted((k, p, i) for k, (p, i) in batch.chains.items())
         runs = sorted(
-            ((r.run_id, r.thread_id, r.graph, r.status, float(r.started_at), nullable_float(r.ended_at), r.parent_run_id,
-              r.replay_of, r.mode, int(r.llm_calls), int(r.tool_calls), int(r.effect_calls), int(r.served_calls),
-              int(r.live_calls), int(r.tokens), r.error, dump_meta(r.meta)) for r in new_runs),
+            (
+                (
+                    r.run_id,
+                    r.thread_id,
+                    r.graph,
+                    r.status,
+                    float(r.started_at),
+                    nullable_float(r.ended_at),
+                    r.parent_run_id,
+                    r.replay_of,
+                    r.mode,
+                    int(r.llm_calls),
+                    int(r.tool_calls),
+                    int(r.effect_calls),
+                    int(r.served_calls),
+                    int(r.live_calls),
+                    int(r.tokens),
+                    r.error,
+                    dump_meta(r.meta),
+                )
+                for r in new_runs
+            ),
             key=lambda row: row[0],
         )
         # arrays hold one Python type: ints and floats are not mixed in a float8[]
         events = sorted((e.run_id, int(e.seq), e.kind, float(e.ts), pack_event(e.data)) for e in batch.events)
-        checkpoints = sorted({
-            (c.thread_id, c.checkpoint_ns, c.checkpoint_id): (
-                c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id,
-                None if c.step is None else int(c.step), c.source,
-                c.created_at, dump_meta(c.metadata), jsonb_text(c.metadata), bytes(c.body), dump_meta(c.values),
-                c.writers, c.calls)
-            for c in batch.checkpoints
-        }.items())
+        checkpoints = sorted(
+            {
+                (c.thread_id, c.checkpoint_ns, c.checkpoint_id): (
+                    c.thread_id,
+                    c.checkpoint_ns,
+                    c.checkpoint_id,
+                    c.parent_id,
+                    c.run_id,
+                    None if c.step is None else int(c.step),
+                    c.source,
+                    c.created_at,
+                    dump_meta(c.metadata),
+                    jsonb_text(c.metadata),
+                    bytes(c.body),
+                    dump_meta(c.values),
+                    c.writers,
+                    c.calls,
+                )
+                for c in batch.checkpoints
+            }.items()
+        )
         replaced: dict[tuple, tuple] = {}
         kept: dict[tuple, tuple] = {}
         for w in batch.writes:
@@ -403,46 +460,66 @@ class PostgresTapeStore(SqlTapeStore):
             params.extend(extra)
 
         if blobs:
-            part("INSERT INTO gt_blobs(hash, enc, data) SELECT * FROM unnest(%s::text[], %s::text[], %b::bytea[]) "
-                 "ON CONFLICT DO NOTHING", blobs)
+            part(
+                "INSERT INTO gt_blobs(hash, enc, data) SELECT * FROM unnest(%s::text[], %s::text[], %b::bytea[]) "
+                "ON CONFLICT DO NOTHING",
+                blobs,
+            )
         if chains:
-            part("INSERT INTO gt_chains(id, parent, item) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
-                 "ON CONFLICT DO NOTHING", chains)
+            part(
+                "INSERT INTO gt_chains(id, parent, item) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
+                "ON CONFLICT DO NOTHING",
+                chains,
+            )
         if runs:
-            part(f"INSERT INTO gt_runs({RUN_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
-                 "%s::text[], %s::float8[], %s::float8[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-                 "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::text[])", runs)
+            part(
+                f"INSERT INTO gt_runs({RUN_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
+                "%s::text[], %s::float8[], %s::float8[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+                "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::text[])",
+                runs,
+            )
         if events:
-            part("INSERT INTO gt_events(run_id, seq, kind, ts, data) "
-                 "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %b::bytea[])", events)
+            part(
+                "INSERT INTO gt_events(run_id, seq, kind, ts, data) "
+                "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %b::bytea[])",
+                events,
+            )
         if checkpoints:
-            part(f"INSERT INTO gt_checkpoints({CHECKPOINT_COLUMNS_IN}) "
-                 "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr, ca FROM unnest("
-                 "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
-                 "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[], %s::text[]) "
-                 "AS u(t, n, i, p, r, s, src, c, m, mj, b, v, wr, ca) "
-                 "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
-                 "parent_id = EXCLUDED.parent_id, run_id = EXCLUDED.run_id, step = EXCLUDED.step, "
-                 "source = EXCLUDED.source, created_at = EXCLUDED.created_at, "
-                 "metadata_text = EXCLUDED.metadata_text, metadata = EXCLUDED.metadata, "
-                 "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, writers = EXCLUDED.writers, calls = EXCLUDED.calls",
-                 (row for _, row in checkpoints))
+            part(
+                f"INSERT INTO gt_checkpoints({CHECKPOINT_COLUMNS_IN}) "
+                "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr, ca FROM unnest("
+                "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
+                "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[], %s::text[]) "
+                "AS u(t, n, i, p, r, s, src, c, m, mj, b, v, wr, ca) "
+                "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
+                "parent_id = EXCLUDED.parent_id, run_id = EXCLUDED.run_id, step = EXCLUDED.step, "
+                "source = EXCLUDED.source, created_at = EXCLUDED.created_at, "
+                "metadata_text = EXCLUDED.metadata_text, metadata = EXCLUDED.metadata, "
+                "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, writers = EXCLUDED.writers, calls = EXCLUDED.calls",
+                (row for _, row in checkpoints),
+            )
         for rows, conflict in (
-            (replaced, "DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel, "
-                       "value = EXCLUDED.value"),
+            (
+                replaced,
+                "DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel, value = EXCLUDED.value",
+            ),
             (kept, "DO NOTHING"),
         ):
             if rows:
-                part(f"INSERT INTO gt_writes({WRITE_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
-                     "%s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[]) "
-                     f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}",
-                     (rows[k] for k in sorted(rows)))
+                part(
+                    f"INSERT INTO gt_writes({WRITE_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
+                    "%s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[]) "
+                    f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}",
+                    (rows[k] for k in sorted(rows)),
+                )
         for run_id in sorted(merged):
             fields = merged[run_id]
             if fields:
                 sets = ", ".join(f"{k} = %s" for k in fields)  # names checked against RUN_UPDATABLE above
-                part(f"UPDATE gt_runs SET {sets} WHERE run_id = %s",
-                     extra=encode_params([*(dump_meta(v) if k == "meta" else v for k, v in fields.items()), run_id]))
+                part(
+                    f"UPDATE gt_runs SET {sets} WHERE run_id = %s",
+                    extra=encode_params([*(dump_meta(v) if k == "meta" else v for k, v in fields.items()), run_id]),
+                )
         if not parts:
             return
         main = "SELECT gt_check_fence(%s, %s)" if fence is not None else "SELECT 1"
@@ -457,20 +534,28 @@ class PostgresTapeStore(SqlTapeStore):
         found: list[str] = []
         if encode(prefix) is prefix:
             escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            found = [r[0] for r in self._query(
-                "SELECT run_id FROM gt_runs WHERE run_id LIKE %s ESCAPE '\\' ORDER BY run_id LIMIT %s",
-                (escaped + "%", limit),
-            )]
+            found = [
+                r[0]
+                for r in self._query(
+                    "SELECT run_id FROM gt_runs WHERE run_id LIKE %s ESCAPE '\\' ORDER BY run_id LIMIT %s",
+                    (escaped + "%", limit),
+                )
+            ]
         # ids stored encoded (see encode) sort together after the marker; an empty index range normally
-        marked = [r[0] for r in self._query(
-            f"SELECT run_id FROM gt_runs WHERE run_id >= '{MARK}' AND run_id < '{chr(ord(MARK) + 1)}'"
-        ) if r[0].startswith(prefix)]
+        marked = [
+            r[0]
+            for r in self._query(
+                f"SELECT run_id FROM gt_runs WHERE run_id >= '{MARK}' AND run_id < '{chr(ord(MARK) + 1)}'"
+            )
+            if r[0].startswith(prefix)
+        ]
         return sorted(found + marked)[:limit]
 
     # -- checkpoints -------------------------------------------------------------------
 
-    def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
-                         metadata_filter=None) -> list[CheckpointRow]:
+    def list_checkpoints(
+        self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None, metadata_filter=None
+    ) -> list[CheckpointRow]:
         where, params = checkpoint_filters(DIALECT, thread_id, checkpoint_ns, before)
         if metadata_filter:
             # Containment is one server-side test for every key. It is looser
@@ -493,8 +578,11 @@ class PostgresTapeStore(SqlTapeStore):
             query += " WHERE " + " AND ".join(where)
         # Newest first by id across threads and namespaces too; ties (a copied
         # thread keeps its ids) in the SQLite store's order.
-        query += " ORDER BY checkpoint_id DESC" if thread_id is not None and checkpoint_ns is not None \
+        query += (
+            " ORDER BY checkpoint_id DESC"
+            if thread_id is not None and checkpoint_ns is not None
             else " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC"
+        )
         if limit is not None:
             query += " LIMIT %s"
             params.append(limit)
@@ -547,8 +635,9 @@ class PostgresTapeStore(SqlTapeStore):
         """
 
         def go(conn: psycopg.Connection) -> tuple[int, int]:
-            conn.execute("LOCK TABLE gt_blobs, gt_chains, gt_events, gt_checkpoints, gt_writes "
-                         "IN SHARE ROW EXCLUSIVE MODE")
+            conn.execute(
+                "LOCK TABLE gt_blobs, gt_chains, gt_events, gt_checkpoints, gt_writes IN SHARE ROW EXCLUSIVE MODE"
+            )
             blobs: set[str] = set()
             chains: set[str] = set()
             with conn.cursor(name="graphtape_gc_events", binary=True) as events:
@@ -559,11 +648,14 @@ class PostgresTapeStore(SqlTapeStore):
             for (values,) in conn.execute("SELECT DISTINCT channel_values FROM gt_checkpoints"):
                 blobs.update(json.loads(values).values())
             blobs.update(decode(v) for (v,) in conn.execute("SELECT DISTINCT value FROM gt_writes"))
-            nodes = {decode(k): (decode(p), decode(i)) for k, p, i in conn.execute("SELECT id, parent, item FROM gt_chains")}
+            nodes = {
+                decode(k): (decode(p), decode(i)) for k, p, i in conn.execute("SELECT id, parent, item FROM gt_chains")
+            }
 
             def fetch(hashes: list[str]) -> dict[str, bytes]:
-                rows = conn.execute("SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)",
-                                    encode_params([hashes]), binary=True)
+                rows = conn.execute(
+                    "SELECT hash, enc, data FROM gt_blobs WHERE hash = ANY(%s)", encode_params([hashes]), binary=True
+                )
                 return {decode(h): decode_blob(enc, data) for h, enc, data in rows}
 
             blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
@@ -591,16 +683,20 @@ class PostgresTapeStore(SqlTapeStore):
         def go(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
             conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
             return conn.execute(
-                ACQUIRE_LEASE, {"name": encode(name), "owner": encode(owner), "ttl": float(ttl)}).fetchall()
+                ACQUIRE_LEASE, {"name": encode(name), "owner": encode(owner), "ttl": float(ttl)}
+            ).fetchall()
 
         rows = self._transaction(go)
         return rows[0][0] if rows else None
 
     def release_lease(self, name: str, owner: str) -> None:
         # The row (and its token) stays, so the next holder's token is larger.
-        self._transaction(lambda conn: conn.execute(
-            "UPDATE gt_leases SET owner = NULL, expires_at = 0 WHERE name = %s AND owner = %s",
-            (encode(name), encode(owner))))
+        self._transaction(
+            lambda conn: conn.execute(
+                "UPDATE gt_leases SET owner = NULL, expires_at = 0 WHERE name = %s AND owner = %s",
+                (encode(name), encode(owner)),
+            )
+        )
 
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:
         rows = self._query(
@@ -613,10 +709,14 @@ class PostgresTapeStore(SqlTapeStore):
     # -- history listings ------------------------------------------------------------------------
 
     def _copies(self, thread_id: str) -> dict[str, str]:
-        return dict(self._query(
-            "SELECT checkpoint_id, metadata ->> 'graphtape_copied_from' FROM gt_checkpoints "
-            "WHERE thread_id = %s AND checkpoint_ns = '' AND run_id IS NULL "
-            "AND metadata ? 'graphtape_copied_from' ORDER BY checkpoint_id", (thread_id,)))
+        return dict(
+            self._query(
+                "SELECT checkpoint_id, metadata ->> 'graphtape_copied_from' FROM gt_checkpoints "
+                "WHERE thread_id = %s AND checkpoint_ns = '' AND run_id IS NULL "
+                "AND metadata ? 'graphtape_copied_from' ORDER BY checkpoint_id",
+                (thread_id,),
+            )
+        )
 
     def close(self) -> None:
         with self._close_lock:

@@ -155,10 +155,14 @@ MIGRATIONS: list[str] = [
 #: SQLSTATE raised by ``gt_check_fence`` when the lease changed hands.
 FENCE_SQLSTATE = "GTL01"
 
-CHECKPOINT_COLUMNS = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-               "metadata_text, body, channel_values, writers, calls")
-CHECKPOINT_COLUMNS_IN = ("thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-                  "metadata_text, metadata, body, channel_values, writers, calls")
+CHECKPOINT_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
+    "metadata_text, body, channel_values, writers, calls"
+)
+CHECKPOINT_COLUMNS_IN = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
+    "metadata_text, metadata, body, channel_values, writers, calls"
+)
 WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value"
 
 #: One statement per lease operation; the server's clock is read once (``c.now``).

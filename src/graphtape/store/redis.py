@@ -61,7 +61,14 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 
 from graphtape.store.base import (
-    RUN_UPDATABLE, CheckpointRow, EventRow, RunRecord, StoreNotFound, TapeStore, WriteBatch, WriteRow,
+    RUN_UPDATABLE,
+    CheckpointRow,
+    EventRow,
+    RunRecord,
+    StoreNotFound,
+    TapeStore,
+    WriteBatch,
+    WriteRow,
 )
 from graphtape.events import refs as event_refs
 from graphtape.store.codec import unpack_event
@@ -71,10 +78,32 @@ from graphtape.store.gc import mark_live
 from graphtape.store.redis_layout import COMPRESS_OVER as COMPRESS_OVER
 from graphtape.store.redis_layout import DEFAULT_PREFIX as DEFAULT_PREFIX
 from graphtape.store.redis_layout import (
-    ACQUIRE_LEASE_LUA, APPLY_LUA, ASCII_LOWER, CHAIN_LUA, DELETE_RUNS_LUA, DELETE_THREAD_LUA, GC_LOCK_LUA,
-    LATEST_CHECKPOINT_LUA, RELEASE_LEASE_LUA, SWEEP_LUA, add_batch, decode_stored_blob, decode_chain_node,
-    decode_checkpoint, decode_event, decode_run, glob_escape, group_key, id_member, Keys, Ops, as_str,
-    split_event, split_id_member, split_url, write_group_key,
+    ACQUIRE_LEASE_LUA,
+    APPLY_LUA,
+    ASCII_LOWER,
+    CHAIN_LUA,
+    DELETE_RUNS_LUA,
+    DELETE_THREAD_LUA,
+    GC_LOCK_LUA,
+    LATEST_CHECKPOINT_LUA,
+    RELEASE_LEASE_LUA,
+    SWEEP_LUA,
+    add_batch,
+    decode_stored_blob,
+    decode_chain_node,
+    decode_checkpoint,
+    decode_event,
+    decode_run,
+    glob_escape,
+    group_key,
+    id_member,
+    Keys,
+    Ops,
+    as_str,
+    split_event,
+    split_id_member,
+    split_url,
+    write_group_key,
 )
 
 #: How long a batch id is remembered, so that a resent batch is not refused
@@ -105,8 +134,9 @@ MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1, _migrate_v2]
 
 # Columns of a run that may not be NULL in SQLite; updating one to None is
 # refused there, so it is refused here too.
-_RUN_NOT_NULL = frozenset({"status", "llm_calls", "tool_calls", "effect_calls", "served_calls", "live_calls",
-                           "tokens", "meta"})
+_RUN_NOT_NULL = frozenset(
+    {"status", "llm_calls", "tool_calls", "effect_calls", "served_calls", "live_calls", "tokens", "meta"}
+)
 
 
 def _one_line(text: str) -> str:
@@ -116,8 +146,6 @@ def _one_line(text: str) -> str:
 def _matches(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Every key of ``wanted`` equal in ``metadata`` (a missing key counts as None, as SQL's NULL IS NULL)."""
     return all(metadata.get(k) == v for k, v in wanted.items())
-
-
 
 
 class RedisTapeStore(TapeStore):
@@ -166,8 +194,9 @@ class RedisTapeStore(TapeStore):
                 try:
                     r.ping()
                 except TypeError as exc:  # redis-py passes unknown URL parameters on to the connection
-                    raise StoreError(f"cannot use {self.url} as a Redis store URL: {_one_line(exc)}; "
-                                     "remove the unknown parameter") from exc
+                    raise StoreError(
+                        f"cannot use {self.url} as a Redis store URL: {_one_line(exc)}; remove the unknown parameter"
+                    ) from exc
                 self._check_server()
                 if not create and self.schema_version == 0:
                     raise StoreNotFound(
@@ -185,22 +214,30 @@ class RedisTapeStore(TapeStore):
         text = _one_line(exc)
         errors = redis_client.exceptions
         if isinstance(exc, errors.AuthenticationError):
-            return StoreError(f"Redis at {self.url} refused the credentials ({text}); fix the user or password in the URL")
+            return StoreError(
+                f"Redis at {self.url} refused the credentials ({text}); fix the user or password in the URL"
+            )
         if isinstance(exc, errors.TimeoutError):
-            return StoreError(f"Redis at {self.url} did not answer in time ({text}); check the server and network, "
-                              "or raise socket_timeout= in the URL")
+            return StoreError(
+                f"Redis at {self.url} did not answer in time ({text}); check the server and network, "
+                "or raise socket_timeout= in the URL"
+            )
         if isinstance(exc, errors.ConnectionError):
             return StoreError(f"cannot reach Redis at {self.url} ({text}); start the server or fix the store URL")
         if isinstance(exc, errors.ReadOnlyError):
             return StoreError(f"Redis at {self.url} is a read-only replica; point the store URL at the primary")
         if "OOM" in text:
-            return StoreError(f"Redis at {self.url} is out of memory ({text}); delete old runs and collect garbage, "
-                              "or raise maxmemory")
+            return StoreError(
+                f"Redis at {self.url} is out of memory ({text}); delete old runs and collect garbage, "
+                "or raise maxmemory"
+            )
         if text.startswith("BUSY"):
             return StoreError(f"Redis at {self.url} is busy running a long script ({text}); retry in a moment")
         if "WRONGTYPE" in text:
-            return StoreError(f"Redis at {self.url} holds a foreign key under the prefix {self.prefix!r} ({text}); "
-                              "use another ?prefix= for graphtape")
+            return StoreError(
+                f"Redis at {self.url} holds a foreign key under the prefix {self.prefix!r} ({text}); "
+                "use another ?prefix= for graphtape"
+            )
         return StoreError(f"Redis error on {self.url}: {text}")
 
     @contextlib.contextmanager
@@ -249,7 +286,10 @@ class RedisTapeStore(TapeStore):
             # Compare-and-set: when two processes migrate at once, one records each step.
             self._redis.eval(
                 "if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) end",
-                1, self.keys.schema, str(index), str(index + 1),
+                1,
+                self.keys.schema,
+                str(index),
+                str(index + 1),
             )
 
     @property
@@ -300,8 +340,9 @@ class RedisTapeStore(TapeStore):
         events_by_run: dict[str, list[EventRow]] = {}
         for ev in batch.events:
             if (ev.run_id, ev.seq) in seen_events:
-                raise StoreError(f"write refused by {self.url}: event {ev.seq} of run {ev.run_id} appears twice "
-                                 "in one batch")
+                raise StoreError(
+                    f"write refused by {self.url}: event {ev.seq} of run {ev.run_id} appears twice in one batch"
+                )
             seen_events.add((ev.run_id, ev.seq))
             events_by_run.setdefault(ev.run_id, []).append(ev)
         for run_id, fields in batch.run_updates:
@@ -326,14 +367,17 @@ class RedisTapeStore(TapeStore):
             )
         if verdict == b"exists":
             key = ops.keys[int(reply[1]) - 1]
-            run_id = key[len(k.run("")):]
-            raise StoreError(f"write refused by {self.url}: run {run_id} is already in the store "
-                             "(is this run already recorded?)")
+            run_id = key[len(k.run("")) :]
+            raise StoreError(
+                f"write refused by {self.url}: run {run_id} is already in the store (is this run already recorded?)"
+            )
         if verdict == b"dup":
             key = ops.keys[int(reply[1]) - 1]
-            run_id = key[len(k.events_ns):]
-            raise StoreError(f"write refused by {self.url}: event {as_str(reply[2])} of run {run_id} is already in "
-                             "the store (is this run already recorded?)")
+            run_id = key[len(k.events_ns) :]
+            raise StoreError(
+                f"write refused by {self.url}: event {as_str(reply[2])} of run {run_id} is already in "
+                "the store (is this run already recorded?)"
+            )
         raise StoreError(f"Redis at {self.url} gave an unexpected reply {reply!r}; is the prefix shared?")
 
     # -- reads ---------------------------------------------------------------------------
@@ -463,15 +507,18 @@ class RedisTapeStore(TapeStore):
         with self._errors():
             found, payload = self._chain_script(keys=[self.keys.chains], args=[head])
         if not found:
-            raise StoreError(f"chain {head} is incomplete in {self.url} (node {as_str(payload)} is missing): "
-                             "the tape is damaged")
+            raise StoreError(
+                f"chain {head} is incomplete in {self.url} (node {as_str(payload)} is missing): the tape is damaged"
+            )
         items = [as_str(i) for i in payload]
         items.reverse()
         return items
 
     # -- checkpoints -------------------------------------------------------------------
 
-    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
+    def get_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
+    ) -> CheckpointRow | None:
         g = group_key(thread_id, checkpoint_ns)
         with self._errors():
             if checkpoint_id:
@@ -489,8 +536,7 @@ class RedisTapeStore(TapeStore):
         if thread_id is not None and checkpoint_ns is not None:
             return [(thread_id, checkpoint_ns)]
         with self._errors():
-            members = self._redis.smembers(self.keys.cp_groups if thread_id is None
-                                           else self.keys.cp_thread(thread_id))
+            members = self._redis.smembers(self.keys.cp_groups if thread_id is None else self.keys.cp_thread(thread_id))
         groups = [tuple(json.loads(m)) for m in members]
         if checkpoint_ns is not None:
             groups = [g for g in groups if g[1] == checkpoint_ns]
@@ -498,8 +544,7 @@ class RedisTapeStore(TapeStore):
         groups.sort(reverse=True)
         return groups  # type: ignore[return-value]
 
-    def _ids_newest_first(self, group: str, before: str | None, page: int,
-                          first: list[bytes] | None) -> Iterator[str]:
+    def _ids_newest_first(self, group: str, before: str | None, page: int, first: list[bytes] | None) -> Iterator[str]:
         """Checkpoint ids of a group, newest first, paged by the last id seen (stable under deletes).
 
         ``first`` is the first page when the caller already fetched it (one
@@ -519,8 +564,9 @@ class RedisTapeStore(TapeStore):
             high = "(" + as_str(ids[-1])
             ids = None
 
-    def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
-                         metadata_filter=None) -> list[CheckpointRow]:
+    def list_checkpoints(
+        self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None, metadata_filter=None
+    ) -> list[CheckpointRow]:
         if limit is not None and limit <= 0:
             return []
         groups = [group_key(t, ns) for t, ns in self._groups(thread_id, checkpoint_ns)]
@@ -531,6 +577,7 @@ class RedisTapeStore(TapeStore):
             for g in groups:
                 pipe.zrevrangebylex(self.keys.cp_ids(g), high, "-", start=0, num=page)
             firsts = pipe.execute() if groups else []
+
         def tagged(g: str, first: list[bytes]) -> Iterator[tuple[str, str]]:
             for cid in self._ids_newest_first(g, before, page, first):
                 yield cid, g
@@ -730,12 +777,14 @@ class RedisTapeStore(TapeStore):
 
         blobs, live_chains = mark_live(blobs, chains, nodes, self.get_blobs, keep_lock)
 
-        dead_blob_keys = [key for key in blob_keys if key[len(k.blob_ns):] not in blobs]
+        dead_blob_keys = [key for key in blob_keys if key[len(k.blob_ns) :] not in blobs]
         dead_chains = [cid for cid in nodes if cid not in live_chains]
         for i in range(0, max(len(dead_blob_keys), len(dead_chains)), _CHUNK):
             with self._errors():
-                ok = self._sweep_script(keys=[k.gc_lock, k.chains, *dead_blob_keys[i : i + _CHUNK]],
-                                        args=[token, *dead_chains[i : i + _CHUNK]])
+                ok = self._sweep_script(
+                    keys=[k.gc_lock, k.chains, *dead_blob_keys[i : i + _CHUNK]],
+                    args=[token, *dead_chains[i : i + _CHUNK]],
+                )
             if not ok:
                 raise self._gc_lost()
             keep_lock()

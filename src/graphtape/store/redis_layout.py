@@ -325,7 +325,9 @@ def decode_event(run_id: str, seq: bytes, stored: bytes) -> EventRow:
 
 
 def encode_checkpoint(c: CheckpointRow) -> bytes:
-    header = dump_meta([c.parent_id, c.run_id, c.step, c.source, c.created_at, c.metadata, c.values, c.writers, c.calls])
+    header = dump_meta(
+        [c.parent_id, c.run_id, c.step, c.source, c.created_at, c.metadata, c.values, c.writers, c.calls]
+    )
     return header.encode("utf-8") + b"\x00" + bytes(c.body)
 
 
@@ -333,8 +335,20 @@ def decode_checkpoint(thread_id: str, checkpoint_ns: str, checkpoint_id: str, st
     header, _, body = stored.partition(b"\x00")
     # a header written before the writers and calls were stored has seven fields (then: not known)
     parent_id, run_id, step, source, created_at, metadata, values, *listed = json.loads(header)
-    return CheckpointRow(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at,
-                         metadata, body, values, *listed)
+    return CheckpointRow(
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent_id,
+        run_id,
+        step,
+        source,
+        created_at,
+        metadata,
+        body,
+        values,
+        *listed,
+    )
 
 
 def _encode_run_field(name: str, value: Any) -> str:
@@ -431,8 +445,9 @@ class Ops:
         return bool(self.args)
 
 
-def add_batch(ops: Ops, k: Keys, batch: WriteBatch, events_by_run: dict[str, list[EventRow]],
-               fence: tuple[str, int] | None) -> None:
+def add_batch(
+    ops: Ops, k: Keys, batch: WriteBatch, events_by_run: dict[str, list[EventRow]], fence: tuple[str, int] | None
+) -> None:
     """Add the operations that apply ``batch`` (its events grouped by run) to ``ops``: checks, then writes."""
     # checks (the script runs them all before any write)
     if fence is not None:
@@ -477,8 +492,12 @@ def add_batch(ops: Ops, k: Keys, batch: WriteBatch, events_by_run: dict[str, lis
             if w.replace is not replace:
                 continue
             wg = write_group_key(w.thread_id, w.checkpoint_ns, w.checkpoint_id)
-            ops.add("hset" if replace else "hsetnx", k.writes(wg), json.dumps([w.task_id, int(w.idx)]),
-                    json.dumps([w.task_path, w.channel, w.value]))
+            ops.add(
+                "hset" if replace else "hsetnx",
+                k.writes(wg),
+                json.dumps([w.task_id, int(w.idx)]),
+                json.dumps([w.task_path, w.channel, w.value]),
+            )
             ops.add("sadd", k.writes_thread(w.thread_id), wg)
     for run_id, update in batch.run_updates:
         if update:

@@ -61,14 +61,18 @@ class Dialect:
         return f"{column} IN ({','.join([self.param] * len(values))})", values
 
 
-def checkpoint_filters(dialect: Dialect, thread_id: str | None, checkpoint_ns: str | None,
-                       before: str | None) -> tuple[list[str], list[Any]]:
+def checkpoint_filters(
+    dialect: Dialect, thread_id: str | None, checkpoint_ns: str | None, before: str | None
+) -> tuple[list[str], list[Any]]:
     """The conditions of ``list_checkpoints`` both SQL stores write alike, and their parameters
     (each store adds its own metadata filter and order)."""
     where: list[str] = []
     params: list[Any] = []
-    for condition, value in (("thread_id = ?", thread_id), ("checkpoint_ns = ?", checkpoint_ns),
-                             ("checkpoint_id < ?", before)):
+    for condition, value in (
+        ("thread_id = ?", thread_id),
+        ("checkpoint_ns = ?", checkpoint_ns),
+        ("checkpoint_id < ?", before),
+    ):
         if value is not None:
             where.append(dialect.sql(condition))
             params.append(value)
@@ -78,17 +82,31 @@ def checkpoint_filters(dialect: Dialect, thread_id: str | None, checkpoint_ns: s
 def row_to_run(row: Sequence[Any]) -> RunRecord:
     """A ``gt_runs`` row (:data:`RUN_COLUMNS`) as a record."""
     return RunRecord(
-        run_id=row[0], thread_id=row[1], graph=row[2], status=row[3], started_at=row[4], ended_at=row[5],
-        parent_run_id=row[6], replay_of=row[7], mode=row[8], llm_calls=row[9], tool_calls=row[10],
-        effect_calls=row[11], served_calls=row[12], live_calls=row[13], tokens=row[14], error=row[15],
+        run_id=row[0],
+        thread_id=row[1],
+        graph=row[2],
+        status=row[3],
+        started_at=row[4],
+        ended_at=row[5],
+        parent_run_id=row[6],
+        replay_of=row[7],
+        mode=row[8],
+        llm_calls=row[9],
+        tool_calls=row[10],
+        effect_calls=row[11],
+        served_calls=row[12],
+        live_calls=row[13],
+        tokens=row[14],
+        error=row[15],
         meta=json.loads(row[16] or "{}"),
     )
 
 
 def row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
     """A ``gt_checkpoints`` row (:attr:`Dialect.checkpoint_columns`) as a record."""
-    return CheckpointRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]),
-                         json.loads(r[10]), r[11], r[12])
+    return CheckpointRow(
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), bytes(r[9]), json.loads(r[10]), r[11], r[12]
+    )
 
 
 def decode_blob(enc: str, data: bytes) -> bytes:
@@ -135,8 +153,7 @@ class SqlTapeStore(TapeStore):
         return [row_to_run(r) for r in self._query(self.dialect.sql(sql), params)]
 
     def list_replays(self) -> list[RunRecord]:
-        rows = self._query(f"SELECT {RUN_COLUMNS} FROM gt_runs WHERE replay_of IS NOT NULL "
-                           "ORDER BY started_at, run_id")
+        rows = self._query(f"SELECT {RUN_COLUMNS} FROM gt_runs WHERE replay_of IS NOT NULL ORDER BY started_at, run_id")
         return [row_to_run(r) for r in rows]
 
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
@@ -156,9 +173,8 @@ class SqlTapeStore(TapeStore):
         out: dict[str, bytes] = {}
         chunk = self.dialect.chunk
         for i in range(0, len(wanted), chunk):
-            cond, params = self.dialect.one_of("hash", wanted[i:i + chunk])
-            for h, enc, data in self._query(f"SELECT hash, enc, data FROM gt_blobs WHERE {cond}", params,
-                                            binary=True):
+            cond, params = self.dialect.one_of("hash", wanted[i : i + chunk])
+            for h, enc, data in self._query(f"SELECT hash, enc, data FROM gt_blobs WHERE {cond}", params, binary=True):
                 out[h] = decode_blob(enc, data)
         return out
 
@@ -167,7 +183,7 @@ class SqlTapeStore(TapeStore):
         out: dict[str, tuple[str | None, str]] = {}
         chunk = self.dialect.chunk
         for i in range(0, len(wanted), chunk):
-            cond, params = self.dialect.one_of("id", wanted[i:i + chunk])
+            cond, params = self.dialect.one_of("id", wanted[i : i + chunk])
             for k, p, item in self._query(f"SELECT id, parent, item FROM gt_chains WHERE {cond}", params):
                 out[k] = (p, item)
         return out
@@ -176,8 +192,9 @@ class SqlTapeStore(TapeStore):
         """The whole chain in one recursive query instead of one query per node."""
         if head is None:
             return []
-        rows = self._query(self.dialect.sql(
-            """
+        rows = self._query(
+            self.dialect.sql(
+                """
             WITH RECURSIVE walk(id, parent, item, depth) AS (
                 SELECT id, parent, item, 0 FROM gt_chains WHERE id = ?
                 UNION ALL
@@ -185,7 +202,8 @@ class SqlTapeStore(TapeStore):
                 FROM gt_chains c JOIN walk ON c.id = walk.parent
             )
             SELECT item, parent FROM walk ORDER BY depth DESC
-            """),
+            """
+            ),
             (head,),
         )
         if not rows or rows[0][1] is not None:
@@ -194,26 +212,36 @@ class SqlTapeStore(TapeStore):
 
     # -- checkpoints -------------------------------------------------------------------------
 
-    def get_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> CheckpointRow | None:
+    def get_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
+    ) -> CheckpointRow | None:
         columns = self.dialect.checkpoint_columns
         if checkpoint_id:
-            rows = self._query(self.dialect.sql(
-                f"SELECT {columns} FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"),
-                (thread_id, checkpoint_ns, checkpoint_id), binary=True,
+            rows = self._query(
+                self.dialect.sql(
+                    f"SELECT {columns} FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+                ),
+                (thread_id, checkpoint_ns, checkpoint_id),
+                binary=True,
             )
         else:
-            rows = self._query(self.dialect.sql(
-                f"SELECT {columns} FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-                "ORDER BY checkpoint_id DESC LIMIT 1"),
-                (thread_id, checkpoint_ns), binary=True,
+            rows = self._query(
+                self.dialect.sql(
+                    f"SELECT {columns} FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+                    "ORDER BY checkpoint_id DESC LIMIT 1"
+                ),
+                (thread_id, checkpoint_ns),
+                binary=True,
             )
         return row_to_checkpoint(rows[0]) if rows else None
 
     def get_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[WriteRow]:
-        rows = self._query(self.dialect.sql(
-            # the columns in the order WriteRow takes them
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value FROM gt_writes "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_id, idx"),
+        rows = self._query(
+            self.dialect.sql(
+                # the columns in the order WriteRow takes them
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value FROM gt_writes "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_id, idx"
+            ),
             (thread_id, checkpoint_ns, checkpoint_id),
         )
         return [WriteRow(*r) for r in rows]
@@ -221,16 +249,22 @@ class SqlTapeStore(TapeStore):
     # -- history listings --------------------------------------------------------------------
 
     def has_checkpoints(self, thread_id: str) -> bool:
-        return bool(self._query(self.dialect.sql("SELECT 1 FROM gt_checkpoints WHERE thread_id = ? LIMIT 1"),
-                                (thread_id,)))
+        return bool(
+            self._query(self.dialect.sql("SELECT 1 FROM gt_checkpoints WHERE thread_id = ? LIMIT 1"), (thread_id,))
+        )
 
     def checkpoint_listing(self, thread_id: str, *, namespaces: bool = False) -> CheckpointListing:
         """The listed columns only, no bodies or metadata (SQLite reads them all from the
         ``gt_checkpoints_listing`` covering index); the row key is built in SQL."""
-        sql = ("SELECT checkpoint_id, parent_id, step, created_at, "
-               "coalesce(run_id, '') || ? || coalesce(source, '') || ? || coalesce(writers, ?), calls"
-               + (", checkpoint_ns FROM gt_checkpoints WHERE thread_id = ? ORDER BY checkpoint_id" if namespaces else
-                  " FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id"))
+        sql = (
+            "SELECT checkpoint_id, parent_id, step, created_at, "
+            "coalesce(run_id, '') || ? || coalesce(source, '') || ? || coalesce(writers, ?), calls"
+            + (
+                ", checkpoint_ns FROM gt_checkpoints WHERE thread_id = ? ORDER BY checkpoint_id"
+                if namespaces
+                else " FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id"
+            )
+        )
         rows = self._query(self.dialect.sql(sql), (KEY_SEP, KEY_SEP, KEY_UNKNOWN, thread_id))
         return CheckpointListing(rows, self._copies(thread_id) if rows else {})
 

@@ -154,9 +154,11 @@ COMPRESS_OVER = 1024
 
 #: The SQL the SQLite store shares with the PostgreSQL store (see :mod:`graphtape.store.sql`).
 DIALECT = Dialect(
-    param="?", array_params=False, chunk=500,
+    param="?",
+    array_params=False,
+    chunk=500,
     checkpoint_columns="thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
-                       "metadata, body, channel_values, writers, calls",
+    "metadata, body, channel_values, writers, calls",
 )
 
 
@@ -223,8 +225,12 @@ class SqliteTapeStore(SqlTapeStore):
         """
         if self._conn.execute("PRAGMA user_version").fetchone()[0] > 0:
             return
-        tables = [r[0] for r in self._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        tables = [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
         if tables:
             shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
             raise StoreNotFound(
@@ -312,9 +318,22 @@ class SqliteTapeStore(SqlTapeStore):
                     cur.execute(
                         f"INSERT INTO gt_runs({RUN_COLUMNS}) VALUES ({','.join('?' * 17)})",
                         (
-                            run.run_id, run.thread_id, run.graph, run.status, run.started_at, run.ended_at,
-                            run.parent_run_id, run.replay_of, run.mode, run.llm_calls, run.tool_calls,
-                            run.effect_calls, run.served_calls, run.live_calls, run.tokens, run.error,
+                            run.run_id,
+                            run.thread_id,
+                            run.graph,
+                            run.status,
+                            run.started_at,
+                            run.ended_at,
+                            run.parent_run_id,
+                            run.replay_of,
+                            run.mode,
+                            run.llm_calls,
+                            run.tool_calls,
+                            run.effect_calls,
+                            run.served_calls,
+                            run.live_calls,
+                            run.tokens,
+                            run.error,
                             dump_meta(run.meta),
                         ),
                     )
@@ -328,14 +347,42 @@ class SqliteTapeStore(SqlTapeStore):
                         "INSERT OR REPLACE INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, "
                         "run_id, step, source, created_at, metadata, body, channel_values, writers, calls, "
                         "copied_from) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        [(c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id, c.step, c.source,
-                          c.created_at, dump_meta(c.metadata), c.body, dump_meta(c.values), c.writers, c.calls,
-                          _copied_from(c)) for c in batch.checkpoints],
+                        [
+                            (
+                                c.thread_id,
+                                c.checkpoint_ns,
+                                c.checkpoint_id,
+                                c.parent_id,
+                                c.run_id,
+                                c.step,
+                                c.source,
+                                c.created_at,
+                                dump_meta(c.metadata),
+                                c.body,
+                                dump_meta(c.values),
+                                c.writers,
+                                c.calls,
+                                _copied_from(c),
+                            )
+                            for c in batch.checkpoints
+                        ],
                     )
                 if batch.writes:
                     for replace in (True, False):
-                        rows = [(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.task_path,
-                                 w.channel, w.value) for w in batch.writes if w.replace is replace]
+                        rows = [
+                            (
+                                w.thread_id,
+                                w.checkpoint_ns,
+                                w.checkpoint_id,
+                                w.task_id,
+                                w.idx,
+                                w.task_path,
+                                w.channel,
+                                w.value,
+                            )
+                            for w in batch.writes
+                            if w.replace is replace
+                        ]
                         if rows:
                             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
                             cur.executemany(
@@ -354,7 +401,9 @@ class SqliteTapeStore(SqlTapeStore):
             except sqlite3.Error as exc:
                 self._conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.IntegrityError):
-                    raise StoreError(f"write refused by {self.path}: {exc} (is this run already in the store?)") from exc
+                    raise StoreError(
+                        f"write refused by {self.path}: {exc} (is this run already in the store?)"
+                    ) from exc
                 raise self._translate(exc) from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -383,8 +432,9 @@ class SqliteTapeStore(SqlTapeStore):
 
     # -- checkpoints ---------------------------------------------------------------
 
-    def list_checkpoints(self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None,
-                         metadata_filter=None) -> list[CheckpointRow]:
+    def list_checkpoints(
+        self, *, thread_id=None, checkpoint_ns=None, before=None, limit=None, metadata_filter=None
+    ) -> list[CheckpointRow]:
         where, params = checkpoint_filters(DIALECT, thread_id, checkpoint_ns, before)
         structured = {}
         for key, value in (metadata_filter or {}).items():
@@ -417,9 +467,11 @@ class SqliteTapeStore(SqlTapeStore):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(
-                    "DELETE FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys)
+                    "DELETE FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys
+                )
                 self._conn.executemany(
-                    "DELETE FROM gt_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys)
+                    "DELETE FROM gt_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys
+                )
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
@@ -464,8 +516,9 @@ class SqliteTapeStore(SqlTapeStore):
             nodes = {k: (p, i) for k, p, i in cur.execute("SELECT id, parent, item FROM gt_chains")}
 
             def fetch(hashes: list[str]) -> dict[str, bytes]:
-                rows = cur.execute(f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(hashes))})",
-                                   hashes).fetchall()
+                rows = cur.execute(
+                    f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(hashes))})", hashes
+                ).fetchall()
                 return {h: decode_blob(enc, d) for h, enc, d in rows}
 
             blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
@@ -482,8 +535,9 @@ class SqliteTapeStore(SqlTapeStore):
             now = time.time()
             row = cur.execute("SELECT owner, expires_at, token FROM gt_leases WHERE name=?", (name,)).fetchone()
             if row is None:
-                cur.execute("INSERT INTO gt_leases(name, owner, expires_at, token) VALUES (?,?,?,1)",
-                            (name, owner, now + ttl))
+                cur.execute(
+                    "INSERT INTO gt_leases(name, owner, expires_at, token) VALUES (?,?,?,1)", (name, owner, now + ttl)
+                )
                 return 1
             held_by, expires_at, token = row
             if held_by == owner and expires_at > now:
@@ -491,16 +545,20 @@ class SqliteTapeStore(SqlTapeStore):
                 return token
             if held_by is not None and expires_at > now:
                 return None
-            cur.execute("UPDATE gt_leases SET owner=?, expires_at=?, token=? WHERE name=?",
-                        (owner, now + ttl, token + 1, name))
+            cur.execute(
+                "UPDATE gt_leases SET owner=?, expires_at=?, token=? WHERE name=?", (owner, now + ttl, token + 1, name)
+            )
             return token + 1
 
         return self._transaction(go)
 
     def release_lease(self, name: str, owner: str) -> None:
         # The row (and its token) stays, so the next holder's token is larger.
-        self._transaction(lambda cur: cur.execute(
-            "UPDATE gt_leases SET owner=NULL, expires_at=0 WHERE name=? AND owner=?", (name, owner)))
+        self._transaction(
+            lambda cur: cur.execute(
+                "UPDATE gt_leases SET owner=NULL, expires_at=0 WHERE name=? AND owner=?", (name, owner)
+            )
+        )
 
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:
         rows = self._query("SELECT owner, expires_at, token FROM gt_leases WHERE name=?", (name,))
@@ -524,9 +582,13 @@ class SqliteTapeStore(SqlTapeStore):
 
     def _copies(self, thread_id: str) -> dict[str, str]:
         # a partial index holds only the copies
-        return dict(self._query("SELECT checkpoint_id, copied_from FROM gt_checkpoints WHERE thread_id=? "
-                                "AND checkpoint_ns='' AND copied_from IS NOT NULL ORDER BY checkpoint_id",
-                                (thread_id,)))
+        return dict(
+            self._query(
+                "SELECT checkpoint_id, copied_from FROM gt_checkpoints WHERE thread_id=? "
+                "AND checkpoint_ns='' AND copied_from IS NOT NULL ORDER BY checkpoint_id",
+                (thread_id,),
+            )
+        )
 
     def listed_events(self, run_ids: Sequence[str], kinds: Sequence[str]) -> Iterator[ListedEvent]:
         """Through the index of kinds; a task event stored as plain JSON has its three listed
@@ -535,7 +597,7 @@ class SqliteTapeStore(SqlTapeStore):
         raw = "kind='task_started' AND hex(substr(data, 1, 1))='7B'"
         ids = list(run_ids)
         for i in range(0, len(ids), 200):
-            chunk = ids[i:i + 200]
+            chunk = ids[i : i + 200]
             rows = self._query(
                 "SELECT run_id, seq, kind, ts, "
                 f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.step') END, "
@@ -555,13 +617,16 @@ class SqliteTapeStore(SqlTapeStore):
                 else:
                     yield listed_event(row[0], row[1], row[2], row[3], unpack_event(data))
 
-    def find_checkpoints(self, prefix: str, *, thread_id: str | None = None,
-                         outside_runs: bool = False) -> list[CheckpointMatch]:
+    def find_checkpoints(
+        self, prefix: str, *, thread_id: str | None = None, outside_runs: bool = False
+    ) -> list[CheckpointMatch]:
         if outside_runs:  # rare (a history asks only stores without the index below): the metadata decides
             return super().find_checkpoints(prefix, thread_id=thread_id, outside_runs=True)
         # an id range on the primary key or the listing index, whatever the thread
-        sql = ("SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoints "
-               "WHERE checkpoint_id >= ? AND checkpoint_id < ?")
+        sql = (
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoints "
+            "WHERE checkpoint_id >= ? AND checkpoint_id < ?"
+        )
         params: list[Any] = [prefix, prefix + "\U0010ffff"]
         if thread_id is not None:
             sql += " AND thread_id=?"

@@ -74,8 +74,9 @@ class Cassette:
     request (see :func:`graphtape.connect`).
     """
 
-    def __init__(self, path: str | Path, mode: str = "once", *, redact: Iterable[str] = (),
-                 ignore_params: Iterable[str] = ()):
+    def __init__(
+        self, path: str | Path, mode: str = "once", *, redact: Iterable[str] = (), ignore_params: Iterable[str] = ()
+    ):
         import graphtape
         from graphtape.errors import GraphtapeError
 
@@ -94,8 +95,9 @@ class Cassette:
         else:
             self.action = "flight" if mode == "new_episodes" else "replay"
         self._dir = tempfile.TemporaryDirectory(prefix="graphtape-cassette-")
-        self.tape = graphtape.connect(f"sqlite:///{Path(self._dir.name) / 'cassette.db'}",
-                                      redact=[*redact, *ignore_params])
+        self.tape = graphtape.connect(
+            f"sqlite:///{Path(self._dir.name) / 'cassette.db'}", redact=[*redact, *ignore_params]
+        )
         #: runs loaded from the file (replay and flight), oldest first
         self.loaded: list[str] = []
         self.matcher: Any = None
@@ -133,8 +135,13 @@ class Cassette:
         """
         recorder = self.tape.record(graph, **kwargs)
         if self.action != "record":
-            answer_from(recorder, self.matcher, mode="strict" if self.action == "replay" else "flight",
-                        replay_of=self.loaded[0] if self.loaded else None, state_check=self.state_check)
+            answer_from(
+                recorder,
+                self.matcher,
+                mode="strict" if self.action == "replay" else "flight",
+                replay_of=self.loaded[0] if self.loaded else None,
+                state_check=self.state_check,
+            )
         self._inner[id(recorder.graph)] = recorder.graph
         self._recorders[id(recorder)] = (recorder, graph)
         return recorder
@@ -175,7 +182,9 @@ class Cassette:
 
         def invoke(graph: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
             rec = target(graph)
-            return saved["invoke"](graph, input, config, **kwargs) if rec is None else rec.invoke(input, config, **kwargs)
+            return (
+                saved["invoke"](graph, input, config, **kwargs) if rec is None else rec.invoke(input, config, **kwargs)
+            )
 
         async def ainvoke(graph: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
             rec = target(graph)
@@ -185,11 +194,17 @@ class Cassette:
 
         def stream(graph: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
             rec = target(graph)
-            return saved["stream"](graph, input, config, **kwargs) if rec is None else rec.stream(input, config, **kwargs)
+            return (
+                saved["stream"](graph, input, config, **kwargs) if rec is None else rec.stream(input, config, **kwargs)
+            )
 
         def astream(graph: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
             rec = target(graph)
-            return saved["astream"](graph, input, config, **kwargs) if rec is None else rec.astream(input, config, **kwargs)
+            return (
+                saved["astream"](graph, input, config, **kwargs)
+                if rec is None
+                else rec.astream(input, config, **kwargs)
+            )
 
         patched = {"invoke": invoke, "ainvoke": ainvoke, "stream": stream, "astream": astream}
         for name in names:
@@ -209,7 +224,9 @@ class Cassette:
         from graphtape.replay.matcher import CALL_KINDS
 
         return sum(
-            1 for rid in self.run_ids for ev in self.tape.store.events(rid, list(CALL_KINDS))
+            1
+            for rid in self.run_ids
+            for ev in self.tape.store.events(rid, list(CALL_KINDS))
             if ev.data.get("source") not in ("tape", "override")
         )
 
@@ -258,8 +275,12 @@ def answer_from(recorder: Any, matcher: Any, *, mode: str, replay_of: str | None
     from graphtape.record.answer import ReplayPlan
     from graphtape.replay.answerer import TapeAnswerer
 
-    recorder.plan = ReplayPlan(TapeAnswerer(matcher, mode, state_check=state_check), mode, replay_of=replay_of,
-                               meta={"replay_mode": mode, "cassette": True})
+    recorder.plan = ReplayPlan(
+        TapeAnswerer(matcher, mode, state_check=state_check),
+        mode,
+        replay_of=replay_of,
+        meta={"replay_mode": mode, "cassette": True},
+    )
 
 
 def divergence_text(exc: BaseException, cassette_path: Path | None = None) -> str:
@@ -273,6 +294,9 @@ def divergence_text(exc: BaseException, cassette_path: Path | None = None) -> st
     if diff:
         lines += ["", diff]
     if cassette_path is not None:
-        lines += ["", "if the change is intended, re-record what changed: "
-                      "pytest --graphtape-mode=new_episodes (calls the model for the changed calls only)"]
+        lines += [
+            "",
+            "if the change is intended, re-record what changed: "
+            "pytest --graphtape-mode=new_episodes (calls the model for the changed calls only)",
+        ]
     return "\n".join(lines)

@@ -32,8 +32,13 @@ from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch,
 
 
 def _run(run_id: str | None = None, **kw) -> RunRecord:
-    return RunRecord(run_id=run_id or str(uuid.uuid4()), thread_id=kw.pop("thread_id", "t"),
-                     graph=kw.pop("graph", "g"), started_at=kw.pop("started_at", time.time()), **kw)
+    return RunRecord(
+        run_id=run_id or str(uuid.uuid4()),
+        thread_id=kw.pop("thread_id", "t"),
+        graph=kw.pop("graph", "g"),
+        started_at=kw.pop("started_at", time.time()),
+        **kw,
+    )
 
 
 def _blob(text: str) -> tuple[str, bytes]:
@@ -42,9 +47,19 @@ def _blob(text: str) -> tuple[str, bytes]:
 
 
 def _checkpoint(thread: str, cid: str, parent: str | None = None, ns: str = "", **meta) -> CheckpointRow:
-    return CheckpointRow(thread_id=thread, checkpoint_ns=ns, checkpoint_id=cid, parent_id=parent, run_id=meta.get("run_id"),
-                         step=meta.get("step"), source=meta.get("source"), created_at="2026-01-01T00:00:00+00:00",
-                         metadata=meta, body=b"body-" + cid.encode(), values={})
+    return CheckpointRow(
+        thread_id=thread,
+        checkpoint_ns=ns,
+        checkpoint_id=cid,
+        parent_id=parent,
+        run_id=meta.get("run_id"),
+        step=meta.get("step"),
+        source=meta.get("source"),
+        created_at="2026-01-01T00:00:00+00:00",
+        metadata=meta,
+        body=b"body-" + cid.encode(),
+        values={},
+    )
 
 
 class StoreConformance:
@@ -56,18 +71,25 @@ class StoreConformance:
         run = _run(meta={"api": "invoke", "n": 1})
         conformance_store.write(WriteBatch(new_runs=[run]))
         assert conformance_store.get_run(run.run_id) == run
-        conformance_store.write(WriteBatch(run_updates=[(run.run_id, {"status": "finished", "ended_at": 5.0, "tokens": 7})]))
+        conformance_store.write(
+            WriteBatch(run_updates=[(run.run_id, {"status": "finished", "ended_at": 5.0, "tokens": 7})])
+        )
         got = conformance_store.get_run(run.run_id)
         assert (got.status, got.ended_at, got.tokens) == ("finished", 5.0, 7)
         assert conformance_store.get_run("nope") is None
 
     def test_list_runs_filters_and_orders(self, conformance_store):
-        runs = [_run(thread_id="a" if i % 2 else "b", started_at=100.0 + i,
-                     status="finished" if i < 3 else "failed") for i in range(5)]
+        runs = [
+            _run(thread_id="a" if i % 2 else "b", started_at=100.0 + i, status="finished" if i < 3 else "failed")
+            for i in range(5)
+        ]
         conformance_store.write(WriteBatch(new_runs=runs))
         newest = conformance_store.list_runs()
         assert [r.run_id for r in newest] == [r.run_id for r in reversed(runs)]
-        assert [r.run_id for r in conformance_store.list_runs(newest_first=False, limit=2)] == [runs[0].run_id, runs[1].run_id]
+        assert [r.run_id for r in conformance_store.list_runs(newest_first=False, limit=2)] == [
+            runs[0].run_id,
+            runs[1].run_id,
+        ]
         assert {r.run_id for r in conformance_store.list_runs(thread_id="a")} == {runs[1].run_id, runs[3].run_id}
         assert {r.run_id for r in conformance_store.list_runs(status="failed")} == {runs[3].run_id, runs[4].run_id}
         assert len(conformance_store.list_runs(limit=None)) == 5
@@ -80,8 +102,9 @@ class StoreConformance:
 
     def test_events_are_ordered_and_filtered(self, conformance_store):
         run = _run()
-        events = [EventRow(run.run_id, i, "a" if i % 2 else "b", 1.0 + i, {"i": i, "text": "x" * (i * 60)})
-                  for i in range(6)]
+        events = [
+            EventRow(run.run_id, i, "a" if i % 2 else "b", 1.0 + i, {"i": i, "text": "x" * (i * 60)}) for i in range(6)
+        ]
         conformance_store.write(WriteBatch(new_runs=[run], events=list(reversed(events))))
         assert [e.seq for e in conformance_store.events(run.run_id)] == list(range(6))
         assert [e.data for e in conformance_store.events(run.run_id)] == [e.data for e in events]
@@ -92,8 +115,9 @@ class StoreConformance:
         run = _run()
         conformance_store.write(WriteBatch(new_runs=[run], events=[EventRow(run.run_id, 0, "k", 1.0, {})]))
         h, data = _blob("fresh blob")
-        bad = WriteBatch(events=[EventRow(run.run_id, 0, "dup", 2.0, {})], blobs={h: data},
-                         checkpoints=[_checkpoint("t", "c1")])
+        bad = WriteBatch(
+            events=[EventRow(run.run_id, 0, "dup", 2.0, {})], blobs={h: data}, checkpoints=[_checkpoint("t", "c1")]
+        )
         with pytest.raises(StoreError):
             conformance_store.write(bad)
         assert conformance_store.get_blobs([h]) == {}
@@ -136,8 +160,10 @@ class StoreConformance:
     # -- checkpoints ----------------------------------------------------------------------
 
     def test_checkpoints_latest_by_id_and_listing(self, conformance_store):
-        rows = [_checkpoint("t1", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop", user="u" if i % 2 else "v")
-                for i in range(5)]
+        rows = [
+            _checkpoint("t1", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop", user="u" if i % 2 else "v")
+            for i in range(5)
+        ]
         rows.append(_checkpoint("t1", "s0", ns="sub:1", step=0))
         rows.append(_checkpoint("t2", "c9", step=0))
         conformance_store.write(WriteBatch(checkpoints=rows))
@@ -149,9 +175,21 @@ class StoreConformance:
         assert [r.checkpoint_id for r in listed] == ["c4", "c3", "c2", "c1", "c0"]
         assert listed[0].metadata == {"step": 4, "source": "loop", "user": "v"}
         assert listed[0].body == b"body-c4"
-        assert [r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1", checkpoint_ns="", before="c3", limit=2)] == ["c2", "c1"]
-        assert [r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1", metadata_filter={"user": "u"})] == ["c3", "c1"]
-        assert {r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")} == {"c0", "c1", "c2", "c3", "c4", "s0"}
+        assert [
+            r.checkpoint_id
+            for r in conformance_store.list_checkpoints(thread_id="t1", checkpoint_ns="", before="c3", limit=2)
+        ] == ["c2", "c1"]
+        assert [
+            r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1", metadata_filter={"user": "u"})
+        ] == ["c3", "c1"]
+        assert {r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")} == {
+            "c0",
+            "c1",
+            "c2",
+            "c3",
+            "c4",
+            "s0",
+        }
         assert len(conformance_store.list_checkpoints()) == 7
 
     def test_checkpoint_writers_and_calls_round_trip(self, conformance_store):
@@ -182,8 +220,12 @@ class StoreConformance:
         assert got == {(0, h1), (-1, h2)}
 
     def test_delete_thread_and_checkpoints(self, conformance_store):
-        conformance_store.write(WriteBatch(checkpoints=[_checkpoint("t1", "c1"), _checkpoint("t1", "c2"), _checkpoint("t2", "c1")],
-                                           writes=[WriteRow("t1", "", "c1", "task", "", 0, "ch", "h")]))
+        conformance_store.write(
+            WriteBatch(
+                checkpoints=[_checkpoint("t1", "c1"), _checkpoint("t1", "c2"), _checkpoint("t2", "c1")],
+                writes=[WriteRow("t1", "", "c1", "task", "", 0, "ch", "h")],
+            )
+        )
         conformance_store.delete_checkpoints([("t1", "", "c2")])
         assert [r.checkpoint_id for r in conformance_store.list_checkpoints(thread_id="t1")] == ["c1"]
         conformance_store.delete_thread("t1")
@@ -196,8 +238,9 @@ class StoreConformance:
     def test_checkpoint_listing_rows_keys_and_copies(self, conformance_store):
         from graphtape.store.listing import RowKeys
 
-        rows = [_checkpoint("h", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop", run_id="r1")
-                for i in range(3)]
+        rows = [
+            _checkpoint("h", f"c{i}", f"c{i - 1}" if i else None, step=i, source="loop", run_id="r1") for i in range(3)
+        ]
         rows[1].writers, rows[1].calls = "agent|tools", '[["llm","m","live","c1","agent",0]]'
         rows[2].writers = ""
         copy = _checkpoint("h", "c3", "c2", step=3, source="update", graphtape_copied_from="c1")
@@ -213,24 +256,39 @@ class StoreConformance:
         ]
         keys = RowKeys()
         assert [keys[r[4]] for r in listing.rows] == [
-            ("r1", "loop", None), ("r1", "loop", ("agent", "tools")), ("r1", "loop", ()), (None, "update", None)]
+            ("r1", "loop", None),
+            ("r1", "loop", ("agent", "tools")),
+            ("r1", "loop", ()),
+            (None, "update", None),
+        ]
         assert listing.copies == {"c3": "c1"}
         with_ns = conformance_store.checkpoint_listing("h", namespaces=True)
-        assert sorted((r[0], r[6]) for r in with_ns.rows) == [("c0", ""), ("c1", ""), ("c2", ""), ("c3", ""),
-                                                               ("s0", "sub:1")]
+        assert sorted((r[0], r[6]) for r in with_ns.rows) == [
+            ("c0", ""),
+            ("c1", ""),
+            ("c2", ""),
+            ("c3", ""),
+            ("s0", "sub:1"),
+        ]
         assert [r[0] for r in with_ns.rows] == sorted(r[0] for r in with_ns.rows)
         assert conformance_store.checkpoint_listing("none") == ([], {})
 
     def test_find_checkpoints_by_prefix(self, conformance_store):
-        conformance_store.write(WriteBatch(checkpoints=[
-            _checkpoint("t1", "1f0a-1", step=1, source="loop", run_id="r", graphtape_run_id="r"),
-            _checkpoint("t1", "1f0a-2", step=2, source="loop", run_id="r", graphtape_run_id="r"),
-            _checkpoint("t2", "1f0b-1", step=0, source="update"),
-        ]))
+        conformance_store.write(
+            WriteBatch(
+                checkpoints=[
+                    _checkpoint("t1", "1f0a-1", step=1, source="loop", run_id="r", graphtape_run_id="r"),
+                    _checkpoint("t1", "1f0a-2", step=2, source="loop", run_id="r", graphtape_run_id="r"),
+                    _checkpoint("t2", "1f0b-1", step=0, source="update"),
+                ]
+            )
+        )
         found = conformance_store.find_checkpoints("1f0a", thread_id="t1")
         assert sorted(found) == [("t1", "", "1f0a-1", "r", 1, "loop"), ("t1", "", "1f0a-2", "r", 2, "loop")]
         assert conformance_store.find_checkpoints("1f0a", thread_id="t2") == []
-        assert conformance_store.find_checkpoints("1f0b", outside_runs=True) == [("t2", "", "1f0b-1", None, 0, "update")]
+        assert conformance_store.find_checkpoints("1f0b", outside_runs=True) == [
+            ("t2", "", "1f0b-1", None, 0, "update")
+        ]
         assert conformance_store.find_checkpoints("1f0a", outside_runs=True) == []
         if conformance_store.finds_checkpoints_by_prefix:
             assert [m[2] for m in conformance_store.find_checkpoints("1f0b-")] == ["1f0b-1"]
@@ -239,12 +297,17 @@ class StoreConformance:
         first, second = _run(started_at=1.0), _run(started_at=2.0)
         replay = _run(started_at=3.0, replay_of=first.run_id)
         task = {"step": 1, "node_path": "agent", "task": "agent:1", "text": "x" * 300}  # large: stored deflated
-        conformance_store.write(WriteBatch(new_runs=[replay, second, first], events=[
-            EventRow(first.run_id, 0, "task_started", 1.0, {"step": 0, "node_path": "n", "task": "n:0"}),
-            EventRow(first.run_id, 1, "llm_call", 1.5, {"model": "m"}),
-            EventRow(first.run_id, 2, "task_started", 2.0, task),
-            EventRow(second.run_id, 0, "label", 3.0, {"label": "x"}),
-        ]))
+        conformance_store.write(
+            WriteBatch(
+                new_runs=[replay, second, first],
+                events=[
+                    EventRow(first.run_id, 0, "task_started", 1.0, {"step": 0, "node_path": "n", "task": "n:0"}),
+                    EventRow(first.run_id, 1, "llm_call", 1.5, {"model": "m"}),
+                    EventRow(first.run_id, 2, "task_started", 2.0, task),
+                    EventRow(second.run_id, 0, "label", 3.0, {"label": "x"}),
+                ],
+            )
+        )
         got = list(conformance_store.listed_events([first.run_id, second.run_id], ["task_started", "label"]))
         # each run's events in seq order, the runs in any order
         assert [e[1] for e in got if e[0] == first.run_id] == [0, 2]
@@ -268,16 +331,18 @@ class StoreConformance:
     def test_delete_runs_and_collect_garbage(self, conformance_store):
         keep, drop = _run(), _run()
         kept_blob, dropped_blob, shared = _blob("kept"), _blob("dropped"), _blob("shared")
-        conformance_store.write(WriteBatch(
-            new_runs=[keep, drop],
-            blobs=dict([kept_blob, dropped_blob, shared]),
-            events=[
-                EventRow(keep.run_id, 0, "run_finished", 1.0, {"output": kept_blob[0]}),
-                EventRow(keep.run_id, 1, "task_finished", 1.0, {"writes": shared[0]}),
-                EventRow(drop.run_id, 0, "run_finished", 1.0, {"output": dropped_blob[0]}),
-                EventRow(drop.run_id, 1, "task_finished", 1.0, {"writes": shared[0]}),
-            ],
-        ))
+        conformance_store.write(
+            WriteBatch(
+                new_runs=[keep, drop],
+                blobs=dict([kept_blob, dropped_blob, shared]),
+                events=[
+                    EventRow(keep.run_id, 0, "run_finished", 1.0, {"output": kept_blob[0]}),
+                    EventRow(keep.run_id, 1, "task_finished", 1.0, {"writes": shared[0]}),
+                    EventRow(drop.run_id, 0, "run_finished", 1.0, {"output": dropped_blob[0]}),
+                    EventRow(drop.run_id, 1, "task_finished", 1.0, {"writes": shared[0]}),
+                ],
+            )
+        )
         conformance_store.delete_runs([drop.run_id])
         assert conformance_store.get_run(drop.run_id) is None and conformance_store.events(drop.run_id) == []
         removed_blobs, _ = conformance_store.collect_garbage()
@@ -292,10 +357,14 @@ class StoreConformance:
         run = _run()
         row = _checkpoint("t", "c1")
         row.values = {"ch": value[0]}
-        conformance_store.write(WriteBatch(
-            new_runs=[run], blobs=dict([msg, value, (env_h, envelope)]), checkpoints=[row],
-            events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": env_h})],
-        ))
+        conformance_store.write(
+            WriteBatch(
+                new_runs=[run],
+                blobs=dict([msg, value, (env_h, envelope)]),
+                checkpoints=[row],
+                events=[EventRow(run.run_id, 0, "run_finished", 1.0, {"output": env_h})],
+            )
+        )
         assert conformance_store.collect_garbage() == (0, 0)
         assert len(conformance_store.get_blobs([msg[0], value[0], env_h])) == 3
 

@@ -210,8 +210,7 @@ class SeededChatModel(BaseChatModel):
         with self._draws.lock:
             return self._draws.calls
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
-                   **kwargs: Any) -> Runnable[Any, AIMessage]:
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Runnable[Any, AIMessage]:
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
@@ -253,45 +252,72 @@ class SeededChatModel(BaseChatModel):
         """The answer as a few-word chunks, then a last chunk with tool calls and usage."""
         text = msg.content if isinstance(msg.content, str) else ""
         words = re.findall(r"\s*\S+\s*", text)
-        pieces = ["".join(words[i:i + _WORDS_PER_CHUNK]) for i in range(0, len(words), _WORDS_PER_CHUNK)]
+        pieces = ["".join(words[i : i + _WORDS_PER_CHUNK]) for i in range(0, len(words), _WORDS_PER_CHUNK)]
         out = [AIMessageChunk(content=p) for p in pieces]
-        out.append(AIMessageChunk(
-            content="" if isinstance(msg.content, str) else msg.content,
-            tool_call_chunks=[
-                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i, "type": "tool_call_chunk"}
-                for i, c in enumerate(msg.tool_calls)
-            ],
-            usage_metadata=msg.usage_metadata,
-            response_metadata=dict(msg.response_metadata),
-            chunk_position="last",
-        ))
+        out.append(
+            AIMessageChunk(
+                content="" if isinstance(msg.content, str) else msg.content,
+                tool_call_chunks=[
+                    {
+                        "name": c["name"],
+                        "args": json.dumps(c["args"]),
+                        "id": c["id"],
+                        "index": i,
+                        "type": "tool_call_chunk",
+                    }
+                    for i, c in enumerate(msg.tool_calls)
+                ],
+                usage_metadata=msg.usage_metadata,
+                response_metadata=dict(msg.response_metadata),
+                chunk_position="last",
+            )
+        )
         return out
 
     # -- langchain hooks -------------------------------------------------
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         msg, delay = self._respond(messages, kwargs)
         time.sleep(delay)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         msg, delay = self._respond(messages, kwargs)
         await asyncio.sleep(delay)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
         msg, delay = self._respond(messages, kwargs)
         chunks = self._chunks(msg)
         for chunk in chunks:
             time.sleep(delay / len(chunks))
             yield ChatGenerationChunk(message=chunk)
 
-    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         msg, delay = self._respond(messages, kwargs)
         chunks = self._chunks(msg)
         for chunk in chunks:

@@ -52,8 +52,21 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _HEX32 = re.compile(r"\b[0-9a-f]{32}\b")
 
 #: keys whose values are (or contain) ids graphtape or LangGraph generated
-_ID_KEYS = frozenset({"run_id", "thread_id", "parent_run_id", "replay_of", "call_id", "served_from",
-                      "checkpoint_id", "parent_id", "task", "replay_run_id", "recorded_call_id"})
+_ID_KEYS = frozenset(
+    {
+        "run_id",
+        "thread_id",
+        "parent_run_id",
+        "replay_of",
+        "call_id",
+        "served_from",
+        "checkpoint_id",
+        "parent_id",
+        "task",
+        "replay_run_id",
+        "recorded_call_id",
+    }
+)
 #: the first timestamp of every normalised tape: 2026-01-01T00:00:00Z
 EPOCH = 1767225600.0
 #: written in the header of a normalised tape
@@ -176,7 +189,9 @@ def normalize_export(text: str) -> str:
         out.append(_line(row))
     for ev in events:
         data = json.loads(_rewrite_refs(ids.apply(json.dumps(ev["data"])), address, blobs, chains))
-        out.append(_line({**ev, "run_id": ids.apply(ev["run_id"]), "ts": ticks[(ev["run_id"], ev["seq"])], "data": data}))
+        out.append(
+            _line({**ev, "run_id": ids.apply(ev["run_id"]), "ts": ticks[(ev["run_id"], ev["seq"])], "data": data})
+        )
     for ref in list(blobs) + list(chains):  # payloads no event refers to are still carried
         address(ref)
     for cid in sorted(new_chains):
@@ -235,8 +250,12 @@ def _run_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     step_of: dict[str, int] = {}
     for ev in events:
         task = ev["data"].get("task")
-        if ev["kind"] == "task_started" and isinstance(task, str) and "|" not in task \
-                and isinstance(ev["data"].get("step"), int):
+        if (
+            ev["kind"] == "task_started"
+            and isinstance(task, str)
+            and "|" not in task
+            and isinstance(ev["data"].get("step"), int)
+        ):
             step_of[task] = ev["data"]["step"]
 
     def root_step(ev: dict[str, Any]) -> int | None:
@@ -254,7 +273,8 @@ def _run_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         step = root_step(ev)
         while pending < len(checkpoints) and (
-                ev["kind"] in _TERMINAL or (step is not None and step > checkpoints[pending]["data"]["step"])):
+            ev["kind"] in _TERMINAL or (step is not None and step > checkpoints[pending]["data"]["step"])
+        ):
             ordered.append(checkpoints[pending])
             pending += 1
         ordered.append(ev)
@@ -262,8 +282,9 @@ def _run_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**ev, "seq": n} for n, ev in enumerate(ordered)]
 
 
-def _collect_refs(ids: _Ids, blobs: dict[str, str], chains: dict[str, tuple[str | None, str]],
-                  ref: str, seen: set[str]) -> None:
+def _collect_refs(
+    ids: _Ids, blobs: dict[str, str], chains: dict[str, tuple[str | None, str]], ref: str, seen: set[str]
+) -> None:
     """Number the message ids of the payloads ``ref`` leads to, depth first (a stable order)."""
     if ref in seen:
         return
@@ -287,5 +308,6 @@ def _collect_refs(ids: _Ids, blobs: dict[str, str], chains: dict[str, tuple[str 
 
 def _rewrite_refs(text: str, address: Any, blobs: dict[str, str], chains: dict[str, Any]) -> str:
     """``text`` with every reference to a payload or chain node replaced by its new address."""
-    return _HEX32.sub(lambda m: address(m.group(0)) if m.group(0) in blobs or m.group(0) in chains
-                      else m.group(0), text)
+    return _HEX32.sub(
+        lambda m: address(m.group(0)) if m.group(0) in blobs or m.group(0) in chains else m.group(0), text
+    )

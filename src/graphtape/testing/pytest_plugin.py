@@ -47,21 +47,27 @@ _REPORT_KEY = pytest.StashKey[dict]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("graphtape", "graphtape cassettes")
     group.addoption(
-        "--graphtape-mode", choices=_MODES, default=None,
+        "--graphtape-mode",
+        choices=_MODES,
+        default=None,
         help="How @pytest.mark.graphtape tests use their tapes: none (replay only, the default under CI), "
         "once (record when missing, the default), new_episodes (serve what is recorded, record what is new), "
         "all (re-record).",
     )
     group.addoption(
-        "--graphtape-list-tapes", metavar="FILE", default=None,
+        "--graphtape-list-tapes",
+        metavar="FILE",
+        default=None,
         help="Write the cassette path of every collected graphtape test to FILE (used by `graphtape tapes prune`).",
     )
-    parser.addini("graphtape_mode", "Default mode of @pytest.mark.graphtape tests (see --graphtape-mode).",
-                  default="")
-    parser.addini("graphtape_redact", "Extra keys whose values cassettes never store.", type="linelist",
-                  default=[])
-    parser.addini("graphtape_ignore_params", "Request parameters whose values cassettes do not match on.",
-                  type="linelist", default=[])
+    parser.addini("graphtape_mode", "Default mode of @pytest.mark.graphtape tests (see --graphtape-mode).", default="")
+    parser.addini("graphtape_redact", "Extra keys whose values cassettes never store.", type="linelist", default=[])
+    parser.addini(
+        "graphtape_ignore_params",
+        "Request parameters whose values cassettes do not match on.",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -105,8 +111,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     item.stash.setdefault(_REPORT_KEY, {})[report.when] = report
     # A divergence is the test's result, not a crash in its code: show what differed, not a traceback.
     errors = sys.modules.get("graphtape.errors")
-    if (errors is not None and call.excinfo is not None and report.failed
-            and isinstance(call.excinfo.value, errors.Divergence) and _uses_cassette(item)):
+    if (
+        errors is not None
+        and call.excinfo is not None
+        and report.failed
+        and isinstance(call.excinfo.value, errors.Divergence)
+        and _uses_cassette(item)
+    ):
         from graphtape.testing.cassette import divergence_text
 
         path = cassette_path(item)
@@ -121,8 +132,7 @@ def _mode(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> str:
 
     if marker is not None and marker.kwargs.get("mode"):
         return str(marker.kwargs["mode"])
-    return (request.config.getoption("--graphtape-mode") or request.config.getini("graphtape_mode")
-            or default_mode())
+    return request.config.getoption("--graphtape-mode") or request.config.getini("graphtape_mode") or default_mode()
 
 
 @pytest.fixture
@@ -135,12 +145,16 @@ def graphtape_cassette(request: pytest.FixtureRequest):
     kwargs = dict(marker.kwargs) if marker is not None else {}
     unknown = set(kwargs) - _MARKER_KEYS
     if unknown or (marker is not None and marker.args):
-        pytest.fail(f"@pytest.mark.graphtape takes only keywords {sorted(_MARKER_KEYS)}; got "
-                    f"{sorted(unknown) or list(marker.args)}", pytrace=False)
+        pytest.fail(
+            f"@pytest.mark.graphtape takes only keywords {sorted(_MARKER_KEYS)}; got "
+            f"{sorted(unknown) or list(marker.args)}",
+            pytrace=False,
+        )
     path = cassette_path(request.node)
     try:
         cassette = Cassette(
-            path, _mode(request, marker),
+            path,
+            _mode(request, marker),
             redact=[*request.config.getini("graphtape_redact"), *kwargs.get("redact", ())],
             ignore_params=[*request.config.getini("graphtape_ignore_params"), *kwargs.get("ignore_params", ())],
         )

@@ -74,8 +74,9 @@ def _judge(path: Path, results: list[Any]) -> FileOutcome:
     runs = sum(len(r.run_ids) for r in results)
     for r in results:
         if r.divergence is not None:
-            return FileOutcome(path, DIVERGED, runs, message=r.error or "diverged",
-                               diff=str(r.divergence.get("diff") or ""))
+            return FileOutcome(
+                path, DIVERGED, runs, message=r.error or "diverged", diff=str(r.divergence.get("diff") or "")
+            )
         if r.status == "failed":
             return FileOutcome(path, ERRORED, runs, message=f"replay of run {r.replay_of} failed: {r.error}")
     return FileOutcome(path, PASSED, runs)

@@ -39,8 +39,9 @@ def _write(name: str, records: list[dict[str, Any]]) -> None:
     (HERE / name).write_text(text + "\n", encoding="utf-8")
 
 
-def _replace_value(records: list[dict[str, Any]], match: Callable[[dict[str, Any]], bool], key: str,
-                   envelope: dict[str, Any]) -> list[dict[str, Any]]:
+def _replace_value(
+    records: list[dict[str, Any]], match: Callable[[dict[str, Any]], bool], key: str, envelope: dict[str, Any]
+) -> list[dict[str, Any]]:
     """Point the value ``key`` of the first matching event at a new blob holding ``envelope``."""
     text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
     h = serde.digest(text.encode("utf-8"))
@@ -54,8 +55,9 @@ def _replace_value(records: list[dict[str, Any]], match: Callable[[dict[str, Any
     return [*out, {"type": "blob", "hash": h, "text": text}]
 
 
-def _replace_error(records: list[dict[str, Any]], match: Callable[[dict[str, Any]], bool],
-                   error: dict[str, Any]) -> list[dict[str, Any]]:
+def _replace_error(
+    records: list[dict[str, Any]], match: Callable[[dict[str, Any]], bool], error: dict[str, Any]
+) -> list[dict[str, Any]]:
     out, done = [], False
     for r in records:
         if not done and r.get("type") == "event" and match(r):
@@ -77,22 +79,48 @@ def _mail(r: dict[str, Any]) -> bool:
 
 def main() -> None:
     touch = {"t": "json", "v": f"touch {MARKER}"}
-    _write("os_system.must_refuse.jsonl",
-           _replace_value(_load(), _tool, "response", {"t": "enum", "c": "os:system", "v": touch}))
-    _write("subprocess_popen.must_refuse.jsonl", _replace_value(
-        _load(), lambda r: r["kind"] == "run_started", "input",
-        {"t": "dataclass", "c": "subprocess:Popen", "v": {"args": {"t": "json", "v": ["touch", MARKER]}}}))
-    _write("builtins_eval.must_refuse.jsonl", _replace_error(_load(), _mail, {
-        "type": "builtins:eval", "message": f"__import__('os').system('touch {MARKER}')",
-        "detail": json.dumps({"args": [{"t": "json", "v": f"__import__('os').system('touch {MARKER}')"}]}),
-    }))
-    records = _replace_value(_load(), _tool, "response",
-                             {"t": "pydantic", "c": "gt_hostile_payload:Order", "v": {"order": "A-1"}})
-    _write("unknown_module.as_data.jsonl", _replace_error(records, _mail, {
-        "type": "gt_hostile_payload:Boom", "message": "boom",
-        "detail": json.dumps({"attrs": {"why": {"t": "enum", "c": "gt_hostile_payload:Why",
-                                                "v": {"t": "json", "v": "x"}}}}),
-    }))
+    _write(
+        "os_system.must_refuse.jsonl",
+        _replace_value(_load(), _tool, "response", {"t": "enum", "c": "os:system", "v": touch}),
+    )
+    _write(
+        "subprocess_popen.must_refuse.jsonl",
+        _replace_value(
+            _load(),
+            lambda r: r["kind"] == "run_started",
+            "input",
+            {"t": "dataclass", "c": "subprocess:Popen", "v": {"args": {"t": "json", "v": ["touch", MARKER]}}},
+        ),
+    )
+    _write(
+        "builtins_eval.must_refuse.jsonl",
+        _replace_error(
+            _load(),
+            _mail,
+            {
+                "type": "builtins:eval",
+                "message": f"__import__('os').system('touch {MARKER}')",
+                "detail": json.dumps({"args": [{"t": "json", "v": f"__import__('os').system('touch {MARKER}')"}]}),
+            },
+        ),
+    )
+    records = _replace_value(
+        _load(), _tool, "response", {"t": "pydantic", "c": "gt_hostile_payload:Order", "v": {"order": "A-1"}}
+    )
+    _write(
+        "unknown_module.as_data.jsonl",
+        _replace_error(
+            records,
+            _mail,
+            {
+                "type": "gt_hostile_payload:Boom",
+                "message": "boom",
+                "detail": json.dumps(
+                    {"attrs": {"why": {"t": "enum", "c": "gt_hostile_payload:Why", "v": {"t": "json", "v": "x"}}}}
+                ),
+            },
+        ),
+    )
 
 
 if __name__ == "__main__":
