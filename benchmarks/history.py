@@ -48,7 +48,7 @@ import graphtape
 from graphtape.runtime.saver import saver_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import interleave  # noqa: E402  (benchmarks/run.py: the same interleaved timing)
+from run import interleave
 
 TARGET = 40  # graphtape must take at most 1/TARGET of LangGraph's time
 

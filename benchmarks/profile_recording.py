@@ -40,18 +40,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run as bench  # noqa: E402  (benchmarks/run.py)
-from langchain_core.messages import HumanMessage  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+import run as bench
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 
-import graphtape  # noqa: E402
-import graphtape.recorder as recorder_mod  # noqa: E402
-from graphtape.record import context as context_mod  # noqa: E402
-from graphtape.record import writer as writer_mod  # noqa: E402
-from graphtape.record.checkpoints import TapSaver  # noqa: E402
-from graphtape.record.tasks import TaskRecorder  # noqa: E402
-from graphtape.store.sqlite import SqliteTapeStore  # noqa: E402
+import graphtape
+import graphtape.recorder as recorder_mod
+from graphtape.record import context as context_mod
+from graphtape.record import writer as writer_mod
+from graphtape.record.checkpoints import TapSaver
+from graphtape.record.tasks import TaskRecorder
+from graphtape.store.sqlite import SqliteTapeStore
 
 STEPS = bench.N_NODES
 

@@ -707,7 +707,8 @@ def render(results: dict[str, Any]) -> None:
         "synchronous=NORMAL; 'same-settings saver' = a plain SqliteSaver with synchronous=NORMAL (no graphtape). "
         "2: ms per run of 10 nodes x (1 LLM call + 1 tool call), zero-latency model. "
         "3: distinct msg bytes = sum of UTF-8 len(json({role, content})) over distinct messages; "
-        "tape bytes = sum(length(gt_blobs.data)) + gt_chains id/parent/item lengths + sum(length(gt_events.data)).[/dim]"
+        "tape bytes = sum(length(gt_blobs.data)) + gt_chains id/parent/item lengths "
+        "+ sum(length(gt_events.data)).[/dim]"
     )
 
     details = Table(title="Timing details (median, p25-p75)")

@@ -87,8 +87,8 @@ import graphtape
 from graphtape.runtime.saver import saver_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import environment as _base_environment  # noqa: E402  (benchmarks/run.py)
-from run import LinearState, fsync_probe, interleave, linear_graph, paired_ratio, summary  # noqa: E402,F401
+from run import LinearState, fsync_probe, interleave, linear_graph, paired_ratio, summary  # noqa: F401
+from run import environment as _base_environment
 
 BACKENDS = ("sqlite", "postgresql", "redis")
 POSTGRES_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -882,7 +882,10 @@ def isolated(be: Backend, size: str, reps: int) -> dict[str, Any]:
         gc.collect()
         for label, batch in batches:
             b = _renamed(batch, suffix)
-            timed(f"graphtape {label}: store transaction", lambda b=b: target.write(b, fence=(lease, token)))
+            timed(
+                f"graphtape {label}: store transaction",
+                lambda b=b, lease=lease, token=token: target.write(b, fence=(lease, token)),
+            )
         for name, args in gt_calls:
             a = (_rethreaded(args[0], suffix), *args[1:])
             timed(f"graphtape {name}: Python (no store)", lambda name=name, a=a: getattr(null_saver, name)(*a))
@@ -1328,7 +1331,8 @@ def render(results: dict[str, Any]) -> None:
     console.print(
         "[dim]1: 50 trivial nodes in a line, durability='sync', ms per super-step (run time / 50); 'fsyncs' = "
         "that time in units of the same-run probe (4 KiB write + fsync in a temp file), shown where a commit "
-        "waits for an fsync; 'commits' (PostgreSQL) = in units of a same-run one-row committed INSERT. 2: payload bytes of the thread's checkpoint rows (SQLite: sum of length() of every "
+        "waits for an fsync; 'commits' (PostgreSQL) = in units of a same-run one-row committed INSERT. "
+        "2: payload bytes of the thread's checkpoint rows (SQLite: sum of length() of every "
         "column; PostgreSQL: sum of pg_column_size() of every column, i.e. after TOAST compression; Redis: "
         "MEMORY USAGE of the keys); graphtape = checkpoints + pending writes + the blobs they refer to. "
         "3: one thread written by one run of a self-loop graph. 4: median of single get_state calls.[/dim]"
@@ -1533,7 +1537,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 be = open_backend(name, tmp, args)
                 be.connect()  # fails here if graphtape's store cannot be opened on this server
-            except Exception as exc:  # noqa: BLE001 - report and go on with the other backends
+            except Exception as exc:
                 skipped[name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
                 progress(f"[{name}] skipped: {skipped[name]}")
                 continue
@@ -1563,7 +1567,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress(f"[{name}] 3/4. threads of {', '.join(f'{n:,}' for n in lengths)} checkpoints ...")
                     b["threads"] = bench_threads(be, lengths, history_reps, state_reps)
                     rows.extend(thread_rows(be, b["threads"]))
-            except Exception as exc:  # noqa: BLE001 - a server restarted under us: keep what was measured
+            except Exception as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 skipped[name] = f"failed after {len(b)} completed parts: {type(exc).__name__}: {first}"
                 progress(f"[{name}] {skipped[name]}")

@@ -29,7 +29,9 @@ from graphtape.testing.models import model_from_env, random_sentence
 CATEGORIES = ["invoice", "contract", "complaint", "report", "other"]
 
 DEFAULT_PROMPTS: dict[str, str] = {
-    "extract_entities": "List the named entities (people, organisations, places, amounts) in the document, one per line.",
+    "extract_entities": (
+        "List the named entities (people, organisations, places, amounts) in the document, one per line."
+    ),
     "summarize": "Summarize the document in two sentences. Mention the key entities.",
     "classify": f"Classify the document into one of: {', '.join(CATEGORIES)}. Reply with the category only.",
     "translate": "Translate the summary into the target language given. Reply with the translation only.",
@@ -139,7 +141,8 @@ def build_graph(model: BaseChatModel | None = None, *, prompts: dict[str, str] |
     def publish(state: DocState) -> dict[str, Any]:
         flag = "" if state["quality"]["passed"] else "[REVIEW] "
         subject = f"{flag}{state['category'].title()} received {state['received_at'][:10]}"
-        body = f"{state['summary']}\n\n({state['target_language']}) {state['translation']}\n\nEntities: {state['entities']}"
+        translation = f"({state['target_language']}) {state['translation']}"
+        body = f"{state['summary']}\n\n{translation}\n\nEntities: {state['entities']}"
         return {"message_id": send_email(state.get("recipient", "ops@example.com"), subject, body)}
 
     analyze = StateGraph(AnalyzeState)

@@ -41,8 +41,9 @@ def _unreachable_reason(backend: str) -> str | None:
 
             redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
     except ImportError as exc:
-        reason = f"the {backend} client is not installed ({exc.name}); pip install 'graphtape[{backend.replace('postgresql', 'postgres')}]'"
-    except Exception as exc:  # noqa: BLE001 - any failure to connect
+        extra = backend.replace("postgresql", "postgres")
+        reason = f"the {backend} client is not installed ({exc.name}); pip install 'graphtape[{extra}]'"
+    except Exception as exc:
         url = POSTGRES_URL if backend == "postgresql" else REDIS_URL
         env = "GRAPHTAPE_TEST_POSTGRES_URL" if backend == "postgresql" else "GRAPHTAPE_TEST_REDIS_URL"
         reason = f"{backend} not reachable at {url} ({type(exc).__name__}); set {env} to your server"

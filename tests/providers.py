@@ -46,8 +46,9 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -552,7 +553,7 @@ class ProviderServer:
 
     # -- lifecycle
 
-    def start(self) -> "ProviderServer":
+    def start(self) -> ProviderServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
@@ -591,7 +592,7 @@ class ProviderServer:
             self._thread.join(timeout=10)
         self._server = self._thread = None
 
-    def __enter__(self) -> "ProviderServer":
+    def __enter__(self) -> ProviderServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -48,7 +48,7 @@ def test_call_breakpoint_shows_request_and_recorded_answer_then_use_an_edit(tape
 
 
 def test_call_breakpoint_live(tape, recorded):
-    run_id, out = recorded
+    run_id, _out = recorded
     dbg = Debugger(tape, run_id, graphs.build_linear(), mode="flight", allow_live_effects=True)
     dbg.break_on_call("effect", name="send_mail")
     p = dbg.start()
@@ -60,7 +60,7 @@ def test_call_breakpoint_live(tape, recorded):
 
 
 def test_step_and_step_call_and_conditional(tape, recorded):
-    run_id, out = recorded
+    run_id, _out = recorded
     dbg = Debugger(tape, run_id, graphs.build_linear())
     dbg.break_when(lambda s: "draft" in s, "a draft exists")
     with forbid():
@@ -75,7 +75,7 @@ def test_step_and_step_call_and_conditional(tape, recorded):
 
 
 def test_stop(tape, recorded):
-    run_id, out = recorded
+    run_id, _out = recorded
     dbg = Debugger(tape, run_id, graphs.build_linear()).break_before("write")
     assert dbg.start().reason == "before_node"
     dbg.stop()
@@ -109,7 +109,7 @@ def test_unknown_breakpoint_nodes_and_a_stopped_replay(tape, recorded):
 
     run_id, _ = recorded
     dbg = Debugger(tape, run_id, graphs.build_linear())
-    with pytest.raises(GraphtapeError, match="no node 'wirte'.*rate, start, write"):
+    with pytest.raises(GraphtapeError, match=r"no node 'wirte'.*rate, start, write"):
         dbg.break_before("wirte")
     with pytest.raises(GraphtapeError, match="no node 'x'"):
         dbg.break_on_call("llm", node="x")

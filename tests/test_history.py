@@ -376,7 +376,7 @@ def test_forks_in_the_same_thread(tape):
     assert update.source == "update" and update.run_id is None
     assert tape.state(update.checkpoint_id)["draft"] == "edited"
     # the time-travel run starts with LangGraph's fork checkpoint
-    assert [e.source for e in h if e.run_id == travel][0] == "fork"
+    assert next(e.source for e in h if e.run_id == travel) == "fork"
 
 
 def test_a_run_continuing_a_fork_stays_on_the_fork(tape):

@@ -29,7 +29,7 @@ def checkpoint_at(tape, run_id, step):
 
 
 def test_fork_with_an_edited_state_in_flight_mode(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     before = snapshot(tape, run_id)
     cp = checkpoint_at(tape, run_id, 1)  # after `start`, before `write`
     spent = LIVE.copy()
@@ -44,7 +44,7 @@ def test_fork_with_an_edited_state_in_flight_mode(tape):
 
 
 def test_fork_without_edit_in_strict_mode_serves_everything(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, out = record_linear(tape)
     cp = checkpoint_at(tape, run_id, 1)
     with forbid():
         result = tape.fork(cp[:26], graphs.build_linear(), mode="strict")
@@ -61,7 +61,7 @@ def test_fork_without_edit_in_strict_mode_serves_everything(tape):
     ],
 )
 def test_fork_rejects_bad_edits(tape, values, message):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     before = snapshot(tape, run_id)
     with pytest.raises(graphtape.InvalidEdit, match=message):
         tape.fork(checkpoint_at(tape, run_id, 1), graphs.build_linear(), values=values)
@@ -69,7 +69,7 @@ def test_fork_rejects_bad_edits(tape, values, message):
 
 
 def test_override_changes_exactly_what_follows(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     before = snapshot(tape, run_id)
     calls = tape.calls(run_id)
     write_llm = next(c for c in calls if c.kind == "llm" and c.node_path == "write")
@@ -87,7 +87,7 @@ def test_override_changes_exactly_what_follows(tape):
 
 
 def test_override_in_strict_mode_diverges_after_the_override(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     call = next(c for c in tape.calls(run_id) if c.kind == "llm" and c.node_path == "write")
     with forbid():
         result = tape.override(run_id, call.call_id[:10], "OVERRIDDEN", graphs.build_linear(), mode="strict")
@@ -96,7 +96,7 @@ def test_override_in_strict_mode_diverges_after_the_override(tape):
 
 
 def test_override_of_a_tool_and_an_effect(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     calls = tape.calls(run_id)
     clock = next(c for c in calls if c.kind == "effect" and c.node_path == "start")
     result = tape.override(run_id, clock.call_id, 0.5, graphs.build_linear(), from_start=True)
@@ -107,7 +107,7 @@ def test_override_of_a_tool_and_an_effect(tape):
 
 
 def test_invalidate_from_a_node(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, out = record_linear(tape)
     spent = LIVE.copy()
     result = tape.invalidate_from(run_id, "rate", graphs.build_linear(), allow_live_effects=True)
     used = LIVE - spent
@@ -119,7 +119,7 @@ def test_invalidate_from_a_node(tape):
 
 
 def test_invalidate_blocks_effects_without_permission(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     result = tape.invalidate_from(run_id, "rate", graphs.build_linear())
     assert result.status == "failed" and "send_mail" in result.error
 
@@ -148,7 +148,7 @@ def test_resume_pending_interrupts_by_id_and_strict_replay_asks_nothing(tape):
 
 
 def test_live_mode_calls_models_and_serves_unchanged_effects(tape):
-    rec, run_id, out = record_linear(tape)
+    _rec, run_id, _out = record_linear(tape)
     cp = checkpoint_at(tape, run_id, 1)
     spent = LIVE.copy()
     result = tape.fork(cp, graphs.build_linear(), mode="live", allow_live_effects=True)

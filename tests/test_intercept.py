@@ -90,7 +90,7 @@ def test_a_group_uninstalls_all_or_nothing():
     group = Interceptor("two", [Patch(Owner, "greet", _shout), Patch(Owner, "other", _shout)])
     group.install()
     Owner.other = lambda self: "replaced"
-    with pytest.raises(PatchConflict, match="Owner.other"):
+    with pytest.raises(PatchConflict, match=r"Owner\.other"):
         group.uninstall()
     assert Owner().greet() == "BASE"  # the patch without a conflict stayed installed too
 
@@ -124,7 +124,7 @@ def test_graphtape_does_not_drop_a_tool_wrapper_installed_after_it():
 
     BaseTool.run = later
     try:
-        with pytest.raises(PatchConflict, match="BaseTool.run"):
+        with pytest.raises(PatchConflict, match=r"BaseTool\.run"):
             record.uninstall()
         assert BaseTool.__dict__["run"] is later
         assert llm.INTERCEPTOR.installed  # the chat model patches were left alone too

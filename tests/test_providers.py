@@ -92,7 +92,7 @@ def test_tool_call_on_a_user_turn_then_text_after_the_result(provider_server, pr
     assert call["args"]["query"].startswith("q-") and isinstance(call["args"]["limit"], int)
     assert call["id"]
     after = model.invoke(
-        ask + [AIMessage(content="", tool_calls=msg.tool_calls), ToolMessage("found", tool_call_id=call["id"])]
+        [*ask, AIMessage(content="", tool_calls=msg.tool_calls), ToolMessage("found", tool_call_id=call["id"])]
     )
     assert after.content and not after.tool_calls
 

@@ -101,7 +101,7 @@ def test_nothing_to_recover(tape):
 @pytest.mark.parametrize("seed", [3, 7, 11])
 def test_sigkill_at_a_random_moment(seed, store_url, tmp_path, reference):
     """A few of the random trials ``benchmarks/faults.py`` runs a hundred of."""
-    ref_state, (ref_llm, ref_effects) = reference
+    ref_state, (_ref_llm, ref_effects) = reference
     ledger = tmp_path / "random.ledger"
     first = worker(store_url, ledger, "t-rand", f"random:{seed}")
     tape = graphtape.connect(store_url)

@@ -49,7 +49,7 @@ def record_and_replay(tape, build, run_input, *, api="invoke", config=None):
 
 
 def test_linear_graph_replays_strictly_with_zero_live_calls(tape):
-    rec, run_id, out, result = record_and_replay(tape, graphs.build_linear, {"topic": ""})
+    _rec, run_id, out, result = record_and_replay(tape, graphs.build_linear, {"topic": ""})
     run = tape.run(run_id)
     assert (run.llm_calls, run.tool_calls, run.effect_calls) == (2, 1, 2)
     assert result.served == 5
@@ -59,7 +59,7 @@ def test_linear_graph_replays_strictly_with_zero_live_calls(tape):
 
 
 def test_subgraph_send_fanout_and_parallel_branches(tape):
-    rec, run_id, out, result = record_and_replay(tape, graphs.build_fanout, {"questions": []})
+    _rec, run_id, out, result = record_and_replay(tape, graphs.build_fanout, {"questions": []})
     # three fan-out workers (two with the same request), one side branch, one summary
     assert tape.run(run_id).llm_calls == 5
     assert result.output["answers"] == out["answers"]
@@ -68,13 +68,13 @@ def test_subgraph_send_fanout_and_parallel_branches(tape):
 
 
 def test_compiled_subgraph_node_has_namespaced_calls(tape):
-    rec, run_id, out, result = record_and_replay(tape, graphs.build_subgraph_node, {"question": "q"})
+    _rec, run_id, _out, _result = record_and_replay(tape, graphs.build_subgraph_node, {"question": "q"})
     paths = sorted(c.node_path for c in tape.calls(run_id))
     assert paths == ["outer", "sub/inner"]
 
 
 def test_agent_loop_with_toolnode(tape):
-    rec, run_id, out, result = record_and_replay(tape, graphs.build_agent, {"messages": [HumanMessage("find cats")]})
+    _rec, run_id, out, result = record_and_replay(tape, graphs.build_agent, {"messages": [HumanMessage("find cats")]})
     kinds = [c.kind for c in tape.calls(run_id)]
     assert kinds == ["llm", "tool", "llm"]
     # served messages keep their recorded tool calls and ids
@@ -83,13 +83,13 @@ def test_agent_loop_with_toolnode(tape):
 
 
 def test_async_nodes_and_astream_replay(tape):
-    rec, run_id, out, result = record_and_replay(tape, graphs.build_async, {"topic": "x"}, api="ainvoke")
+    _rec, run_id, out, result = record_and_replay(tape, graphs.build_async, {"topic": "x"}, api="ainvoke")
     assert tape.run(run_id).meta["api"] == "ainvoke"
     assert result.output == out
 
 
 def test_functional_api(tape):
-    rec, run_id, out, result = record_and_replay(tape, graphs.build_functional, "cats")
+    _rec, run_id, out, result = record_and_replay(tape, graphs.build_functional, "cats")
     assert result.output == out
     assert tape.run(run_id).llm_calls == 2
 

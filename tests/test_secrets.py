@@ -51,7 +51,7 @@ def record_with_secrets(store_url: str) -> tuple[str, str]:
 
 
 def test_secrets_in_the_config_are_in_no_table(store_url):
-    run_id, replay_id = record_with_secrets(store_url)
+    _run_id, _replay_id = record_with_secrets(store_url)
     dump = raw_dump(store_url)
     assert b"secret-thread" in dump and b"blue" in dump  # the dump does see the config's other values
     assert found_in(dump) == []

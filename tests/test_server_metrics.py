@@ -166,7 +166,7 @@ def test_graphtape_serve(tape, store_url, tmp_path):  # tape: the store exists (
             assert 'graphtape_runs{status="finished"} 0' in resp.read().decode()
     finally:
         proc.terminate()
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
     assert f"on http://127.0.0.1:{port}/metrics" in err
 
 

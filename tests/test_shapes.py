@@ -17,7 +17,6 @@ import asyncio
 import json
 import operator
 import random
-import threading
 import time
 from datetime import datetime, timezone
 from typing import Annotated, Any, TypedDict
@@ -136,7 +135,8 @@ def search_web(q: str) -> str:
 
 def describe_error(exc: Exception, request) -> str:
     """What a ToolErrorMiddleware handler typically shows the model: class and attributes."""
-    return f"{type(exc).__name__}(service={getattr(exc, 'service', None)}, retry_after={getattr(exc, 'retry_after', None)}): {exc}"
+    service, retry_after = getattr(exc, "service", None), getattr(exc, "retry_after", None)
+    return f"{type(exc).__name__}(service={service}, retry_after={retry_after}): {exc}"
 
 
 # -- 1. create_agent: recovery from a tool error and from invalid tool arguments ----------------------

@@ -18,10 +18,10 @@ from langchain_core.messages import HumanMessage
 from typer.testing import CliRunner
 
 from graphtape.cli import app
+from graphtape.events import refs as event_refs
 from graphtape.runtime.stats import StatsCache, Summary, collect_stats
 from graphtape.serde import blob_refs
 from graphtape.store.base import EventRow, RunRecord, WriteBatch
-from graphtape.events import refs as event_refs
 from tests import graphs
 
 ENV = {"COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb", "GRAPHTAPE_URL": None}

@@ -63,7 +63,7 @@ def test_read_only_open_of_a_missing_store_creates_nothing(new_store_url):
 def test_reading_commands_on_a_mistyped_url_say_so_and_create_nothing(new_store_url, capsys, monkeypatch, command):
     url = new_store_url()
     monkeypatch.setenv("GRAPHTAPE_URL", url)
-    code, out, err = cli(capsys, *command)
+    code, _out, err = cli(capsys, *command)
     assert_one_line_error(code, err, "no tape store")
     assert not exists(url)
 

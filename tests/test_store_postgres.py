@@ -27,11 +27,13 @@ psycopg = pytest.importorskip("psycopg")
 import graphtape  # noqa: E402
 from graphtape import serde  # noqa: E402
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError  # noqa: E402
-from graphtape.store import open_store  # noqa: E402
-from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
-from graphtape.store import postgres  # noqa: E402
-from graphtape.store.postgres import MIGRATIONS, PostgresTapeStore, parse_url  # noqa: E402
 from graphtape.runtime.saver import saver_for  # noqa: E402
+from graphtape.store import (  # noqa: E402
+    open_store,
+    postgres,
+)
+from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
+from graphtape.store.postgres import MIGRATIONS, PostgresTapeStore, parse_url  # noqa: E402
 
 BASE_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -430,7 +432,7 @@ def test_blobs_round_trip_compressed_past_one_kilobyte_without_pglz(store, pg_ur
         ]
     )
     store.write(WriteBatch(blobs=blobs))
-    assert store.get_blobs(list(blobs) + ["missing"]) == blobs
+    assert store.get_blobs([*list(blobs), "missing"]) == blobs
     enc = dict(
         _sql(pg_url, "SELECT octet_length(data), enc FROM gt_blobs WHERE octet_length(data) IN (1024, 1025)") or []
     )

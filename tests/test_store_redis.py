@@ -19,13 +19,15 @@ import pytest
 redis_client = pytest.importorskip("redis")
 
 import graphtape  # noqa: E402
-from graphtape.store import open_store  # noqa: E402
+from graphtape.runtime.saver import saver_for  # noqa: E402
+from graphtape.store import (  # noqa: E402
+    open_store,
+    redis_layout,
+)
 from graphtape.store import redis as redis_store  # noqa: E402
-from graphtape.store import redis_layout  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.redis import MIGRATIONS, RedisTapeStore  # noqa: E402
 from graphtape.store.redis_layout import split_url  # noqa: E402
-from graphtape.runtime.saver import saver_for  # noqa: E402
 
 REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 

@@ -276,10 +276,9 @@ def test_refund_agent_example_runs_offline():
 
 
 async def test_research_assistant_example_interrupts_and_resumes():
+    from examples.research_assistant import EXAMPLE_INPUT, EXAMPLE_RESUME, build_graph
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
-
-    from examples.research_assistant import EXAMPLE_INPUT, EXAMPLE_RESUME, build_graph
 
     g = build_graph().copy(update={"checkpointer": InMemorySaver()})
     cfg = {"configurable": {"thread_id": "t"}}

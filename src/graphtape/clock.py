@@ -26,7 +26,13 @@ import uuid
 from collections.abc import Callable, Iterator
 
 _now: Callable[[], float] = time.time
-_new_id: Callable[[], str] = lambda: str(uuid.uuid4())
+
+
+def _uuid4() -> str:
+    return str(uuid.uuid4())
+
+
+_new_id: Callable[[], str] = _uuid4
 _lock = threading.Lock()
 
 

@@ -234,7 +234,7 @@ def _compile(cls: type[Event]) -> None:
         "            out.setdefault(k, v)",
         "    return out",
     ]
-    exec("\n".join(init) + "\n\n" + "\n".join(body), scope)  # noqa: S102 - code built from field names only
+    exec("\n".join(init) + "\n\n" + "\n".join(body), scope)
     for fn in ("__init__", "to_data"):
         scope[fn].__qualname__ = f"{cls.__qualname__}.{fn}"
         scope[fn].__doc__ = getattr(Event, fn).__doc__

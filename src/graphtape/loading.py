@@ -36,7 +36,7 @@ from typing import Any
 
 from graphtape.errors import GraphLoadError
 
-__all__ = ["load_graph", "is_compiled_graph"]
+__all__ = ["is_compiled_graph", "load_graph"]
 
 
 def is_compiled_graph(obj: Any) -> bool:

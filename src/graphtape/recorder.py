@@ -264,7 +264,8 @@ class RecordedGraph:
             out = self.graph.invoke(input, config, **kwargs)
         except BaseException as exc:
             self._close(session, "failed", error=exc)
-            raise _prefer_divergence(session, exc)
+            # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
+            raise _prefer_divergence(session, exc)  # noqa: B904
         status, interrupts = self._status(config, session) if self._needs_state(session, kwargs) else ("finished", [])
         self._close(session, status, output=out, interrupts=interrupts)
         return out
@@ -276,7 +277,8 @@ class RecordedGraph:
             out = await self.graph.ainvoke(input, config, **kwargs)
         except BaseException as exc:
             self._close(session, "failed", error=exc)
-            raise _prefer_divergence(session, exc)
+            # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
+            raise _prefer_divergence(session, exc)  # noqa: B904
         if self._needs_state(session, kwargs):
             status, interrupts = await self._astatus(config, session)
         else:
@@ -294,7 +296,8 @@ class RecordedGraph:
                 self._close(session, "failed", error=RuntimeError("stream closed by the consumer before the end"))
                 raise
             self._close(session, "failed", error=exc)
-            raise _prefer_divergence(session, exc)
+            # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
+            raise _prefer_divergence(session, exc)  # noqa: B904
         session.flush()  # deferred pending writes (interrupts) must be readable
         snap = _snapshot(self.graph, config)
         status, interrupts = _status_from_snapshot(snap) if snap is not None else ("finished", [])
@@ -321,7 +324,8 @@ class RecordedGraph:
                 self._close(session, "failed", error=RuntimeError("stream closed by the consumer before the end"))
                 raise
             self._close(session, "failed", error=exc)
-            raise _prefer_divergence(session, exc)
+            # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
+            raise _prefer_divergence(session, exc)  # noqa: B904
         session.flush()
         try:
             snap = await self.graph.aget_state(config)

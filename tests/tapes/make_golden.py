@@ -12,9 +12,9 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
+from tests import graphs
 
 import graphtape
-from tests import graphs
 
 HERE = Path(__file__).parent
 

@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -168,7 +168,7 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    url: Optional[str] = typer.Option(
+    url: str | None = typer.Option(
         None,
         "--url",
         help="Tape store URL, e.g. sqlite:///path/to/tape.db. Default: $GRAPHTAPE_URL, else .graphtape/tape.db.",

@@ -5,7 +5,7 @@ Registered on the app of :mod:`graphtape.cli.base` when imported (``graphtape.cl
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -31,7 +31,7 @@ def history_cmd(
         ..., metavar="RUN|THREAD", help="A run id (or unique prefix) or a thread id.", show_default=False
     ),
     namespaces: bool = typer.Option(False, "--namespaces", help="Also list subgraph checkpoints, under their step."),
-    last: Optional[int] = typer.Option(
+    last: int | None = typer.Option(
         None,
         "--last",
         "-n",
@@ -66,10 +66,10 @@ def state_cmd(
     checkpoint: str = typer.Argument(
         ..., help="A checkpoint id or a unique prefix of it (8+ characters).", show_default=False
     ),
-    thread: Optional[str] = typer.Option(
+    thread: str | None = typer.Option(
         None, "--thread", "-t", help="The checkpoint's thread (default: found on the tape)."
     ),
-    graph_spec: Optional[str] = typer.Option(
+    graph_spec: str | None = typer.Option(
         None,
         "--graph",
         "-g",
@@ -99,7 +99,7 @@ def diff_cmd(
         ..., help="The checkpoint to compare to (same or another run or thread).", show_default=False
     ),
     patch: bool = typer.Option(False, "--patch", help="Print the difference as an RFC 6902 JSON Patch."),
-    graph_spec: Optional[str] = typer.Option(
+    graph_spec: str | None = typer.Option(
         None,
         "--graph",
         "-g",

@@ -9,13 +9,12 @@ import enum
 import json
 import shlex
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from graphtape import events
 from graphtape.cli import render
-from graphtape.cli.explain import unused_reasons
 from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
@@ -27,6 +26,7 @@ from graphtape.cli.base import (
     print_replay_result,
     stdout,
 )
+from graphtape.cli.explain import unused_reasons
 
 
 class RunMode(str, enum.Enum):
@@ -58,7 +58,7 @@ def fork_cmd(
     sets: list[str] = typer.Option(
         [], "--set", help="Edit the state: key=JSON (repeatable), checked against the schema."
     ),
-    as_node: Optional[str] = typer.Option(None, "--as-node", help="Apply the edit as if this node wrote it."),
+    as_node: str | None = typer.Option(None, "--as-node", help="Apply the edit as if this node wrote it."),
     mode: RunMode = typer.Option(RunMode.flight, "--mode", "-m", help="strict, flight or live continuation."),
     allow_live_effects: bool = typer.Option(False, "--allow-live-effects", help="Let changed effects run for real."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -276,7 +276,7 @@ def _repl(dbg: Any, pause: Any, console: Any) -> bool:
             elif cmd == "bw" and rest:
                 expr = rest
                 code = compile(expr, "<breakpoint>", "eval")
-                dbg.break_when(lambda state, code=code: eval(code, {}, {"state": state}), expr)  # noqa: S307 - the user's own expression
+                dbg.break_when(lambda state, code=code: eval(code, {}, {"state": state}), expr)
             elif cmd == "breaks":
                 for b in dbg.breakpoints:
                     console.print(f"  {b.description}")
@@ -326,5 +326,5 @@ def _repl(dbg: Any, pause: Any, console: Any) -> bool:
             console.print(f"error: not valid JSON ({exc.msg})")
         except SyntaxError as exc:
             console.print(f"error: not a Python expression ({exc.msg})")
-        except Exception as exc:  # noqa: BLE001 - keep the session alive on a bad command
+        except Exception as exc:
             console.print(f"error: {exc}")

@@ -84,7 +84,7 @@ def fmt_duration(seconds: float | None) -> str:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
         return f"{seconds:.2f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes}m {secs:02d}s"
     hours, minutes = divmod(minutes, 60)
@@ -625,7 +625,8 @@ def replay_panel(result: Any, from_checkpoint: str | None = None, reasons: dict[
     grid.add_row("calls", f"{result.served} served from tape, {result.live} live")
     grid.add_row(
         "saved",
-        f"{result.tokens_saved} tokens, {fmt_cost(result.cost_saved)}, {fmt_duration(result.time_saved)} of model/tool time",
+        f"{result.tokens_saved} tokens, {fmt_cost(result.cost_saved)}, "
+        f"{fmt_duration(result.time_saved)} of model/tool time",
     )
     if result.live:
         grid.add_row("spent live", f"{result.live_tokens} tokens, {fmt_cost(result.live_cost)}")

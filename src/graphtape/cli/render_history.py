@@ -94,7 +94,7 @@ def run_label(run: BranchRun, *, here: bool = False) -> Text:
         t.append(f"  replay of {short_id(run.replay_of)}", style="dim")
     for key in ("fork_of", "override_of", "invalidate_from"):
         if run.detail.get(key):
-            t.append(f"  {key.replace('_', ' ')} {str(run.detail[key])}", style="dim")
+            t.append(f"  {key.replace('_', ' ')} {run.detail[key]!s}", style="dim")
     if run.label:
         t.append("  ")
         t.append(f"[{run.label}]", style="bold yellow")

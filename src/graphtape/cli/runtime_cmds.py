@@ -5,7 +5,7 @@ Registered on the app of :mod:`graphtape.cli.base` when imported (``graphtape.cl
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -73,19 +73,19 @@ def _age(ts: float | None, now: float) -> str:
 @app.command("prune")
 def prune_cmd(
     ctx: typer.Context,
-    older_than: Optional[str] = typer.Option(
+    older_than: str | None = typer.Option(
         None, "--older-than", help="Runs that ended longer ago than this: 30d, 12h, 90m, 45s.", show_default=False
     ),
-    keep_last: Optional[int] = typer.Option(
+    keep_last: int | None = typer.Option(
         None, "--keep-last", help="Keep the newest N runs of every thread.", show_default=False
     ),
-    status: Optional[str] = typer.Option(
+    status: str | None = typer.Option(
         None,
         "--status",
         help="Only runs with these statuses, comma-separated (e.g. finished,failed).",
         show_default=False,
     ),
-    truncate_threads: Optional[bool] = typer.Option(
+    truncate_threads: bool | None = typer.Option(
         None,
         "--truncate-threads/--keep-chains",
         help="Whether the older runs of a thread whose newer runs stay may go (the kept runs then replay "
@@ -296,7 +296,7 @@ def _looks_like_graph_spec(name: str) -> bool:
 @app.command("recover")
 def recover_cmd(
     ctx: typer.Context,
-    graph_spec: Optional[str] = typer.Option(
+    graph_spec: str | None = typer.Option(
         None,
         "--graph",
         "-g",
@@ -304,7 +304,7 @@ def recover_cmd(
         "when it is such a spec).",
         show_default=False,
     ),
-    run: Optional[str] = typer.Option(None, "--run", help="Recover only this run (id or prefix).", show_default=False),
+    run: str | None = typer.Option(None, "--run", help="Recover only this run (id or prefix).", show_default=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the orphaned runs; recover nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs (or the recoveries) as JSON."),
 ) -> None:

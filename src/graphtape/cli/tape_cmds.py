@@ -10,7 +10,7 @@ import contextlib
 import enum
 import uuid
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
@@ -64,8 +64,8 @@ def _is_async_only_error(exc: BaseException) -> bool:
 @app.command("runs")
 def runs_cmd(
     ctx: typer.Context,
-    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Only runs of this thread."),
-    status: Optional[str] = typer.Option(
+    thread: str | None = typer.Option(None, "--thread", "-t", help="Only runs of this thread."),
+    status: str | None = typer.Option(
         None, "--status", "-s", help=f"Only runs with this status ({', '.join(RUN_STATUSES)})."
     ),
     limit: int = typer.Option(20, "--limit", "-n", help="At most this many runs, newest first (0: all)."),
@@ -167,14 +167,14 @@ def _invoke(recorded: Any, value: Any, config: dict[str, Any], use_async: bool) 
 def run_cmd(
     ctx: typer.Context,
     graph: str = typer.Argument(..., help="module:attr or path/to/file.py:attr", show_default=False),
-    input_json: Optional[str] = typer.Option(
+    input_json: str | None = typer.Option(
         None, "--input", "-i", help="The graph input as JSON (or @file.json).", show_default=False
     ),
-    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Thread id (default: a new one)."),
-    resume: Optional[str] = typer.Option(
+    thread: str | None = typer.Option(None, "--thread", "-t", help="Thread id (default: a new one)."),
+    resume: str | None = typer.Option(
         None, "--resume", "-r", help="Resume the interrupted run on --thread with this JSON value (or @file.json)."
     ),
-    name: Optional[str] = typer.Option(None, "--name", help="Graph name stored on the run (default: GRAPH)."),
+    name: str | None = typer.Option(None, "--name", help="Graph name stored on the run (default: GRAPH)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Record one run of a graph: invoke it with --input (or --resume an interrupted thread)."""
@@ -326,7 +326,7 @@ def replay_cmd(
     allow_live_effects: bool = typer.Option(
         False, "--allow-live-effects", help="Let changed @graphtape.effect calls run for real (flight mode)."
     ),
-    from_checkpoint: Optional[str] = typer.Option(
+    from_checkpoint: str | None = typer.Option(
         None,
         "--from-checkpoint",
         "-c",
@@ -403,8 +403,8 @@ def _size(path: Path) -> str:
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    run: Optional[str] = typer.Argument(None, help="Run id or prefix (or use --thread).", show_default=False),
-    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Export every run of this thread instead."),
+    run: str | None = typer.Argument(None, help="Run id or prefix (or use --thread).", show_default=False),
+    thread: str | None = typer.Option(None, "--thread", "-t", help="Export every run of this thread instead."),
     output: Path = typer.Option(..., "--output", "-o", help="The JSONL file to write.", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
@@ -466,7 +466,7 @@ def _remove_new_sqlite(path: Path, folders: list[Path]) -> None:
 def import_cmd(
     ctx: typer.Context,
     file: Path = typer.Argument(..., help="A tape file written by `graphtape export`.", show_default=False),
-    into: Optional[str] = typer.Option(
+    into: str | None = typer.Option(
         None,
         "--into",
         help="The store to import into (default: --url, $GRAPHTAPE_URL or .graphtape/tape.db).",

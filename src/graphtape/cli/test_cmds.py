@@ -22,7 +22,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -115,7 +115,7 @@ def test_cmd(
     jobs: int = typer.Option(
         min(4, os.cpu_count() or 1), "--jobs", "-j", min=1, help="Tapes replayed at the same time."
     ),
-    junit_xml: Optional[Path] = typer.Option(
+    junit_xml: Path | None = typer.Option(
         None,
         "--junit-xml",
         help="Also write the results as JUnit XML (for CI test reports).",

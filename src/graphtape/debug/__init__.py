@@ -15,8 +15,8 @@ from graphtape.debug.history import Branch, BranchRun, CheckpointRef, History, H
 
 __all__ = [
     "Branch",
-    "Breakpoint",
     "BranchRun",
+    "Breakpoint",
     "Change",
     "CheckpointRef",
     "DebugStopped",

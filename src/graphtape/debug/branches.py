@@ -175,7 +175,9 @@ def build_tree(
         if rid is not None:
             first = next(group)
             first_root.setdefault(rid, first)
-            last_root[rid] = (collections.deque(group, maxlen=1) or [first])[-1]
+            # the group's last row, without keeping the others (next() above took the first: a second pass by design)
+            rest = collections.deque(group, maxlen=1)  # noqa: B031
+            last_root[rid] = rest[-1] if rest else first
     index: dict[str, tuple[Any, ...]] | None = None
 
     def row_of(cid: str | None) -> tuple[Any, ...] | None:

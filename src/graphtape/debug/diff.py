@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["Change", "StateDiff", "diff_states", "json_view", "message_view", "format_path"]
+__all__ = ["Change", "StateDiff", "diff_states", "format_path", "json_view", "message_view"]
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _CHUNK_ROLES = {

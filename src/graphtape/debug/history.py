@@ -443,7 +443,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
 
     def take(read: Iterator[Ev]) -> None:
         for ev in read:
-            run_id, seq, ev_kind, ts, step, node_path, task, data = ev
+            run_id, seq, ev_kind, ts, step, _node_path, task, data = ev
             if ev_kind == events.TaskStarted.KIND:
                 if step is None:
                     continue

@@ -1,8 +1,8 @@
 """A run being recorded (or replayed): the one object every interception talks to.
 
-Interceptions find it through :mod:`graphtape.record.context`. The session holds the run's recording state: its identity, the calls in
-flight and their ordinals (see :mod:`graphtape.calls`), counts and replay
-totals, and the per-step bookkeeping graphtape's saver stores with each
+Interceptions find it through :mod:`graphtape.record.context`. The session holds
+the run's recording state: its identity, the calls in flight and their ordinals
+(see :mod:`graphtape.calls`), counts and replay totals, and the per-step bookkeeping graphtape's saver stores with each
 checkpoint. What happens to each call is asked of the run's answerer
 (:mod:`graphtape.record.answer`); rows are buffered and written by its
 :class:`~graphtape.record.writer.TapeWriter`.

@@ -386,7 +386,7 @@ def _checkpoint_bytes(row: CheckpointRow, sizer: _Sizer) -> int:
     return len(row.body or b"") + sizer.closure_bytes(set(row.values.values()), set())
 
 
-def _stuck(store: TapeStore, run: RunRecord, now: float, stuck_after: float) -> StuckThread | None | bool:
+def _stuck(store: TapeStore, run: RunRecord, now: float, stuck_after: float) -> StuckThread | bool | None:
     """A :class:`StuckThread`, None if the run is alive and moving, False if it is orphaned."""
     holder = store.lease_holder(lease_name(run.thread_id))
     if holder is None:

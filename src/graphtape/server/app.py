@@ -82,7 +82,7 @@ def create_app(
             text = source.text()
         except GraphtapeError as exc:
             return error_response(503, f"the tape store did not answer: {exc}")
-        except Exception as exc:  # noqa: BLE001 - reported as JSON, not as a traceback page
+        except Exception as exc:
             return error_response(500, f"collecting metrics failed: {type(exc).__name__}: {exc}")
         return Response(text, headers={"content-type": METRICS_CONTENT_TYPE})
 
@@ -90,7 +90,7 @@ def create_app(
         body: dict[str, Any] = {"status": "ok", "store": tape.url, "version": graphtape.__version__}
         try:
             tape.store.list_runs(limit=1)
-        except Exception as exc:  # noqa: BLE001 - any store failure makes the server unhealthy
+        except Exception as exc:
             return JSONResponse({**body, "status": "error", "error": f"{type(exc).__name__}: {exc}"}, status_code=503)
         return JSONResponse(body)
 

@@ -160,7 +160,7 @@ class WriteBatch:
             or self.writes
         )
 
-    def extend(self, other: "WriteBatch") -> None:
+    def extend(self, other: WriteBatch) -> None:
         self.new_runs.extend(other.new_runs)
         self.run_updates.extend(other.run_updates)
         self.events.extend(other.events)

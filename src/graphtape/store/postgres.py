@@ -112,19 +112,10 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
         f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({_exc}); pip install 'graphtape[postgres]'"
     ) from _exc
 
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
 from graphtape.events import refs as event_refs
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
-from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
-
-# The public names moved with the schema; ``X as X`` keeps them importable from here.
-from graphtape.store.postgres_schema import COMPRESS_OVER as COMPRESS_OVER
-from graphtape.store.postgres_schema import DEFAULT_SCHEMA as DEFAULT_SCHEMA
-from graphtape.store.postgres_schema import FENCE_SQLSTATE as FENCE_SQLSTATE
-from graphtape.store.postgres_schema import MIGRATION_LOCK as MIGRATION_LOCK
-from graphtape.store.postgres_schema import MIGRATIONS as MIGRATIONS
-from graphtape.store.postgres_schema import parse_url as parse_url
 from graphtape.store.postgres_schema import (
     ACQUIRE_LEASE,
     CHECKPOINT_COLUMNS,
@@ -135,10 +126,19 @@ from graphtape.store.postgres_schema import (
     decode,
     encode,
     encode_params,
-    nullable_float,
     jsonb_text,
+    nullable_float,
     one_line,
 )
+
+# The public names moved with the schema; ``X as X`` keeps them importable from here.
+from graphtape.store.postgres_schema import COMPRESS_OVER as COMPRESS_OVER
+from graphtape.store.postgres_schema import DEFAULT_SCHEMA as DEFAULT_SCHEMA
+from graphtape.store.postgres_schema import FENCE_SQLSTATE as FENCE_SQLSTATE
+from graphtape.store.postgres_schema import MIGRATION_LOCK as MIGRATION_LOCK
+from graphtape.store.postgres_schema import MIGRATIONS as MIGRATIONS
+from graphtape.store.postgres_schema import parse_url as parse_url
+from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
 
 #: Deadlocks and serialization failures are retried this many times in all.
 WRITE_ATTEMPTS = 3
@@ -495,7 +495,8 @@ class PostgresTapeStore(SqlTapeStore):
                 "parent_id = EXCLUDED.parent_id, run_id = EXCLUDED.run_id, step = EXCLUDED.step, "
                 "source = EXCLUDED.source, created_at = EXCLUDED.created_at, "
                 "metadata_text = EXCLUDED.metadata_text, metadata = EXCLUDED.metadata, "
-                "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, writers = EXCLUDED.writers, calls = EXCLUDED.calls",
+                "body = EXCLUDED.body, channel_values = EXCLUDED.channel_values, "
+                "writers = EXCLUDED.writers, calls = EXCLUDED.calls",
                 (row for _, row in checkpoints),
             )
         for rows, conflict in (

@@ -59,7 +59,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     redis_client = None  # type: ignore[assignment]
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
-
+from graphtape.events import refs as event_refs
 from graphtape.store.base import (
     RUN_UPDATABLE,
     CheckpointRow,
@@ -70,13 +70,8 @@ from graphtape.store.base import (
     WriteBatch,
     WriteRow,
 )
-from graphtape.events import refs as event_refs
 from graphtape.store.codec import unpack_event
 from graphtape.store.gc import mark_live
-
-# The public constants moved with the layout; ``X as X`` keeps them importable from here.
-from graphtape.store.redis_layout import COMPRESS_OVER as COMPRESS_OVER
-from graphtape.store.redis_layout import DEFAULT_PREFIX as DEFAULT_PREFIX
 from graphtape.store.redis_layout import (
     ACQUIRE_LEASE_LUA,
     APPLY_LUA,
@@ -88,23 +83,27 @@ from graphtape.store.redis_layout import (
     LATEST_CHECKPOINT_LUA,
     RELEASE_LEASE_LUA,
     SWEEP_LUA,
+    Keys,
+    Ops,
     add_batch,
-    decode_stored_blob,
+    as_str,
     decode_chain_node,
     decode_checkpoint,
     decode_event,
     decode_run,
+    decode_stored_blob,
     glob_escape,
     group_key,
     id_member,
-    Keys,
-    Ops,
-    as_str,
     split_event,
     split_id_member,
     split_url,
     write_group_key,
 )
+
+# The public constants moved with the layout; ``X as X`` keeps them importable from here.
+from graphtape.store.redis_layout import COMPRESS_OVER as COMPRESS_OVER
+from graphtape.store.redis_layout import DEFAULT_PREFIX as DEFAULT_PREFIX
 
 #: How long a batch id is remembered, so that a resent batch is not refused
 #: as a duplicate. Resends happen within seconds; a minute is plenty.
@@ -249,7 +248,7 @@ class RedisTapeStore(TapeStore):
             raise self._translate(exc) from exc
 
     def _check_server(self) -> None:
-        """Refuse servers older than Redis 7 (the scripts declare flags, a 7.0 feature) and warn when keys may be evicted.
+        """Refuse servers older than Redis 7 (scripts declare flags, a 7.0 feature); warn when keys may be evicted.
 
         A tape that silently loses blobs to eviction is worse than a full
         one, so an ``allkeys-*`` policy earns a warning.

@@ -311,7 +311,7 @@ def decode_stored_blob(stored: bytes) -> bytes:
 
 def _encode_event(ev: EventRow) -> bytes:
     """``ts\\0"kind"\\0packed``: the kind as JSON, which never holds a raw NUL, so the split is unambiguous."""
-    return f"{float(ev.ts)!r}\x00{json.dumps(ev.kind)}\x00".encode("utf-8") + pack_event(ev.data)
+    return f"{float(ev.ts)!r}\x00{json.dumps(ev.kind)}\x00".encode() + pack_event(ev.data)
 
 
 def split_event(stored: bytes) -> tuple[float, str, bytes]:

@@ -219,7 +219,8 @@ class SqlTapeStore(TapeStore):
         if checkpoint_id:
             rows = self._query(
                 self.dialect.sql(
-                    f"SELECT {columns} FROM gt_checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+                    f"SELECT {columns} FROM gt_checkpoints "
+                    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
                 ),
                 (thread_id, checkpoint_ns, checkpoint_id),
                 binary=True,
@@ -239,7 +240,8 @@ class SqlTapeStore(TapeStore):
         rows = self._query(
             self.dialect.sql(
                 # the columns in the order WriteRow takes them
-                "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value FROM gt_writes "
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value "
+                "FROM gt_writes "
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_id, idx"
             ),
             (thread_id, checkpoint_ns, checkpoint_id),

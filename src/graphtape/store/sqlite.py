@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, StoreNotFound, WriteBatch
 from graphtape.events import refs as event_refs
+from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
@@ -510,7 +510,7 @@ class SqliteTapeStore(SqlTapeStore):
             chains: set[str] = set()
             for kind, data in cur.execute("SELECT kind, data FROM gt_events"):
                 event_refs(kind, unpack_event(data), blobs, chains)
-            for body, values in cur.execute("SELECT body, channel_values FROM gt_checkpoints"):
+            for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoints"):
                 blobs.update(json.loads(values).values())
             blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
             nodes = {k: (p, i) for k, p, i in cur.execute("SELECT id, parent, item FROM gt_chains")}
