@@ -1,0 +1,264 @@
+"""The Studio app: :func:`create_app` serves recorded graphs over the LangGraph API (FastAPI).
+
+What the app adds around the routes, all of it what a server facing the
+network needs by default:
+
+* every error is a JSON body ``{"error", "detail", "status"}`` with a 4xx
+  status and a message saying what to fix: bad JSON (400), a body that does
+  not validate (422), unknown ids (404), a busy thread (409), a body larger
+  than ``max_body_bytes`` (413). An unexpected failure is a 500 with a one-line
+  message and never a traceback;
+* an optional bearer token (``Authorization: Bearer <token>`` or, as
+  ``langgraph-sdk`` sends it, ``x-api-key``) required on every route but
+  ``/ok``;
+* CORS only for the origins given;
+* ``/openapi.json`` generated from the models, and ``/docs``, a page that
+  lists the operations from it without loading anything from a CDN.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import graphtape
+from graphtape.errors import GraphtapeError, ThreadBusy
+from graphtape.server.studio.assistants import Assistants
+from graphtape.server.studio.models import ErrorBody, ServerInfo
+from graphtape.server.studio.problems import StudioProblem
+from graphtape.server.studio.routes_assistants import router as assistants_router
+from graphtape.server.studio.routes_runs import router as runs_router
+from graphtape.server.studio.routes_threads import router as threads_router
+from graphtape.server.studio.runs import Runs
+from graphtape.server.studio.threads import Threads
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Studio", "create_app"]
+
+#: the largest request body accepted by default (10 MiB)
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Studio:
+    """What the routes share: the tape, the served graphs, the threads and the runs."""
+
+    def __init__(self, tape: Any, graphs: dict[str, Any]):
+        self.tape = tape
+        self.assistants = Assistants(tape, graphs)
+        self.threads = Threads(tape)
+        self.runs = Runs()
+
+
+def error_json(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "detail": message, "status": status}, status_code=status, headers=headers)
+
+
+def _validation_message(errors: Sequence[Any]) -> tuple[int, str]:
+    """(status, message) for pydantic's errors: 400 for a body that is not JSON, else 422 naming each field."""
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error", "")
+            return 400, f"the request body is not valid JSON ({reason}); send a JSON object"
+    parts = []
+    for err in errors[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return 422, "invalid request: " + "; ".join(parts) + more
+
+
+class _Guard:
+    """ASGI middleware: the body size limit and the bearer token, before any route runs."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int, token: str | None):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.token is not None and scope.get("method") != "OPTIONS" and scope.get("path") != "/ok":
+            if not self._authorized(scope):
+                await self._reject(
+                    scope, receive, send, 401, "missing or wrong token; send 'Authorization: Bearer <token>'"
+                )
+                return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await self._reject(scope, receive, send, 413, self._too_large())
+            return
+        received = 0
+        limit = self.max_body_bytes
+        too_large = False
+
+        async def counted_receive() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    too_large = True
+                    raise _BodyTooLarge()
+            return message
+
+        try:
+            await self.app(scope, counted_receive, send)
+        except _BodyTooLarge:
+            await self._reject(scope, receive, send, 413, self._too_large())
+
+    def _too_large(self) -> str:
+        return f"request body larger than {self.max_body_bytes} bytes; send less (or raise the server's body limit)"
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.token is not None
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"x-api-key", b"").decode("latin-1")
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        if auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        await error_json(status, message, headers)(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+_DOCS_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>graphtape Studio API</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}code{background:#f3f3f3;padding:0 .3em}
+.m{display:inline-block;width:4.5em;font-weight:bold}</style></head>
+<body><h1>graphtape Studio API</h1>
+<p>The machine-readable document is <a href="openapi.json">/openapi.json</a>.</p><div id="ops">loading...</div>
+<script>
+fetch("openapi.json").then(r => r.json()).then(doc => {
+  const out = document.getElementById("ops"); out.textContent = "";
+  for (const [path, ops] of Object.entries(doc.paths)) for (const [method, op] of Object.entries(ops)) {
+    const p = document.createElement("p");
+    const m = document.createElement("span"); m.className = "m"; m.textContent = method.toUpperCase();
+    const c = document.createElement("code"); c.textContent = path;
+    p.append(m, c, " " + (op.summary || "")); out.append(p);
+  }
+});
+</script></body></html>
+"""
+
+
+def create_app(
+    tape: Any,
+    graphs: dict[str, Any],
+    *,
+    token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """The Studio ASGI app serving ``graphs`` (name -> compiled graph), every run recorded on ``tape``.
+
+    ``token``: when given, every request but ``/ok`` must carry it (bearer or
+    ``x-api-key``). ``cors_origins``: the browser origins allowed to call the
+    API (none by default). ``max_body_bytes``: larger request bodies get a 413.
+    """
+    studio = Studio(tape, graphs)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await studio.runs.shutdown()
+
+    app = FastAPI(
+        title="graphtape Studio",
+        version=graphtape.__version__,
+        description="Runs, threads and state of graphs recorded by graphtape, over the LangGraph API.",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        responses={
+            400: {"model": ErrorBody},
+            404: {"model": ErrorBody},
+            409: {"model": ErrorBody},
+            422: {"model": ErrorBody},
+        },
+    )
+    app.state.studio = studio
+
+    @app.exception_handler(StudioProblem)
+    async def on_problem(request: Request, exc: StudioProblem) -> JSONResponse:
+        return error_json(exc.status, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, message = _validation_message(exc.errors())
+        return error_json(status, message)
+
+    @app.exception_handler(ValidationError)
+    async def on_invalid_value(request: Request, exc: ValidationError) -> JSONResponse:
+        status, message = _validation_message(exc.errors())
+        return error_json(status, message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}; the routes are listed at /docs"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}; the routes are listed at /docs"
+        return error_json(exc.status_code, message, getattr(exc, "headers", None))
+
+    @app.exception_handler(ThreadBusy)
+    async def on_busy(request: Request, exc: ThreadBusy) -> JSONResponse:
+        return error_json(409, f"{exc}; wait for the thread's run to end")
+
+    @app.exception_handler(GraphtapeError)
+    async def on_graphtape_error(request: Request, exc: GraphtapeError) -> JSONResponse:
+        return error_json(400, str(exc))
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        text = " ".join(str(exc).split())[:300]
+        return error_json(500, f"unexpected {type(exc).__name__}: {text} (a graphtape bug; the server log has more)")
+
+    @app.get("/ok", tags=["server"])
+    async def ok() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/info", tags=["server"], response_model=ServerInfo)
+    async def info() -> dict[str, Any]:
+        return {
+            "version": graphtape.__version__,
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": False},
+            "graphtape": {"store": tape.url, "graphs": sorted(graphs)},
+        }
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(_DOCS_PAGE)
+
+    app.include_router(assistants_router)
+    app.include_router(threads_router)
+    app.include_router(runs_router)
+
+    if cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(_Guard, max_body_bytes=max_body_bytes, token=token)
+    return app

@@ -1,0 +1,194 @@
+"""The request and response bodies of the Studio API, as pydantic models (the OpenAPI document is built from them).
+
+Field names and shapes follow the LangGraph API that ``langgraph-sdk``
+speaks. Requests ignore fields this server does not act on yet (``webhook``,
+``after_seconds``, ...) rather than refusing them, so existing clients work;
+responses allow extra keys for the same reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Assistant",
+    "AssistantSearch",
+    "Checkpoint",
+    "CommandBody",
+    "ErrorBody",
+    "GraphSchemas",
+    "GraphStructure",
+    "HistoryRequest",
+    "Run",
+    "RunCreate",
+    "ServerInfo",
+    "Thread",
+    "ThreadCreate",
+    "ThreadSearch",
+    "ThreadState",
+    "ThreadStateUpdate",
+    "UpdateStateResponse",
+]
+
+RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+StreamMode = Literal[
+    "values", "updates", "messages", "messages-tuple", "custom", "debug", "tasks", "checkpoints", "events"
+]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorBody(BaseModel):
+    """Every error: what went wrong and what to do about it."""
+
+    error: str = Field(description="the message, saying what to fix")
+    detail: str = Field(description="the same message, where LangGraph clients look for it")
+    status: int
+
+
+class ServerInfo(_Response):
+    version: str
+    flags: dict[str, bool] = {}
+    graphtape: dict[str, Any] = {}
+
+
+class Assistant(_Response):
+    assistant_id: str
+    graph_id: str
+    name: str
+    description: str | None = None
+    config: dict[str, Any] = {}
+    context: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
+    version: int = 1
+    created_at: str
+    updated_at: str
+
+
+class AssistantSearch(_Request):
+    graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(10, ge=0, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+class GraphStructure(_Response):
+    nodes: list[dict[str, Any]]
+    edges: list[dict[str, Any]]
+
+
+class GraphSchemas(_Response):
+    graph_id: str
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    state_schema: dict[str, Any] | None = None
+    context_schema: dict[str, Any] | None = None
+    config_schema: dict[str, Any] | None = None
+
+
+class Thread(_Response):
+    thread_id: str
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any] = {}
+    status: ThreadStatus = "idle"
+    values: Any = None
+    interrupts: dict[str, Any] = {}
+
+
+class ThreadCreate(_Request):
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    graph_id: str | None = None
+
+
+class ThreadSearch(_Request):
+    metadata: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
+    ids: list[str] | None = None
+    limit: int = Field(10, ge=0, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+class Checkpoint(_Response):
+    thread_id: str
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    checkpoint_map: dict[str, Any] | None = None
+
+
+class ThreadState(_Response):
+    values: Any
+    next: list[str]
+    checkpoint: Checkpoint | None
+    metadata: dict[str, Any] | None
+    created_at: str | None
+    parent_checkpoint: Checkpoint | None
+    tasks: list[dict[str, Any]]
+    interrupts: list[dict[str, Any]] = []
+
+
+class ThreadStateUpdate(_Request):
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+
+class UpdateStateResponse(_Response):
+    checkpoint: Checkpoint
+
+
+class HistoryRequest(_Request):
+    limit: int = Field(10, ge=1, le=1000)
+    before: dict[str, Any] | str | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class CommandBody(_Request):
+    resume: Any = None
+    update: dict[str, Any] | list[Any] | None = None
+    goto: Any = None
+
+
+class RunCreate(_Request):
+    """A run to start on a thread (the body of ``runs.create``/``stream``/``wait``)."""
+
+    assistant_id: str = Field(description="an assistant id from /assistants/search, or a graph name")
+    input: Any = None
+    command: CommandBody | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+    stream_mode: list[StreamMode] | StreamMode = "values"
+    stream_subgraphs: bool = False
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
+    if_not_exists: Literal["create", "reject"] = "reject"
+
+
+class Run(_Response):
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: RunStatus
+    metadata: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {}
+    multitask_strategy: str = "reject"

@@ -1,0 +1,27 @@
+"""The errors the Studio API answers with: a 4xx status and a message that says what to fix."""
+
+from __future__ import annotations
+
+__all__ = ["BadRequest", "Conflict", "NotFound", "StudioProblem"]
+
+
+class StudioProblem(Exception):
+    """A request the server cannot carry out; ``status`` is the HTTP status of the JSON error body."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(StudioProblem):
+    status = 400
+
+
+class NotFound(StudioProblem):
+    status = 404
+
+
+class Conflict(StudioProblem):
+    status = 409

@@ -1,0 +1,100 @@
+"""``/threads/{id}/runs/...``: start runs (background, wait, stream), join them, list, get and cancel them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
+
+from graphtape.server.studio.models import Run, RunCreate
+from graphtape.server.studio.problems import Conflict, NotFound
+from graphtape.server.studio.routes_assistants import find_assistant
+from graphtape.server.studio.runs import RunEntry
+from graphtape.server.studio.threads import ThreadEntry
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["runs"])
+
+#: an SSE response that proxies must not buffer
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def _start(request: Request, thread_id: str, body: RunCreate) -> RunEntry:
+    studio = request.app.state.studio
+    assistant = find_assistant(request, body.assistant_id)
+    thread: ThreadEntry | None = studio.threads.find(thread_id)
+    if thread is None:
+        if body.if_not_exists != "create":
+            raise NotFound(f"no thread {thread_id!r}; create it first (POST /threads) or pass if_not_exists='create'")
+        thread = studio.threads.create(thread_id, None, "do_nothing", assistant.graph_id)
+    if thread.graph_id is not None and thread.graph_id != assistant.graph_id:
+        raise Conflict(
+            f"thread {thread_id!r} belongs to graph {thread.graph_id!r}, not {assistant.graph_id!r}; "
+            "start the run with that graph's assistant or use a new thread"
+        )
+    return studio.runs.start(thread, assistant, body)
+
+
+def _location(run: RunEntry) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+
+
+@router.post("/threads/{thread_id}/runs", response_model=Run)
+async def create_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> dict[str, Any]:
+    run = _start(request, thread_id, body)
+    response.headers.update(_location(run))
+    return run.describe()
+
+
+@router.post("/threads/{thread_id}/runs/wait", response_model=Any)
+async def wait_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> Any:
+    run = _start(request, thread_id, body)
+    response.headers.update(_location(run))
+    return await run.wait()
+
+
+@router.post("/threads/{thread_id}/runs/stream", response_class=StreamingResponse)
+async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
+    run = _start(request, thread_id, body)
+    headers = {**SSE_HEADERS, **_location(run)}
+    return StreamingResponse(run.sse(), media_type="text/event-stream", headers=headers)
+
+
+@router.get("/threads/{thread_id}/runs", response_model=list[Run])
+async def list_runs(
+    request: Request, thread_id: str, limit: int = 10, offset: int = 0, status: str | None = None
+) -> list[dict[str, Any]]:
+    studio = request.app.state.studio
+    studio.threads.get(thread_id)
+    return [r.describe() for r in studio.runs.on_thread(thread_id, status, max(limit, 0), max(offset, 0))]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", response_model=Run)
+async def get_run(request: Request, thread_id: str, run_id: str) -> dict[str, Any]:
+    return request.app.state.studio.runs.get(thread_id, run_id).describe()
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join", response_model=Any)
+async def join_run(request: Request, thread_id: str, run_id: str) -> Any:
+    return await request.app.state.studio.runs.get(thread_id, run_id).wait()
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=StreamingResponse)
+async def join_stream(request: Request, thread_id: str, run_id: str) -> StreamingResponse:
+    run = request.app.state.studio.runs.get(thread_id, run_id)
+    return StreamingResponse(run.sse(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
+async def cancel_run(
+    request: Request,
+    thread_id: str,
+    run_id: str,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response:
+    studio = request.app.state.studio
+    await studio.runs.cancel(studio.runs.get(thread_id, run_id), wait)
+    return Response(status_code=204 if wait else 202)

@@ -1,0 +1,165 @@
+"""``/threads/...``: create, find and delete threads; read and update their state and history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from langgraph.errors import InvalidUpdateError
+
+from graphtape.server.studio.assistants import AssistantEntry
+from graphtape.server.studio.models import (
+    HistoryRequest,
+    Thread,
+    ThreadCreate,
+    ThreadSearch,
+    ThreadState,
+    ThreadStateUpdate,
+    UpdateStateResponse,
+)
+from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
+from graphtape.server.studio.state import checkpoint_of, empty_state, state_body
+from graphtape.server.studio.threads import ThreadEntry
+
+__all__ = ["router", "thread_graph"]
+
+router = APIRouter(tags=["threads"])
+
+
+def thread_graph(request: Request, thread: ThreadEntry) -> AssistantEntry | None:
+    """The served graph a thread belongs to (the only one when there is one and no run yet)."""
+    assistants = request.app.state.studio.assistants
+    if thread.graph_id is not None:
+        entry = assistants.find(thread.graph_id)
+        if entry is None:
+            raise NotFound(f"thread {thread.thread_id!r} belongs to graph {thread.graph_id!r}, which is not served")
+        return entry
+    entries = assistants.all()
+    return entries[0] if len(entries) == 1 else None
+
+
+async def read_state(request: Request, thread: ThreadEntry, checkpoint_id: str | None = None) -> dict[str, Any]:
+    entry = thread_graph(request, thread)
+    if entry is None:
+        return empty_state(thread.thread_id)
+    configurable = {"thread_id": thread.thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    snap = await entry.recorded.graph.aget_state({"configurable": configurable})
+    if snap.metadata is None and snap.created_at is None:  # LangGraph's answer when no checkpoint is found
+        if checkpoint_id:
+            raise NotFound(f"no checkpoint {checkpoint_id!r} on thread {thread.thread_id!r}; list them with /history")
+        return empty_state(thread.thread_id)
+    return state_body(snap)
+
+
+async def describe_thread(request: Request, thread: ThreadEntry) -> dict[str, Any]:
+    state = await read_state(request, thread)
+    interrupts = {}
+    for task in state["tasks"]:
+        if task["interrupts"]:
+            interrupts[task["id"]] = task["interrupts"]
+    return thread.describe(values=state["values"], interrupts=interrupts)
+
+
+@router.post("/threads", response_model=Thread)
+async def create_thread(request: Request, body: ThreadCreate) -> dict[str, Any]:
+    studio = request.app.state.studio
+    if body.graph_id is not None and studio.assistants.find(body.graph_id) is None:
+        raise BadRequest(f"no graph {body.graph_id!r}; served graphs: {', '.join(sorted(studio.assistants.entries))}")
+    thread = studio.threads.create(body.thread_id, body.metadata, body.if_exists, body.graph_id)
+    return await describe_thread(request, thread)
+
+
+@router.post("/threads/search", response_model=list[Thread])
+async def search_threads(request: Request, body: ThreadSearch) -> list[dict[str, Any]]:
+    found = request.app.state.studio.threads.search(body.metadata, body.status, body.ids, body.limit, body.offset)
+    return [t.describe() for t in found]
+
+
+@router.get("/threads/{thread_id}", response_model=Thread)
+async def get_thread(request: Request, thread_id: str) -> dict[str, Any]:
+    return await describe_thread(request, request.app.state.studio.threads.get(thread_id))
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(request: Request, thread_id: str) -> Response:
+    studio = request.app.state.studio
+    studio.threads.get(thread_id)
+    busy = studio.runs.active_on(thread_id)
+    if busy is not None:
+        raise Conflict(f"thread {thread_id!r} has a run in progress ({busy.run_id}); cancel it before deleting")
+    studio.threads.delete(thread_id)
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/state", response_model=ThreadState)
+async def get_state(request: Request, thread_id: str, subgraphs: bool = False) -> dict[str, Any]:
+    return await read_state(request, request.app.state.studio.threads.get(thread_id))
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}", response_model=ThreadState)
+async def get_state_at(request: Request, thread_id: str, checkpoint_id: str, subgraphs: bool = False) -> dict[str, Any]:
+    return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state", response_model=UpdateStateResponse)
+async def update_state(request: Request, thread_id: str, body: ThreadStateUpdate) -> dict[str, Any]:
+    studio = request.app.state.studio
+    thread = studio.threads.get(thread_id)
+    busy = studio.runs.active_on(thread_id)
+    if busy is not None:
+        raise Conflict(f"thread {thread_id!r} has a run in progress ({busy.run_id}); update its state once it ends")
+    entry = thread_graph(request, thread)
+    if entry is None:
+        raise BadRequest(f"thread {thread_id!r} has no graph yet; start a run on it or create it with a graph_id")
+    configurable = {"thread_id": thread_id}
+    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    if body.as_node is not None and body.as_node not in entry.graph.nodes:
+        nodes = ", ".join(n for n in entry.graph.nodes if not n.startswith("__"))
+        raise BadRequest(f"as_node {body.as_node!r} is not a node of graph {entry.graph_id!r}; its nodes: {nodes}")
+    try:
+        config = await entry.recorded.graph.aupdate_state({"configurable": configurable}, body.values, body.as_node)
+    except (InvalidUpdateError, ValueError, TypeError, KeyError) as exc:
+        raise BadRequest(f"the state update was refused: {exc}") from exc
+    if thread.graph_id is None:
+        thread.graph_id = entry.graph_id
+    thread.touch("idle")
+    checkpoint = checkpoint_of(config)
+    if checkpoint is None:
+        raise BadRequest("the state update wrote no checkpoint")
+    return {"checkpoint": checkpoint}
+
+
+async def _history(request: Request, thread_id: str, body: HistoryRequest) -> list[dict[str, Any]]:
+    thread = request.app.state.studio.threads.get(thread_id)
+    entry = thread_graph(request, thread)
+    if entry is None:
+        return []
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if body.checkpoint and body.checkpoint.get("checkpoint_id"):
+        configurable["checkpoint_id"] = body.checkpoint["checkpoint_id"]
+    before = body.before
+    before_config = None
+    if isinstance(before, str):
+        before_config = {"configurable": {"thread_id": thread_id, "checkpoint_id": before}}
+    elif isinstance(before, dict) and before.get("checkpoint_id"):
+        before_config = {"configurable": {"thread_id": thread_id, "checkpoint_id": before["checkpoint_id"]}}
+    states = []
+    async for snap in entry.recorded.graph.aget_state_history(
+        {"configurable": configurable}, filter=body.metadata, before=before_config, limit=body.limit
+    ):
+        states.append(state_body(snap))
+    return states
+
+
+@router.post("/threads/{thread_id}/history", response_model=list[ThreadState])
+async def post_history(request: Request, thread_id: str, body: HistoryRequest) -> list[dict[str, Any]]:
+    return await _history(request, thread_id, body)
+
+
+@router.get("/threads/{thread_id}/history", response_model=list[ThreadState])
+async def get_history(request: Request, thread_id: str, limit: int = 10, before: str | None = None) -> Any:
+    return await _history(request, thread_id, HistoryRequest(limit=limit, before=before))

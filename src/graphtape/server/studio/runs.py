@@ -1,0 +1,272 @@
+"""Runs started over HTTP: executed in-process as asyncio tasks, their stream parts kept for every viewer.
+
+Each run executes the graph recorded through graphtape (``tape.record``) on
+its thread, so it is on the tape like any other run; its graphtape run id is
+the HTTP run id (and is in the run's metadata as ``graphtape_run_id``). The
+parts LangGraph streams are kept in the run's list as SSE events, which is
+what lets any number of viewers (``runs.stream``, ``runs.join_stream``) read
+them from the start, and lets a viewer disconnect without stopping the run.
+
+This slice keeps runs in memory in the serving process: a durable queue in
+the store, executed by worker processes and recovered after a crash, is the
+next slice (docs/server.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.types import Command
+
+from graphtape.server.studio.assistants import AssistantEntry, now_iso
+from graphtape.server.studio.models import RunCreate
+from graphtape.server.studio.problems import Conflict, NotFound
+from graphtape.server.studio.threads import ThreadEntry
+from graphtape.server.studio.wire import dumps, to_wire
+
+__all__ = ["GRAPH_STREAM_MODES", "RunEntry", "Runs"]
+
+#: the API's stream modes and the LangGraph ``stream_mode`` each is served from
+GRAPH_STREAM_MODES = {
+    "values": "values",
+    "updates": "updates",
+    "messages-tuple": "messages",
+    "messages": "messages",
+    "custom": "custom",
+    "debug": "debug",
+    "tasks": "tasks",
+    "checkpoints": "checkpoints",
+}
+
+
+@dataclass
+class RunEntry:
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    graph_id: str
+    kwargs: dict[str, Any]
+    metadata: dict[str, Any]
+    multitask_strategy: str = "reject"
+    status: str = "pending"
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    #: (event name, JSON text) in the order they were streamed
+    events: list[tuple[str, str]] = field(default_factory=list)
+    done: bool = False
+    result: Any = None
+    task: asyncio.Task[None] | None = None
+    finish_task: asyncio.Future[None] | None = None
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "metadata": self.metadata,
+            "kwargs": self.kwargs,
+            "multitask_strategy": self.multitask_strategy,
+        }
+
+    async def publish(self, event: str, data: Any) -> None:
+        self.events.append((event, dumps(data)))
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def finish(self) -> None:
+        self.done = True
+        self.updated_at = now_iso()
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def sse(self) -> AsyncIterator[str]:
+        """The run's events from the first, as SSE text, until the run ends."""
+        sent = 0
+        while True:
+            async with self.changed:
+                await self.changed.wait_for(lambda seen=sent: self.done or len(self.events) > seen)  # type: ignore[misc]
+            while sent < len(self.events):
+                event, data = self.events[sent]
+                sent += 1
+                yield f"event: {event}\ndata: {data}\n\n"
+            if self.done and sent >= len(self.events):
+                return
+
+    async def wait(self) -> Any:
+        """The run's result once it has ended: the thread's values (``__interrupt__``/``__error__`` added)."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.done)
+        return self.result
+
+
+def _requested_modes(stream_mode: Any) -> list[str]:
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or [])
+    return [m for m in dict.fromkeys(modes) if m in GRAPH_STREAM_MODES] or ["values"]
+
+
+def _graph_config(body: RunCreate, run: RunEntry) -> dict[str, Any]:
+    given = dict(body.config or {})
+    configurable = dict(given.get("configurable") or {})
+    configurable["thread_id"] = run.thread_id
+    checkpoint = dict(body.checkpoint or {})
+    checkpoint_id = body.checkpoint_id or checkpoint.get("checkpoint_id")
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    if checkpoint.get("checkpoint_ns"):
+        configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
+    config: dict[str, Any] = {k: given[k] for k in ("tags", "recursion_limit", "max_concurrency") if k in given}
+    config["configurable"] = configurable
+    config["run_id"] = uuid.UUID(run.run_id)
+    config["metadata"] = {**(given.get("metadata") or {}), **run.metadata}
+    return config
+
+
+def _cancelled_before_start(run: RunEntry, thread: ThreadEntry) -> None:
+    """A run cancelled before its task began never ran its own ending: end it here."""
+    if not run.done:
+        run.status = "interrupted"
+        thread.touch("idle")
+        run.result = {"__error__": {"error": "Cancelled", "message": "the run was cancelled before it started"}}
+        run.finish_task = asyncio.ensure_future(run.finish())
+
+
+class Runs:
+    """The runs of one server process, by id, and the tasks executing them."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, RunEntry] = {}
+
+    def active_on(self, thread_id: str) -> RunEntry | None:
+        for run in self.entries.values():
+            if run.thread_id == thread_id and not run.done:
+                return run
+        return None
+
+    def get(self, thread_id: str, run_id: str) -> RunEntry:
+        run = self.entries.get(run_id)
+        if run is None or run.thread_id != thread_id:
+            raise NotFound(f"no run {run_id!r} on thread {thread_id!r}; list them with GET /threads/{thread_id}/runs")
+        return run
+
+    def on_thread(self, thread_id: str, status: str | None, limit: int, offset: int) -> list[RunEntry]:
+        found = [
+            r for r in self.entries.values() if r.thread_id == thread_id and (status is None or r.status == status)
+        ]
+        found.reverse()  # newest first
+        return found[offset : offset + limit]
+
+    def start(self, thread: ThreadEntry, assistant: AssistantEntry, body: RunCreate) -> RunEntry:
+        """Start a run on ``thread`` (one run at a time per thread) and return it, still pending."""
+        busy = self.active_on(thread.thread_id)
+        if busy is not None:
+            raise Conflict(
+                f"thread {thread.thread_id!r} already has a run in progress ({busy.run_id}); "
+                f"wait for it (GET /threads/{thread.thread_id}/runs/{busy.run_id}/join) or cancel it"
+            )
+        run_id = str(uuid.uuid4())
+        modes = _requested_modes(body.stream_mode)
+        metadata = {
+            **(body.metadata or {}),
+            "graph_id": assistant.graph_id,
+            "assistant_id": assistant.assistant_id,
+            "thread_id": thread.thread_id,
+            "run_id": run_id,
+            "graphtape_run_id": run_id,
+        }
+        kwargs = {
+            "input": to_wire(body.input),
+            "command": to_wire(body.command.model_dump(exclude_none=True)) if body.command else None,
+            "stream_mode": modes,
+            "interrupt_before": body.interrupt_before,
+            "interrupt_after": body.interrupt_after,
+            "config": to_wire(body.config or {}),
+            "context": to_wire(body.context or {}),
+        }
+        run = RunEntry(
+            run_id, thread.thread_id, assistant.assistant_id, assistant.graph_id, kwargs, metadata,
+            multitask_strategy=body.multitask_strategy,
+        )  # fmt: skip
+        self.entries[run_id] = run
+        if thread.graph_id is None:
+            thread.graph_id = assistant.graph_id
+            thread.metadata.setdefault("graph_id", assistant.graph_id)
+        thread.touch("busy")
+        run.task = asyncio.create_task(self._execute(run, thread, assistant, body, modes))
+        run.task.add_done_callback(lambda task: _cancelled_before_start(run, thread))
+        return run
+
+    async def _execute(
+        self, run: RunEntry, thread: ThreadEntry, assistant: AssistantEntry, body: RunCreate, modes: list[str]
+    ) -> None:
+        recorded = assistant.recorded
+        config = _graph_config(body, run)
+        kwargs: dict[str, Any] = {
+            "stream_mode": list(dict.fromkeys(GRAPH_STREAM_MODES[m] for m in modes)),
+            "subgraphs": body.stream_subgraphs,
+        }
+        if body.interrupt_before:
+            kwargs["interrupt_before"] = body.interrupt_before
+        if body.interrupt_after:
+            kwargs["interrupt_after"] = body.interrupt_after
+        if body.context:
+            kwargs["context"] = body.context
+        run_input: Any = body.input
+        if body.command is not None:
+            run_input = Command(**body.command.model_dump(exclude_none=True))
+        run.status = "running"
+        await run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
+        try:
+            async for item in recorded.astream(run_input, config, **kwargs):
+                if body.stream_subgraphs:
+                    namespace, mode, chunk = item
+                else:
+                    namespace, (mode, chunk) = (), item
+                event = mode + ("|" + "|".join(namespace) if namespace else "")
+                await run.publish(event, chunk)
+        except asyncio.CancelledError:
+            run.status = "interrupted"
+            thread.touch("idle")
+            run.result = {"__error__": {"error": "Cancelled", "message": "the run was cancelled"}}
+        except Exception as exc:
+            run.status = "error"
+            thread.touch("error")
+            error = {"error": type(exc).__name__, "message": str(exc)}
+            run.result = {"__error__": error}
+            await run.publish("error", error)
+        else:
+            run.status = "success"
+            snap = await recorded.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+            values = to_wire(snap.values)
+            interrupts = to_wire(list(getattr(snap, "interrupts", ())))
+            paused = bool(snap.next) or bool(interrupts)
+            thread.touch("interrupted" if paused else "idle")
+            if interrupts and isinstance(values, dict):
+                values["__interrupt__"] = interrupts
+            run.result = values
+        finally:
+            await run.finish()
+
+    async def cancel(self, run: RunEntry, wait: bool) -> None:
+        if run.task is not None and not run.done:
+            run.task.cancel()
+            if wait:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run.task
+
+    async def shutdown(self) -> None:
+        """Cancel the runs still executing (the server is stopping)."""
+        tasks = [r.task for r in self.entries.values() if r.task is not None and not r.done]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

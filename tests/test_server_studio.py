@@ -1,0 +1,275 @@
+"""The Studio API in process (httpx's ASGI transport), on every store backend.
+
+What a LangGraph API client sees: assistants with their graph and schemas,
+threads, streamed and awaited runs recorded on the tape, interrupts and
+resumes, state updates that fork, cancel; and every bad request answered with
+a JSON body and a 4xx status that says what to fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+import httpx
+
+from graphtape.server.studio import create_app
+from graphtape.server.studio.assistants import assistant_id_for
+from tests.studio_graphs import studio_graphs
+
+
+def parse_sse(text: str) -> list[tuple[str, object]]:
+    """(event, data) of each SSE message of a response body."""
+    parts = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        parts.append((fields["event"], json.loads(fields["data"])))
+    return parts
+
+
+@pytest.fixture
+async def client(tape):
+    app = create_app(tape, studio_graphs(), max_body_bytes=64 * 1024)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
+            yield c
+
+
+async def new_thread(client) -> str:
+    r = await client.post("/threads", json={})
+    assert r.status_code == 200, r.text
+    return r.json()["thread_id"]
+
+
+def assert_error(r: httpx.Response, status: int, *words: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert body["status"] == status and body["detail"] == body["error"]
+    assert "Traceback" not in body["error"]
+    for word in words:
+        assert word in body["error"], body["error"]
+
+
+async def test_ok_info_openapi_and_docs_without_a_cdn(client):
+    assert (await client.get("/ok")).json() == {"ok": True}
+    info = (await client.get("/info")).json()
+    assert info["graphtape"]["graphs"] == ["agent", "doc", "slow"]
+    doc = (await client.get("/openapi.json")).json()
+    assert "/threads/{thread_id}/runs/stream" in doc["paths"]
+    assert "RunCreate" in doc["components"]["schemas"]
+    page = (await client.get("/docs")).text
+    assert "openapi.json" in page and "http" not in page.split("<script>")[1]
+
+
+async def test_assistants_one_per_graph_with_graph_and_schemas(client):
+    found = (await client.post("/assistants/search", json={})).json()
+    assert {a["graph_id"]: a["assistant_id"] for a in found} == {
+        n: assistant_id_for(n) for n in ("doc", "agent", "slow")
+    }
+    assert assistant_id_for("doc") == assistant_id_for("doc") != assistant_id_for("agent")
+    assert (await client.post("/assistants/search", json={"graph_id": "doc"})).json()[0]["graph_id"] == "doc"
+    by_id = (await client.get(f"/assistants/{assistant_id_for('agent')}")).json()
+    assert by_id == (await client.get("/assistants/agent")).json()
+    graph = (await client.get("/assistants/agent/graph")).json()
+    assert {n["id"] for n in graph["nodes"]} >= {"__start__", "agent", "tools", "__end__"}
+    assert any(e["source"] == "agent" and e.get("conditional") for e in graph["edges"])
+    schemas = (await client.get("/assistants/doc/schemas")).json()
+    assert schemas["graph_id"] == "doc"
+    assert set(schemas["state_schema"]["properties"]) == {"topic", "draft", "approved", "final"}
+    assert set(schemas["input_schema"]["properties"]) == {"topic", "draft", "approved", "final"}
+    assert schemas["config_schema"]["type"] == "object"
+
+
+async def test_stream_a_run_values_and_updates_recorded_on_the_tape(client, tape):
+    tid = await new_thread(client)
+    body = {
+        "assistant_id": "agent",
+        "input": {"messages": [{"role": "user", "content": "hi"}]},
+        "stream_mode": ["values", "updates"],
+    }
+    r = await client.post(f"/threads/{tid}/runs/stream", json=body)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    parts = parse_sse(r.text)
+    assert parts[0][0] == "metadata"
+    run_id = parts[0][1]["run_id"]
+    events = [e for e, _ in parts[1:]]
+    assert set(events) == {"values", "updates"}
+    updates = [d for e, d in parts if e == "updates"]
+    assert [next(iter(u)) for u in updates] == ["agent", "tools", "agent"]
+    last_values = [d for e, d in parts if e == "values"][-1]
+    assert [m["type"] for m in last_values["messages"]] == ["human", "ai", "tool", "ai"]
+    (recorded,) = tape.runs(thread_id=tid)
+    assert recorded.run_id == run_id and recorded.status == "finished" and recorded.llm_calls == 2
+    run = (await client.get(f"/threads/{tid}/runs/{run_id}")).json()
+    assert run["status"] == "success" and run["metadata"]["graphtape_run_id"] == run_id
+    state = (await client.get(f"/threads/{tid}/state")).json()
+    assert state["next"] == [] and state["values"] == last_values
+    thread = (await client.get(f"/threads/{tid}")).json()
+    assert thread["status"] == "idle" and thread["metadata"]["graph_id"] == "agent"
+
+
+async def test_interrupt_then_resume_with_a_command(client, tape):
+    tid = await new_thread(client)
+    r = await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "x"}})
+    out = r.json()
+    (pending,) = out["__interrupt__"]
+    assert pending["value"]["question"] == "publish?" and pending["id"]
+    thread = (await client.get(f"/threads/{tid}")).json()
+    assert thread["status"] == "interrupted"
+    state = (await client.get(f"/threads/{tid}/state")).json()
+    assert state["next"] == ["approve"]
+    assert state["tasks"][0]["interrupts"][0]["id"] == pending["id"]
+    r = await client.post(
+        f"/threads/{tid}/runs/stream",
+        json={"assistant_id": "doc", "command": {"resume": "yes"}, "stream_mode": "updates"},
+    )
+    updates = [d for e, d in parse_sse(r.text) if e == "updates"]
+    assert updates == [{"approve": {"approved": "yes"}}, {"publish": {"final": f"{out['draft']} / yes"}}]
+    assert (await client.get(f"/threads/{tid}")).json()["status"] == "idle"
+    statuses = [run.status for run in tape.runs(thread_id=tid)]
+    assert statuses == ["finished", "interrupted"]
+
+
+async def test_interrupt_before_per_run_and_continue_with_no_input(client):
+    tid = await new_thread(client)
+    body = {"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    await client.post(f"/threads/{tid}/runs/wait", json={**body, "interrupt_before": ["tools"]})
+    state = (await client.get(f"/threads/{tid}/state")).json()
+    assert state["next"] == ["tools"]
+    assert (await client.get(f"/threads/{tid}")).json()["status"] == "interrupted"
+    out = (await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "agent", "input": None})).json()
+    assert [m["type"] for m in out["messages"]] == ["human", "ai", "tool", "ai"]
+
+
+async def test_update_state_forks_and_a_run_continues_from_the_fork(client, tape):
+    tid = await new_thread(client)
+    await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "x"}})
+    history = (await client.post(f"/threads/{tid}/history", json={"limit": 10})).json()
+    assert history[0]["next"] == ["approve"]
+    after_draft = history[0]["checkpoint"]["checkpoint_id"]
+    at = (await client.get(f"/threads/{tid}/state/{after_draft}")).json()
+    assert at["checkpoint"]["checkpoint_id"] == after_draft
+    r = await client.post(
+        f"/threads/{tid}/state",
+        json={"values": {"draft": "edited"}, "as_node": "draft", "checkpoint_id": after_draft},
+    )
+    assert r.status_code == 200, r.text
+    fork = r.json()["checkpoint"]["checkpoint_id"]
+    assert fork != after_draft
+    state = (await client.get(f"/threads/{tid}/state")).json()
+    assert state["values"]["draft"] == "edited" and state["next"] == ["approve"]
+    assert state["parent_checkpoint"]["checkpoint_id"] == after_draft
+    await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": None})
+    out = (
+        await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "command": {"resume": "ok"}})
+    ).json()
+    assert out["final"] == "edited / ok"
+    history = (await client.get(f"/threads/{tid}/history", params={"limit": 50})).json()
+    assert after_draft in {h["checkpoint"]["checkpoint_id"] for h in history}
+    assert len(tape.runs(thread_id=tid)) == 3
+
+
+async def test_background_run_join_list_and_cancel(client, tape):
+    tid = await new_thread(client)
+    r = await client.post(f"/threads/{tid}/runs", json={"assistant_id": "doc", "input": {"topic": "y"}})
+    run = r.json()
+    assert run["status"] in ("pending", "running") and r.headers["content-location"].endswith(run["run_id"])
+    joined = (await client.get(f"/threads/{tid}/runs/{run['run_id']}/join")).json()
+    assert joined["__interrupt__"]
+    listed = (await client.get(f"/threads/{tid}/runs")).json()
+    assert [x["run_id"] for x in listed] == [run["run_id"]]
+    stream = parse_sse((await client.get(f"/threads/{tid}/runs/{run['run_id']}/stream")).text)
+    assert stream[0] == ("metadata", {"run_id": run["run_id"], "attempt": 1})
+
+    slow = await new_thread(client)
+    r = await client.post(f"/threads/{slow}/runs", json={"assistant_id": "slow", "input": {"seconds": 30}})
+    slow_run = r.json()["run_id"]
+    busy = await client.post(f"/threads/{slow}/runs", json={"assistant_id": "slow", "input": {"seconds": 1}})
+    assert_error(busy, 409, slow_run, "cancel")
+    for _ in range(500):  # until the run is on the tape: cancelled while its node runs
+        if tape.runs(thread_id=slow):
+            break
+        await asyncio.sleep(0.01)
+    r = await client.post(f"/threads/{slow}/runs/{slow_run}/cancel", params={"wait": True})
+    assert r.status_code == 204
+    assert (await client.get(f"/threads/{slow}/runs/{slow_run}")).json()["status"] == "interrupted"
+    (recorded,) = tape.runs(thread_id=slow)
+    assert recorded.run_id == slow_run and recorded.status == "interrupted"
+
+
+async def test_threads_create_get_search_delete(client):
+    tid = str(uuid.uuid4())
+    r = await client.post("/threads", json={"thread_id": tid, "metadata": {"team": "a"}})
+    assert r.json()["thread_id"] == tid and r.json()["metadata"] == {"team": "a"}
+    assert_error(await client.post("/threads", json={"thread_id": tid}), 409, "if_exists")
+    assert (await client.post("/threads", json={"thread_id": tid, "if_exists": "do_nothing"})).status_code == 200
+    other = await new_thread(client)
+    found = (await client.post("/threads/search", json={"metadata": {"team": "a"}})).json()
+    assert [t["thread_id"] for t in found] == [tid]
+    ids = {t["thread_id"] for t in (await client.post("/threads/search", json={})).json()}
+    assert {tid, other} <= ids
+    assert (await client.delete(f"/threads/{tid}")).status_code == 204
+    assert_error(await client.get(f"/threads/{tid}"), 404, tid)
+
+
+async def test_threads_recorded_from_python_are_found(client, tape):
+    from tests.studio_graphs import build_doc
+
+    tape.record(build_doc(), name="doc").invoke({"topic": "z"}, {"configurable": {"thread_id": "py-thread"}})
+    thread = (await client.get("/threads/py-thread")).json()
+    assert thread["status"] == "idle" and thread["metadata"]["graph_id"] == "doc"
+    state = (await client.get("/threads/py-thread/state")).json()
+    assert state["next"] == ["approve"]
+
+
+async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
+    tid = await new_thread(client)
+    runs = f"/threads/{tid}/runs/wait"
+    headers = {"content-type": "application/json"}
+    assert_error(await client.post(runs, content=b"{not json", headers=headers), 400, "not valid JSON")
+    assert_error(await client.post(runs, json={"input": {}}), 422, "assistant_id")
+    assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": "nope"}), 422, "stream_mode")
+    assert_error(await client.post(runs, json={"assistant_id": "nope"}), 404, "nope", "doc")
+    assert_error(await client.post("/threads/missing/runs/wait", json={"assistant_id": "doc"}), 404, "if_not_exists")
+    assert_error(await client.get(f"/threads/{tid}/runs/missing"), 404, "missing")
+    assert_error(await client.get("/assistants/nope/schemas"), 404, "graph names")
+    assert_error(await client.get("/nowhere"), 404, "/docs")
+    assert_error(await client.put("/threads/search", json={}), 405, "PUT")
+    assert_error(await client.post("/threads/search", json={"limit": -1}), 422, "limit")
+    assert_error(await client.get(f"/threads/{tid}/history", params={"limit": 0}), 422, "limit")
+    assert_error(await client.post(runs, content=b"x" * (65 * 1024), headers=headers), 413, "larger than")
+    await client.post(runs, json={"assistant_id": "doc", "input": {"topic": "t"}})
+    assert_error(await client.post(f"/threads/{tid}/state", json={"values": {}, "as_node": "nope"}), 400, "draft")
+    assert_error(await client.get(f"/threads/{tid}/state/{uuid.uuid4()}"), 404, "history")
+    assert_error(await client.post(runs, json={"assistant_id": "agent"}), 409, "doc")
+    # a thread made on the fly
+    r = await client.post(
+        "/threads/fresh/runs/wait", json={"assistant_id": "doc", "input": {"topic": "f"}, "if_not_exists": "create"}
+    )
+    assert r.status_code == 200 and "__interrupt__" in r.json()
+
+
+async def test_a_token_is_required_when_given(tape):
+    app = create_app(tape, studio_graphs(), token="s3cret")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+        assert (await c.get("/ok")).status_code == 200
+        assert_error(await c.get("/info"), 401, "token")
+        assert_error(await c.get("/info", headers={"Authorization": "Bearer wrong"}), 401)
+        assert (await c.get("/info", headers={"Authorization": "Bearer s3cret"})).status_code == 200
+        assert (await c.get("/info", headers={"x-api-key": "s3cret"})).status_code == 200
+        assert "access-control-allow-origin" not in (await c.get("/ok", headers={"Origin": "http://x"})).headers
+
+
+async def test_cors_only_for_the_given_origins(tape):
+    app = create_app(tape, studio_graphs(), cors_origins=["http://ui.local"])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+        allowed = await c.get("/ok", headers={"Origin": "http://ui.local"})
+        assert allowed.headers["access-control-allow-origin"] == "http://ui.local"
+        assert "access-control-allow-origin" not in (await c.get("/ok", headers={"Origin": "http://evil"})).headers
