@@ -46,9 +46,11 @@ import dataclasses
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
     from graphtape.store.base import EventRow
 
 __all__ = [

@@ -232,7 +232,7 @@ class RecordedGraph:
     ) -> None:
         if session.divergence is not None:
             status, error = "diverged", session.divergence
-        elif _stopped_from_outside(error):
+        elif error is not None and _stopped_from_outside(error):
             # Ctrl-C, a cancelled task, quitting the debugger: the run did not fail, it was stopped
             # where it was. ``graphtape recover`` continues a recorded one (runtime/recovery.py).
             session.meta["stopped_by"] = type(error).__name__

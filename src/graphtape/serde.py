@@ -88,7 +88,7 @@ def _fallback(obj: Any) -> Any:
 def redact(obj: Any, extra: frozenset[str] = frozenset()) -> Any:
     """A copy of ``obj`` with secret-looking keys replaced by a marker."""
     if isinstance(obj, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in obj.items():
             ks = str(k)
             if SECRET_KEY_PATTERN.search(ks) or ks in extra:
@@ -259,7 +259,7 @@ def decode_value(env: dict[str, Any], get: Get | None = None, policy: typepolicy
     """
     policy = policy or typepolicy.DEFAULT
     t = env.get("t")
-    v = env.get("v")
+    v: Any = env.get("v")  # its shape depends on ``t``
     if t == "json":
         return v
     if t == "msg":

@@ -123,7 +123,8 @@ def display_value(env: Any) -> Any:
     """A recorded value envelope as something printable, without importing user classes."""
     if not isinstance(env, dict) or "t" not in env:
         return env
-    t, v = env.get("t"), env.get("v")
+    t = env.get("t")
+    v: Any = env.get("v")  # its shape depends on ``t``
     try:
         if t in _SAFE_ENVELOPES:
             return serde.decode_value(env)
@@ -498,9 +499,9 @@ def run_tree(run: RunRecord, rows: list[EventRow], payload: Callable[[str], Any]
             else:
                 steps.setdefault(int(ev.step or 0), []).append((seq, "task", t))
         elif isinstance(ev, (events.TaskFinished, events.TaskFailed, events.TaskInterrupted)):
-            t = open_by_ns.pop(ev.task or "", None)
-            if t is not None:
-                t.end = ev
+            ended = open_by_ns.pop(ev.task or "", None)
+            if ended is not None:
+                ended.end = ev
         elif isinstance(ev, events.CallEvent):
             ns = ev.task or ""
             owner = attach_to_task(ns) if ns != "(root)" else None

@@ -160,7 +160,7 @@ class _Placer:
             elif e.checkpoint_id in via:
                 continue
             elif e.parent_id in self.listed:
-                self.after.setdefault(e.parent_id, []).append(e)  # type: ignore[arg-type]
+                self.after.setdefault(e.parent_id, []).append(e)
             else:
                 self.loose.append(e)
         self.at_checkpoint: dict[str, list[Branch]] = {}

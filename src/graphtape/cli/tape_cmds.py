@@ -390,7 +390,7 @@ def replay_cmd(
 
 def _size(path: Path) -> str:
     try:
-        n = path.stat().st_size
+        n: float = path.stat().st_size
     except OSError:
         return "?"
     for unit in ("B", "kB", "MB", "GB"):

@@ -221,8 +221,9 @@ def _write_junit(path: Path, outcomes: list[Any], base: Path) -> None:
             ET.SubElement(case, "failure", {"message": o.message, "type": "Divergence"}).text = o.diff or o.message
         elif o.status == "errored":
             ET.SubElement(case, "error", {"message": o.message, "type": "ReplayError"}).text = o.message
-    tree = ET.ElementTree(ET.Element("testsuites"))
-    tree.getroot().append(suite)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    tree = ET.ElementTree(root)
     ET.indent(tree)
     try:
         tree.write(path, encoding="utf-8", xml_declaration=True)

@@ -114,7 +114,9 @@ class Branch:
 def branch_run(run: RunRecord, labels: dict[str, tuple[int, float, events.Label]]) -> BranchRun:
     """A run as the tree shows it, with its latest label (``labels``: run id -> (seq, time, label))."""
     meta = run.meta or {}
-    detail = {k: meta[k] for k in ("replay_mode", "fork_of", "override_of", "invalidate_from", "edit") if k in meta}
+    detail: dict[str, Any] = {
+        k: meta[k] for k in ("replay_mode", "fork_of", "override_of", "invalidate_from", "edit") if k in meta
+    }
     br = BranchRun(
         run.run_id,
         run.thread_id,
@@ -238,13 +240,13 @@ def build_tree(
 
     for r in thread_runs:
         runs_info[r.run_id] = info = branch_run(r, labels)
-        first = first_root.get(r.run_id)
-        start = first[1] if first is not None else config_start(tape, r) if r.parent_run_id else None
+        first_row = first_root.get(r.run_id)
+        start = first_row[1] if first_row is not None else config_start(tape, r) if r.parent_run_id else None
         # checkpoints written outside runs (update_state, copies) between the start and a run's checkpoint
         via: list[str] = []
         s = start
-        while (row := row_of(s)) is not None and keys[row[4]][0] is None:
-            via.append(s)  # type: ignore[arg-type]
+        while s is not None and (row := row_of(s)) is not None and keys[row[4]][0] is None:
+            via.append(s)
             s = row[1]
         via.reverse()
         anchor_row = row_of(s)

@@ -462,7 +462,9 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
                 else:
                     lst.append(ev)
             elif ev_kind in events.CALL_EVENT_KINDS:
-                raw_calls.append((run_id, events.from_data(ev_kind, data), data))
+                call = events.from_data(ev_kind, data)
+                if isinstance(call, events.CallEvent):  # always, for a call kind
+                    raw_calls.append((run_id, call, data))
             elif ev_kind == LABEL_KIND:
                 prev = labels.get(run_id)
                 if prev is None or seq > prev[0]:
@@ -470,7 +472,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
             elif ev_kind == events.Checkpoint.KIND:
                 cp = events.Checkpoint.from_data(data)
                 ns = cp.ns or ""
-                if ns and not namespaces:
+                if (ns and not namespaces) or cp.checkpoint_id is None:  # (no id: a damaged event)
                     continue
                 cp_events.setdefault(
                     cp.checkpoint_id,
@@ -511,7 +513,7 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     else:
         unknown = (keys[k] for k in {r[4] for r in rows})
         task_runs = {run_id for run_id, _, writers in unknown if writers is None and run_id in listed}
-        task_runs |= continued  # type: ignore[arg-type]
+        task_runs |= continued
         for rid in event_runs:
             r = by_run.get(rid)
             if r is None:
@@ -531,12 +533,11 @@ def _build_history(tape: Tape, target: str, namespaces: bool) -> History:
     calls: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for run_id, call, d in raw_calls:
         info = _call_dict(listed_call(call.CALL_KIND, d))
-        levels = call_levels(
-            call.task or "",
-            call.step,
-            lambda t, run_id=run_id: task_step.get((run_id, t)),
-            depth=None if namespaces else 1,
-        )
+
+        def step_of(task: str, run_id: str = run_id) -> int | None:
+            return task_step.get((run_id, task))
+
+        levels = call_levels(call.task or "", call.step, step_of, depth=None if namespaces else 1)
         for ns, step in levels:
             calls.setdefault((run_id, ns, step), []).append(info)
 

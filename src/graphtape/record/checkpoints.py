@@ -11,7 +11,7 @@ the flush happens on LangGraph's background writer, off the hot path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from graphtape.record.context import RUN_META_KEY, session_for_run
 
 
-def note_interrupts(config: dict[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
+def note_interrupts(config: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
     """Tell the run that a task paused on ``interrupt()`` (its status then needs a state read)."""
     if any(channel == INTERRUPT for channel, _ in writes):
         rid = (config.get("metadata") or {}).get(RUN_META_KEY)
@@ -40,7 +40,7 @@ class TapSaver(BaseCheckpointSaver):
         return getattr(self.inner, name)
 
     @property
-    def config_specs(self) -> list:  # type: ignore[override]
+    def config_specs(self) -> list:
         return self.inner.config_specs
 
     def _tap(self, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
@@ -65,9 +65,8 @@ class TapSaver(BaseCheckpointSaver):
         return out
 
     def put_writes(self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        out = self.inner.put_writes(config, writes, task_id, task_path)
+        self.inner.put_writes(config, writes, task_id, task_path)
         note_interrupts(config, writes)
-        return out
 
     def delete_thread(self, thread_id: str) -> None:
         return self.inner.delete_thread(thread_id)

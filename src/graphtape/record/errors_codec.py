@@ -40,10 +40,13 @@ import json
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphtape import serde, typepolicy
 from graphtape.errors import GraphtapeWarning
+
+if TYPE_CHECKING:
+    from pydantic_core import ValidationError
 
 #: The HTTP libraries whose requests and responses are recorded (and rebuilt only if already imported).
 _HTTP_LIBS = ("httpx", "httpx2")
@@ -227,7 +230,7 @@ def rebuild_error(info: dict[str, Any], policy: typepolicy.TypePolicy | None = N
     if not isinstance(detail, dict):
         detail = {}
     cls = policy.resolve(name, "error") if isinstance(name, str) else None
-    if cls is None:
+    if cls is None or not issubclass(cls, BaseException):  # the policy resolves only exception classes as "error"
         warnings.warn(
             f"the tape names error class {name}, which is not an allowed class: it is replayed as "
             "graphtape's RecordedError; if it is yours, pass it to graphtape.register_types",
@@ -237,6 +240,10 @@ def rebuild_error(info: dict[str, Any], policy: typepolicy.TypePolicy | None = N
         return RecordedError(f"{name}: {message}")
     try:
         if "validation" in detail:
+            from pydantic_core import ValidationError
+
+            if not issubclass(cls, ValidationError):
+                return RecordedError(f"{name}: {message}")
             return _rebuild_validation(cls, detail["validation"], message, policy)
         return _rebuild(cls, detail, message, policy)
     except Exception:
@@ -249,7 +256,7 @@ def _decode(env: Any, policy: typepolicy.TypePolicy) -> Any:
     t = env.get("t")
     if t == "gt.error":
         return rebuild_error(env.get("v") or {}, policy)
-    lib = env.get("lib") if env.get("lib") in _HTTP_LIBS else "httpx"
+    lib: str = env["lib"] if env.get("lib") in _HTTP_LIBS else "httpx"
     httpx = sys.modules.get(lib) if t in ("gt.http_request", "gt.http_response") else None
     if t == "gt.http_request":
         if httpx is None:
@@ -264,7 +271,9 @@ def _decode(env: Any, policy: typepolicy.TypePolicy) -> Any:
     return serde.decode_value(env, policy=policy)
 
 
-def _rebuild(cls: type, detail: dict[str, Any], message: str, policy: typepolicy.TypePolicy) -> BaseException:
+def _rebuild(
+    cls: type[BaseException], detail: dict[str, Any], message: str, policy: typepolicy.TypePolicy
+) -> BaseException:
     args = tuple(_decode(a, policy) for a in detail["args"]) if isinstance(detail.get("args"), list) else (message,)
     attrs = {k: _decode(v, policy) for k, v in (detail.get("attrs") or {}).items()}
     try:
@@ -287,10 +296,14 @@ def _restore(error: BaseException, attrs: dict[str, Any]) -> None:
         target.update(attrs)
 
 
-def _rebuild_validation(cls: type, data: dict[str, Any], message: str, policy: typepolicy.TypePolicy) -> BaseException:
+def _rebuild_validation(
+    cls: type[ValidationError], data: dict[str, Any], message: str, policy: typepolicy.TypePolicy
+) -> BaseException:
     from pydantic_core import PydanticCustomError
 
-    lines = []
+    # pydantic-core's InitErrorDetails, except that ``input`` is left out when the tape has none: pydantic-core
+    # accepts that, its TypedDict (which requires the key) does not
+    lines: list[Any] = []
     custom = []
     for line in data.get("errors") or []:
         item: dict[str, Any] = {"type": line["type"], "loc": tuple(line.get("loc") or ())}
@@ -301,7 +314,8 @@ def _rebuild_validation(cls: type, data: dict[str, Any], message: str, policy: t
         lines.append(item)
         custom.append(PydanticCustomError(line["type"], line.get("msg", "")))
     title = str(data.get("title", ""))
-    for attempt in (lines, [{**item, "type": c} for item, c in zip(lines, custom)]):
+    with_custom: list[Any] = [{**item, "type": c} for item, c in zip(lines, custom)]
+    for attempt in (lines, with_custom):
         for hide in (False, True):
             try:
                 made = cls.from_exception_data(title, attempt, hide_input=hide)
@@ -309,4 +323,4 @@ def _rebuild_validation(cls: type, data: dict[str, Any], message: str, policy: t
                 continue
             if _str(made) == message:
                 return made
-    return cls.from_exception_data(title, [{**item, "type": c} for item, c in zip(lines, custom)])
+    return cls.from_exception_data(title, with_custom)

@@ -84,7 +84,7 @@ class CallKind:
         """Answer ``call``, calling ``live()`` when the tape does not (sync adapter)."""
         done, value = self.answered(session, call)
         if done:
-            return value  # type: ignore[no-any-return]
+            return value
         try:
             result = live()
         except BaseException as exc:
@@ -97,7 +97,7 @@ class CallKind:
         """:meth:`run` for a coroutine (async adapter)."""
         done, value = self.answered(session, call)
         if done:
-            return value  # type: ignore[no-any-return]
+            return value
         try:
             result = await live()
         except BaseException as exc:

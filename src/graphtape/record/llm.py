@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from graphtape import serde
@@ -220,7 +221,7 @@ def to_chunk(msg: BaseMessage) -> AIMessageChunk:
     if isinstance(msg, AIMessageChunk):
         return msg
     tool_chunks = [
-        {"name": tc["name"], "args": json.dumps(tc["args"]), "id": tc.get("id"), "index": i, "type": "tool_call_chunk"}
+        tool_call_chunk(name=tc["name"], args=json.dumps(tc["args"]), id=tc.get("id"), index=i)
         for i, tc in enumerate(getattr(msg, "tool_calls", None) or [])
     ]
     return AIMessageChunk(
@@ -358,30 +359,28 @@ def _batch_wrapper(name: str) -> Any:
         return _slotted(inputs, config) if inputs and current_session(meta) is not None else config
 
     def make(orig: Any) -> Any:
+        wrapper: Callable[..., Any]
         if name == "abatch":
 
-            async def wrapper(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
+            async def abatch(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
                 return await orig(self, inputs, configs(inputs, config), **kwargs)
+
+            wrapper = abatch
         elif name == "abatch_as_completed":
 
-            async def wrapper(
-                self: BaseChatModel,
-                inputs: Any,
-                config: Any = None,  # type: ignore[misc]
-                **kwargs: Any,
-            ) -> Any:
+            async def abatch_as_completed(
+                self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any
+            ) -> AsyncIterator[Any]:
                 async for item in orig(self, inputs, configs(inputs, config), **kwargs):
                     yield item
+
+            wrapper = abatch_as_completed
         else:
 
-            def wrapper(
-                self: BaseChatModel,
-                inputs: Any,
-                config: Any = None,  # type: ignore[misc]
-                **kwargs: Any,
-            ) -> Any:
+            def batch(self: BaseChatModel, inputs: Any, config: Any = None, **kwargs: Any) -> Any:
                 return orig(self, inputs, configs(inputs, config), **kwargs)
 
+            wrapper = batch
         wrapper.__name__ = wrapper.__qualname__ = name
         wrapper.__doc__ = orig.__doc__
         return wrapper

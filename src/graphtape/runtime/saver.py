@@ -25,8 +25,8 @@ import json
 import random
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -64,7 +64,7 @@ def _json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         return serde.to_jsonable(metadata)
 
 
-def _redacted_metadata(config: RunnableConfig, metadata: dict[str, Any]) -> dict[str, Any]:
+def _redacted_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """Checkpoint metadata with the values of secret-looking keys replaced by ``serde.REDACTED``.
 
     LangGraph's ``get_checkpoint_metadata`` copies every string and number of
@@ -195,14 +195,14 @@ class GraphtapeSaver(BaseCheckpointSaver):
             rows = self.store.get_writes(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
             blobs = self.store.get_blobs(w.value for w in rows)
             pending = [(w.task_id, w.channel, self.serde.loads_typed(_untyped(blobs[w.value]))) for w in rows]
-        own = {
+        own: RunnableConfig = {
             "configurable": {
                 "thread_id": row.thread_id,
                 "checkpoint_ns": row.checkpoint_ns,
                 "checkpoint_id": row.checkpoint_id,
             }
         }
-        parent = (
+        parent: RunnableConfig | None = (
             {
                 "configurable": {
                     "thread_id": row.thread_id,
@@ -216,7 +216,8 @@ class GraphtapeSaver(BaseCheckpointSaver):
         return CheckpointTuple(
             config=config or own,
             checkpoint=checkpoint,
-            metadata=row.metadata,
+            # the metadata LangGraph put, as stored
+            metadata=cast("CheckpointMetadata", row.metadata),
             parent_config=parent,
             pending_writes=pending,
         )

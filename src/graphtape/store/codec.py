@@ -49,6 +49,6 @@ def unpack_event(blob: bytes | str) -> dict[str, Any]:
     return json.loads(blob)
 
 
-def dump_meta(meta: dict[str, Any]) -> str:
-    """A run's ``meta`` (or a checkpoint's metadata) as the JSON text a store keeps."""
+def dump_meta(meta: dict[str, Any] | list[Any]) -> str:
+    """A run's ``meta`` (or a checkpoint's metadata, or a record's header fields) as the JSON text a store keeps."""
     return json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)

@@ -280,11 +280,17 @@ class PostgresTapeStore(SqlTapeStore):
             if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is None:
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
             conn.execute("SELECT set_config('search_path', %s, true)", (self._search_path,))
-            table = conn.execute("SELECT to_regclass(format('%%I.gt_schema', %s::text))", (self.schema,)).fetchone()
-            if table[0] is None:
+            # one row, NULL when the table is missing
+            (table,) = conn.execute(
+                "SELECT to_regclass(format('%%I.gt_schema', %s::text))", (self.schema,)
+            ).fetchone() or (None,)
+            if table is None:
                 conn.execute("CREATE TABLE gt_schema (version integer NOT NULL)")
                 conn.execute("INSERT INTO gt_schema(version) VALUES (0)")
-            version = conn.execute("SELECT version FROM gt_schema").fetchone()[0]
+            row = conn.execute("SELECT version FROM gt_schema").fetchone()
+            if row is None:
+                raise StoreError(f"{self.url}: the table gt_schema has no row; it is not a graphtape store")
+            version = row[0]
             if version > len(MIGRATIONS):
                 raise SchemaTooNew(
                     f"{self.url} has tape schema v{version} but this graphtape knows v{len(MIGRATIONS)}; "

@@ -49,7 +49,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 try:  # inside graphtape.store, ``import redis`` is still the top-level redis-py package
     import redis as redis_client
@@ -86,6 +86,7 @@ from graphtape.store.redis_layout import (
     Keys,
     Ops,
     add_batch,
+    as_bytes,
     as_str,
     decode_chain_node,
     decode_checkpoint,
@@ -138,7 +139,7 @@ _RUN_NOT_NULL = frozenset(
 )
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -430,9 +431,11 @@ class RedisTapeStore(TapeStore):
         while True:
             with self._errors():
                 if newest_first:
-                    page = self._redis.zrevrange(index, offset, offset + page_size - 1, withscores=True)
+                    reply = self._redis.zrevrange(index, offset, offset + page_size - 1, withscores=True)
                 else:
-                    page = self._redis.zrange(index, offset, offset + page_size - 1, withscores=True)
+                    reply = self._redis.zrange(index, offset, offset + page_size - 1, withscores=True)
+            # withscores=True: (member, score) pairs; redis-py's return type covers every option
+            page = cast("list[tuple[bytes, float]]", reply)
             if not page:
                 break
             offset += len(page)
@@ -468,11 +471,11 @@ class RedisTapeStore(TapeStore):
             wanted = {json.dumps(k).encode("utf-8") for k in kinds}
             rows = []
             for seq, value in stored.items():
-                ts, kind, data = value.split(b"\x00", 2)
+                ts, kind, data = as_bytes(value).split(b"\x00", 2)
                 if kind in wanted:
                     rows.append(EventRow(run_id, int(seq), json.loads(kind), float(ts), unpack_event(data)))
         else:
-            rows = [decode_event(run_id, seq, value) for seq, value in stored.items()]
+            rows = [decode_event(run_id, as_bytes(seq), as_bytes(value)) for seq, value in stored.items()]
         rows.sort(key=lambda e: e.seq)
         return rows
 
@@ -485,7 +488,7 @@ class RedisTapeStore(TapeStore):
                 values = self._redis.mget([self.keys.blob(h) for h in chunk])
             for h, stored in zip(chunk, values):
                 if stored is not None:
-                    out[h] = decode_stored_blob(stored)
+                    out[h] = decode_stored_blob(as_bytes(stored))
         return out
 
     def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
@@ -497,7 +500,7 @@ class RedisTapeStore(TapeStore):
                 values = self._redis.hmget(self.keys.chains, chunk)
             for cid, stored in zip(chunk, values):
                 if stored is not None:
-                    out[cid] = decode_chain_node(stored)
+                    out[cid] = decode_chain_node(as_bytes(stored))
         return out
 
     def get_chain(self, head: str | None) -> list[str]:
@@ -529,7 +532,7 @@ class RedisTapeStore(TapeStore):
                 checkpoint_id, stored = as_str(reply[0]), reply[1]
         if stored is None:
             return None
-        return decode_checkpoint(thread_id, checkpoint_ns, checkpoint_id, stored)
+        return decode_checkpoint(thread_id, checkpoint_ns, checkpoint_id, as_bytes(stored))
 
     def _groups(self, thread_id: str | None, checkpoint_ns: str | None) -> list[tuple[str, str]]:
         if thread_id is not None and checkpoint_ns is not None:
@@ -541,9 +544,11 @@ class RedisTapeStore(TapeStore):
             groups = [g for g in groups if g[1] == checkpoint_ns]
         # SQLite breaks ties between equal ids by thread then namespace, descending.
         groups.sort(reverse=True)
-        return groups  # type: ignore[return-value]
+        return groups
 
-    def _ids_newest_first(self, group: str, before: str | None, page: int, first: list[bytes] | None) -> Iterator[str]:
+    def _ids_newest_first(
+        self, group: str, before: str | None, page: int, first: Sequence[bytes | str] | None
+    ) -> Iterator[str]:
         """Checkpoint ids of a group, newest first, paged by the last id seen (stable under deletes).
 
         ``first`` is the first page when the caller already fetched it (one
@@ -768,7 +773,8 @@ class RedisTapeStore(TapeStore):
         while True:
             with self._errors():
                 cursor, part = self._redis.hscan(k.chains, cursor, count=1000)
-            for cid, stored in part.items():
+            # a mapping (a list only with no_values=True)
+            for cid, stored in cast("dict[bytes, bytes]", part).items():
                 nodes[as_str(cid)] = decode_chain_node(stored)
             keep_lock()
             if cursor == 0:

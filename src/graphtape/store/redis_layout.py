@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -260,6 +261,12 @@ def as_str(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
+def as_bytes(value: bytes | str) -> bytes:
+    """A reply as bytes. The client is opened without ``decode_responses``, so replies are bytes;
+    redis-py's types also allow ``str`` (for clients that decode)."""
+    return value if isinstance(value, bytes) else value.encode("utf-8")
+
+
 def group_key(thread_id: str, checkpoint_ns: str) -> str:
     """The name of a (thread, namespace) group: JSON, so any thread id or namespace is unambiguous."""
     return json.dumps([thread_id, checkpoint_ns])
@@ -355,7 +362,7 @@ def _encode_run_field(name: str, value: Any) -> str:
     return dump_meta(value) if name == "meta" else json.dumps(value, default=str)
 
 
-def decode_run(fields: dict[bytes, bytes]) -> RunRecord:
+def decode_run(fields: Mapping[bytes | str, bytes | str]) -> RunRecord:
     values: dict[str, Any] = {}
     for name in _RUN_FIELDS:
         raw = fields.get(name.encode())

@@ -369,7 +369,7 @@ class SqliteTapeStore(SqlTapeStore):
                     )
                 if batch.writes:
                     for replace in (True, False):
-                        rows = [
+                        write_rows = [
                             (
                                 w.thread_id,
                                 w.checkpoint_ns,
@@ -383,12 +383,12 @@ class SqliteTapeStore(SqlTapeStore):
                             for w in batch.writes
                             if w.replace is replace
                         ]
-                        if rows:
+                        if write_rows:
                             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
                             cur.executemany(
                                 f"{verb} INTO gt_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, "
                                 "task_path, channel, value) VALUES (?,?,?,?,?,?,?,?)",
-                                rows,
+                                write_rows,
                             )
                 for run_id, fields in batch.run_updates:
                     bad = set(fields) - RUN_UPDATABLE

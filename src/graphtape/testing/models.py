@@ -23,6 +23,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -242,7 +243,11 @@ class SeededChatModel(BaseChatModel):
             response_metadata={"model_name": self.model_name, "finish_reason": "tool_calls" if calls else "stop"},
         )
         n_out = _chars(msg) // 4 + 1
-        msg.usage_metadata = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+        # langchain-core (Python 3.11+) takes NotRequired from typing; read as Python 3.10, the token-detail keys
+        # look required
+        msg.usage_metadata = UsageMetadata(  # type: ignore[typeddict-item]
+            input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out
+        )
         # Gamma: right-skewed like real latencies, mean exactly `latency`.
         delay = rng.gammavariate(4.0, self.latency / 4.0) if self.latency > 0 else 0.0
         return msg, delay
