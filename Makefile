@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench
+.PHONY: demo test lint bench
 
 $(BIN)/graphtape: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,6 +18,13 @@ demo: $(BIN)/graphtape
 
 test: $(BIN)/graphtape
 	$(BIN)/python -m pytest
+
+# lint, format and type check (configured in pyproject.toml); each fails on any finding
+LINTED := src tests benchmarks examples
+lint: $(BIN)/graphtape
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
 
 bench: $(BIN)/graphtape
 	$(BIN)/python -m pip install -q -e ".[test,bench]"
