@@ -138,7 +138,7 @@ def test_a_changed_effect_runs_live_only_when_allowed(tape):
 def test_the_cli_panel_names_tools_whose_code_changed(tape):
     from rich.console import Console
 
-    from graphtape.cli.render import replay_panel
+    from graphtape.cli.render_replay import replay_panel
 
     run_id = recorded(tape)
     with forbid():

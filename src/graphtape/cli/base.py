@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import graphtape
-from graphtape.cli import render
+from graphtape.cli import render_replay
 from graphtape.errors import GraphtapeError
 
 app = typer.Typer(
@@ -152,9 +152,9 @@ def print_replay_result(
         echo_json({**result.to_dict(), "unused_reasons": reasons or {}})
     else:
         console = stdout()
-        console.print(render.replay_panel(result, note, reasons))
+        console.print(render_replay.replay_panel(result, note, reasons))
         if result.divergence is not None:
-            console.print(render.divergence_view(result))
+            console.print(render_replay.divergence_view(result))
     if result.status in ("diverged", "failed"):
         raise typer.Exit(EXIT_BAD_RESULT)
 

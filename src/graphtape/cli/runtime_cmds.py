@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.text import Text
 
-from graphtape.cli import render
+from graphtape.cli import render, render_run
 from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
@@ -338,7 +338,7 @@ def recover_cmd(
                     echo_json(
                         [
                             {
-                                **render.run_to_json(o),
+                                **render_run.run_to_json(o),
                                 "graph_spec": specs[o.run_id],
                                 "lease_held": False,
                                 "needs_graph": specs[o.run_id] is None,
@@ -347,7 +347,7 @@ def recover_cmd(
                         ]
                         + [
                             {
-                                **render.run_to_json(h),
+                                **render_run.run_to_json(h),
                                 "lease_held": True,
                                 "lease_owner": owner,
                                 "lease_expires_in": round(max(0.0, expires - now), 1),

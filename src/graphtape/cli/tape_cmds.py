@@ -17,7 +17,7 @@ from rich.text import Text
 
 import graphtape
 from graphtape import events, serde
-from graphtape.cli import render
+from graphtape.cli import render, render_run
 from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
@@ -81,7 +81,7 @@ def runs_cmd(
             runs = [counted_calls(tape, r) for r in tape.runs(thread_id=thread, status=status, limit=limit or None)]
             url = tape.url
         if as_json:
-            echo_json([render.run_to_json(r) for r in runs])
+            echo_json([render_run.run_to_json(r) for r in runs])
             return
         console = stdout()
         if not runs:
@@ -90,7 +90,7 @@ def runs_cmd(
             )
             console.print(f"no runs{' with ' + filters if filters else ''} in {url}")
             return
-        console.print(render.runs_table(runs, console.width))
+        console.print(render_run.runs_table(runs, console.width))
 
 
 # ---------------------------------------------------------------------------
@@ -109,11 +109,11 @@ def show_cmd(
         record = counted_calls(tape, tape.run(run))
         rows = tape.events(record.run_id)
         if as_json:
-            echo_json(render.run_json(record, rows, tape.payload))
+            echo_json(render_run.run_json(record, rows, tape.payload))
             return
         console = stdout()
         width = max(40, console.width - 30)
-        console.print(render.run_tree(record, rows, tape.payload, width=width))
+        console.print(render_run.run_tree(record, rows, tape.payload, width=width))
 
 
 # ---------------------------------------------------------------------------
