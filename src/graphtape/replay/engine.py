@@ -30,10 +30,8 @@ the caller's loop.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from graphtape import clock, events, serde
@@ -42,12 +40,15 @@ from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
 from graphtape.replay.statecheck import StateCheck
+from graphtape.replay.steps import ASYNC_APIS, ReplayLoop, Step, adrive, drive, loop_running
 from graphtape.store.base import RunRecord
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 MODES = ("strict", "flight", "live")
+#: recorded call arguments the replay leaves out: they only print
+_NOT_REPLAYED = ("debug", "print_mode")
 
 
 @dataclasses.dataclass
@@ -162,44 +163,6 @@ def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
     return value
 
 
-ASYNC_APIS = ("ainvoke", "astream", "astream_events")
-#: recorded call arguments the replay leaves out: they only print
-_NOT_REPLAYED = ("debug", "print_mode")
-
-
-@dataclasses.dataclass
-class _Step:
-    """One recorded run to re-execute, the way it was called (API and arguments)."""
-
-    recorder: Any
-    api: str
-    value: Any
-    config: dict[str, Any]
-    kwargs: dict[str, Any]
-
-    @property
-    def is_async(self) -> bool:
-        return self.api in ASYNC_APIS
-
-    def run(self) -> Any:
-        rec = self.recorder
-        if self.api == "stream":
-            for _ in rec.stream(self.value, self.config, **self.kwargs):
-                pass
-            snap = rec.get_state(self.config)
-            return snap.values if snap is not None else None
-        return rec.invoke(self.value, self.config, **self.kwargs)
-
-    async def arun(self) -> Any:
-        rec = self.recorder
-        if self.api in ("astream", "astream_events"):
-            async for _ in getattr(rec, self.api)(self.value, self.config, **self.kwargs):
-                pass
-            snap = await rec.aget_state(self.config)
-            return snap.values if snap is not None else None
-        return await rec.ainvoke(self.value, self.config, **self.kwargs)
-
-
 def _plan(tape: Tape, run_id: str, from_checkpoint: str | None) -> tuple[RunRecord, list[RunRecord], int]:
     """The target run, its chain and the index of the first run to re-execute."""
     target = tape.run(run_id)
@@ -230,11 +193,11 @@ def _core(
     meta: dict[str, Any] | None,
     progress: Any,
     debugger: Any,
-) -> Generator[_Step, Any, ReplayResult]:
+) -> Generator[Step, Any, ReplayResult]:
     """The replay itself, as a generator: it yields each run to execute and is sent its output.
 
     The sync and async entry points (:func:`replay`, :func:`areplay`) only
-    differ in how they execute a :class:`_Step`; everything else (which runs,
+    differ in how they execute a :class:`Step`; everything else (which runs,
     with what input, how results are judged) lives here once.
     """
     matcher = Matcher.from_store(
@@ -290,7 +253,7 @@ def _core(
             debugger.thread_id = new_thread
         api = (original.meta or {}).get("api", "invoke")
         try:
-            output = yield _Step(
+            output = yield Step(
                 recorder, api if api in ("invoke", "stream", *ASYNC_APIS) else "invoke", value, config, kwargs
             )
         except Divergence as div:
@@ -338,7 +301,7 @@ def _core(
 
 def _start(
     tape: Tape, run_id: str, graph: Any, mode: str, edit: Any, from_checkpoint: str | None, **opts: Any
-) -> tuple[list[RunRecord], Generator[_Step, Any, ReplayResult]]:
+) -> tuple[list[RunRecord], Generator[Step, Any, ReplayResult]]:
     if mode not in MODES:
         raise ReplayError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
     if edit is not None and from_checkpoint is None:
@@ -398,16 +361,16 @@ def replay(
         progress=progress,
         debugger=debugger,
     )
-    if _uses_async(runs) and _loop_running():
+    if _uses_async(runs) and loop_running():
         core.close()
         raise ReplayError(
             "this run was recorded with an async API and an event loop is running in this thread "
             "(a notebook, a web handler, an async test): use `await tape.areplay(...)` "
             "(or afork/aoverride/ainvalidate_from)"
         )
-    loop = _ReplayLoop()
+    loop = ReplayLoop()
     try:
-        return _drive(core, lambda step: loop.run(step.arun()) if step.is_async else step.run())
+        return drive(core, lambda step: loop.run(step.arun()) if step.is_async else step.run())
     finally:
         loop.close()
 
@@ -451,87 +414,7 @@ async def areplay(
         progress=progress,
         debugger=None,
     )
-    return await _adrive(core)
-
-
-def _drive(core: Generator[_Step, Any, ReplayResult], execute: Callable[[_Step], Any]) -> ReplayResult:
-    """Run the replay's steps with ``execute`` until it returns its result."""
-    try:
-        step = next(core)
-    except StopIteration as stop:
-        return stop.value
-    while True:
-        try:
-            out = execute(step)
-        except Exception as exc:
-            advance = functools.partial(core.throw, exc)
-        else:
-            advance = functools.partial(core.send, out)
-        try:
-            step = advance()
-        except StopIteration as stop:
-            return stop.value
-
-
-async def _adrive(core: Generator[_Step, Any, ReplayResult]) -> ReplayResult:
-    """:func:`_drive` in the running loop: async runs awaited, sync runs in a worker thread."""
-    try:
-        step = next(core)
-    except StopIteration as stop:
-        return stop.value
-    while True:
-        try:
-            out = await step.arun() if step.is_async else await asyncio.to_thread(step.run)
-        except Exception as exc:
-            advance = functools.partial(core.throw, exc)
-        else:
-            advance = functools.partial(core.send, out)
-        try:
-            step = advance()
-        except StopIteration as stop:
-            return stop.value
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-class _ReplayLoop:
-    """The one event loop of a sync replay, created on first use and closed at its end.
-
-    ``asyncio.run`` per run closed the loop after each run of a thread, and an
-    async client the graph had created (``ChatOpenAI``'s HTTP pool, anything
-    holding an asyncio primitive) failed in the next run with "Event loop is
-    closed". Closing mirrors ``asyncio.run``: cancel leftovers, finish async
-    generators and the default executor.
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def run(self, coro: Any) -> Any:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(coro)
-
-    def close(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            loop.close()
+    return await adrive(core)
 
 
 def _checkpoint_segment(tape: Tape, chain: list[RunRecord], checkpoint_id: str) -> int:
