@@ -19,7 +19,7 @@ import sys
 import typer
 
 # isort: off
-from graphtape.cli import tape_cmds, runtime_cmds, history_cmds, inject_cmds, test_cmds  # noqa: F401
+from graphtape.cli import tape_cmds, runtime_cmds, history_cmds, inject_cmds, test_cmds, studio_cmds  # noqa: F401
 
 # isort: on
 from graphtape.cli.base import EXIT_BAD_RESULT, EXIT_ERROR, CliError, app, one_line

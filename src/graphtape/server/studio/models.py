@@ -24,6 +24,7 @@ __all__ = [
     "Run",
     "RunCreate",
     "ServerInfo",
+    "StateAtCheckpoint",
     "Thread",
     "ThreadCreate",
     "ThreadSearch",
@@ -137,6 +138,11 @@ class ThreadState(_Response):
     parent_checkpoint: Checkpoint | None
     tasks: list[dict[str, Any]]
     interrupts: list[dict[str, Any]] = []
+
+
+class StateAtCheckpoint(_Request):
+    checkpoint: dict[str, Any]
+    subgraphs: bool = False
 
 
 class ThreadStateUpdate(_Request):

@@ -10,6 +10,7 @@ from langgraph.errors import InvalidUpdateError
 from graphtape.server.studio.assistants import AssistantEntry
 from graphtape.server.studio.models import (
     HistoryRequest,
+    StateAtCheckpoint,
     Thread,
     ThreadCreate,
     ThreadSearch,
@@ -100,6 +101,14 @@ async def get_state(request: Request, thread_id: str, subgraphs: bool = False) -
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}", response_model=ThreadState)
 async def get_state_at(request: Request, thread_id: str, checkpoint_id: str, subgraphs: bool = False) -> dict[str, Any]:
+    return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint", response_model=ThreadState)
+async def post_state_at(request: Request, thread_id: str, body: StateAtCheckpoint) -> dict[str, Any]:
+    checkpoint_id = body.checkpoint.get("checkpoint_id")
+    if not isinstance(checkpoint_id, str) or not checkpoint_id:
+        raise BadRequest("checkpoint.checkpoint_id is required (a checkpoint id from /history)")
     return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id)
 
 

@@ -1,0 +1,163 @@
+"""The Studio API served by uvicorn on 127.0.0.1 and driven by the real ``langgraph-sdk`` client (sync and async).
+
+The SDK is the client people already use against LangGraph's server; these
+tests run its common calls end to end against ``create_app`` on a SQLite
+tape: assistants and schemas, threads, streamed runs, interrupts and resumes,
+history, forks through a state update, background runs with join and cancel,
+and typed 4xx errors.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+langgraph_sdk = pytest.importorskip("langgraph_sdk")
+
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError  # noqa: E402
+
+import graphtape  # noqa: E402
+from graphtape.server.studio import create_app  # noqa: E402
+from graphtape.server.studio.assistants import assistant_id_for  # noqa: E402
+from tests.studio_graphs import studio_graphs  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def studio_tape(tmp_path):
+    tape = graphtape.connect(f"sqlite:///{tmp_path}/studio.db")
+    yield tape
+    tape.close()
+
+
+@pytest.fixture
+def studio_url(studio_tape, monkeypatch):
+    """The Studio on a free port of 127.0.0.1, stopped (its runs cancelled) after the test."""
+    for var in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    port = free_port()
+    app = create_app(studio_tape, studio_graphs())
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="studio-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=20)
+    assert not thread.is_alive()
+
+
+async def test_async_client_stream_interrupt_resume_history_fork(studio_url, studio_tape):
+    async with langgraph_sdk.get_client(url=studio_url) as client:
+        await drive_async(client, studio_tape)
+
+
+async def drive_async(client, studio_tape) -> None:
+    assistants = await client.assistants.search()
+    assert {a["graph_id"] for a in assistants} == {"doc", "agent", "slow"}
+    doc = await client.assistants.get(assistant_id_for("doc"))
+    assert doc["graph_id"] == "doc"
+    graph = await client.assistants.get_graph(assistant_id_for("agent"))
+    assert any(e["source"] == "agent" and e.get("conditional") for e in graph["edges"])
+    schemas = await client.assistants.get_schemas(assistant_id_for("doc"))
+    assert "draft" in schemas["state_schema"]["properties"]
+
+    # stream values and updates of the tool-calling agent
+    thread = await client.threads.create(metadata={"who": "sdk"})
+    tid = thread["thread_id"]
+    parts = [
+        p
+        async for p in client.runs.stream(
+            tid, "agent", input={"messages": [{"role": "user", "content": "hi"}]}, stream_mode=["values", "updates"]
+        )
+    ]
+    assert parts[0].event == "metadata"
+    run_id = parts[0].data["run_id"]
+    updates = [p.data for p in parts if p.event == "updates"]
+    assert [next(iter(u)) for u in updates] == ["agent", "tools", "agent"]
+    assert updates[0]["agent"]["messages"][0]["type"] == "ai"
+    assert [m["type"] for m in [p.data for p in parts if p.event == "values"][-1]["messages"]] == [
+        "human",
+        "ai",
+        "tool",
+        "ai",
+    ]
+    assert [r.run_id for r in studio_tape.runs(thread_id=tid)] == [run_id]
+    assert (await client.runs.get(tid, run_id))["status"] == "success"
+
+    # an interrupt, the state it leaves, a resume with a command
+    t2 = (await client.threads.create())["thread_id"]
+    out = await client.runs.wait(t2, "doc", input={"topic": "sdk"})
+    assert out["__interrupt__"][0]["value"]["question"] == "publish?"
+    state = await client.threads.get_state(t2)
+    assert state["next"] == ["approve"]
+    assert (await client.threads.get(t2))["status"] == "interrupted"
+    after_draft = state["checkpoint"]
+    resumed = await client.runs.wait(t2, "doc", command={"resume": "yes"})
+    assert resumed["final"] == f"{out['draft']} / yes"
+
+    # history, the state at a checkpoint, a fork through update_state, and a run continuing from it
+    history = await client.threads.get_history(t2, limit=20)
+    assert history[0]["values"]["final"] == resumed["final"]
+    assert after_draft["checkpoint_id"] in {h["checkpoint"]["checkpoint_id"] for h in history}
+    at = await client.threads.get_state(t2, checkpoint=after_draft)
+    assert at["next"] == ["approve"] and "final" not in at["values"]
+    forked = await client.threads.update_state(t2, {"draft": "edited"}, as_node="draft", checkpoint=after_draft)
+    assert forked["checkpoint"]["checkpoint_id"] != after_draft["checkpoint_id"]
+    await client.runs.wait(t2, "doc", input=None)
+    again = await client.runs.wait(t2, "doc", command={"resume": "ok"})
+    assert again["final"] == "edited / ok"
+    assert len(studio_tape.runs(thread_id=t2)) == 4
+
+    with pytest.raises(NotFoundError):
+        await client.threads.get("no-such-thread")
+    with pytest.raises(UnprocessableEntityError):
+        await client.runs.create(t2, "doc", input=None, interrupt_before="nonsense")  # type: ignore[arg-type]
+
+
+def test_sync_client_background_runs_join_list_cancel_and_threads(studio_url, studio_tape):
+    with langgraph_sdk.get_sync_client(url=studio_url) as client:
+        drive_sync(client, studio_tape)
+
+
+def drive_sync(client, studio_tape) -> None:
+    tid = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(tid, "doc", input={"topic": "s"}, stream_mode="updates"))
+    assert parts[0].event == "metadata"
+    assert "__interrupt__" in parts[-1].data
+    run = client.runs.create(tid, "doc", command={"resume": "fine"})
+    joined = client.runs.join(tid, run["run_id"])
+    assert joined["final"].endswith("/ fine")
+    assert [r["run_id"] for r in client.runs.list(tid)] == [run["run_id"], parts[0].data["run_id"]]
+
+    slow = client.threads.create()["thread_id"]
+    started = client.runs.create(slow, "slow", input={"seconds": 30})
+    with pytest.raises(ConflictError):
+        client.runs.create(slow, "slow", input={"seconds": 1})
+    deadline = time.monotonic() + 10
+    while not studio_tape.runs(thread_id=slow):
+        assert time.monotonic() < deadline, "the slow run never started"
+        time.sleep(0.01)
+    client.runs.cancel(slow, started["run_id"], wait=True)
+    assert client.runs.get(slow, started["run_id"])["status"] == "interrupted"
+    assert studio_tape.runs(thread_id=slow)[0].status == "interrupted"
+
+    found = {t["thread_id"] for t in client.threads.search(limit=50)}
+    assert {tid, slow} <= found
+    client.threads.delete(slow)
+    with pytest.raises(NotFoundError):
+        client.threads.get(slow)
