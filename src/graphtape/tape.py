@@ -176,7 +176,7 @@ class Tape:
         another saver than graphtape's needs ``graph`` (compiled with that
         checkpointer); otherwise :class:`~graphtape.errors.RunNotFound` says so.
         """
-        from graphtape.debug.history import checkpoint_state
+        from graphtape.debug.locate import checkpoint_state
 
         return checkpoint_state(self, checkpoint_id, thread_id=thread_id, graph=graph)
 
@@ -188,13 +188,13 @@ class Tape:
         Messages are compared by role and content; ids are ignored.
         """
         from graphtape.debug.diff import diff_states
-        from graphtape.debug.history import _values_at, locate_checkpoint
+        from graphtape.debug.locate import locate_checkpoint, values_at
 
         ref_a = locate_checkpoint(self, a)
         ref_b = locate_checkpoint(self, b)
         return diff_states(
-            _values_at(self, ref_a, graph),
-            _values_at(self, ref_b, graph),
+            values_at(self, ref_a, graph),
+            values_at(self, ref_b, graph),
             a_label=ref_a.checkpoint_id,
             b_label=ref_b.checkpoint_id,
         )

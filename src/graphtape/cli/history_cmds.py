@@ -79,11 +79,11 @@ def state_cmd(
 ) -> None:
     """Show the state (channel values) at a checkpoint."""
     from graphtape.cli import render_history
-    from graphtape.debug.history import _values_at, locate_checkpoint
+    from graphtape.debug.locate import locate_checkpoint, values_at
 
     with handle_errors(), open_tape(ctx) as tape:
         ref = locate_checkpoint(tape, checkpoint, thread_id=thread)
-        values = _values_at(tape, ref, _optional_graph(graph_spec))
+        values = values_at(tape, ref, _optional_graph(graph_spec))
         if as_json:
             echo_json(render_history.state_json(ref, values))
             return
@@ -110,15 +110,15 @@ def diff_cmd(
     """Compare the states at two checkpoints: keys added, removed, changed; list appends; messages by content."""
     from graphtape.cli import render_history
     from graphtape.debug.diff import diff_states
-    from graphtape.debug.history import _values_at, locate_checkpoint
+    from graphtape.debug.locate import locate_checkpoint, values_at
 
     with handle_errors(), open_tape(ctx) as tape:
         ref_a = locate_checkpoint(tape, a)
         ref_b = locate_checkpoint(tape, b)
         graph = _optional_graph(graph_spec)
         diff = diff_states(
-            _values_at(tape, ref_a, graph),
-            _values_at(tape, ref_b, graph),
+            values_at(tape, ref_a, graph),
+            values_at(tape, ref_b, graph),
             a_label=ref_a.checkpoint_id,
             b_label=ref_b.checkpoint_id,
         )
