@@ -36,3 +36,19 @@ def test_a_recorded_run_takes_its_ids_and_times_from_the_clock(tape):
     assert rows and all(1_000.0 <= row.ts < 2_000.0 for row in rows)
     assert [row.ts for row in rows] == sorted(row.ts for row in rows)
     assert all(c.call_id.startswith("fixed-") for c in tape.calls(run.run_id))
+
+
+def test_labels_and_retention_ages_read_graphtape_s_clock(tape):
+    recorded = tape.record(graphs.build_linear(), name="linear")
+    with clock.fixed(start=1_000.0, step=1.0, ids="fixed"):
+        recorded.invoke({"topic": ""})
+        run_id = recorded.last_run_id
+        tape.label(run_id, "good")
+    (label,) = [row for row in tape.store.events(run_id) if row.kind == "label"]
+    assert 1_000.0 <= label.ts < 2_000.0
+    # the run ended at about 1,000 s; a day later on graphtape's clock it is older than an hour
+    with clock.use(now=lambda: 1_000.0 + 86_400):
+        assert tape.prune(older_than=3_600, dry_run=True).plan.run_ids == [run_id]
+    assert tape.prune(older_than=3_600, dry_run=True).plan.run_ids == [run_id]  # 1970 is old in any case
+    with clock.use(now=lambda: 1_000.0 + 60):
+        assert tape.prune(older_than=3_600, dry_run=True).plan.run_ids == []

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import uuid
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -16,7 +15,7 @@ import typer
 from rich.text import Text
 
 import graphtape
-from graphtape import events, serde
+from graphtape import clock, events, serde
 from graphtape.cli import render, render_run
 from graphtape.cli.base import (
     EXIT_BAD_RESULT,
@@ -198,7 +197,7 @@ def run_cmd(
         with open_tape(ctx, create=True) as tape:
             if resume is not None:
                 _check_resumable(tape, compiled, thread or "")
-            thread_id = thread or str(uuid.uuid4())
+            thread_id = thread or clock.new_id()
             recorded = tape.record(compiled, name=name or graph)
             use_async = _needs_async(compiled)
             failure: BaseException | None = None
@@ -215,7 +214,7 @@ def run_cmd(
             if failure is not None and not use_async and _is_async_only_error(failure):
                 # a subgraph with async-only nodes: record again through the async API
                 if not thread:
-                    thread_id = str(uuid.uuid4())
+                    thread_id = clock.new_id()
                 failure = None
                 try:
                     output = _invoke(recorded, value, {"configurable": {"thread_id": thread_id}}, True)

@@ -36,11 +36,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from graphtape import events
+from graphtape import clock, events
 from graphtape.debug.branches import LABEL_KIND, LABEL_SEQ_BASE, Branch, BranchRun, build_tree
 from graphtape.debug.listing import Ev, Keys, Reader, iso, reader_for, row_key
 from graphtape.debug.locate import CheckpointRef, checkpoint_state, is_internal_channel, locate_checkpoint
@@ -220,7 +219,7 @@ def label_run(tape: Tape, run_id: str, label: str | None, note: str | None = Non
     seq = max([LABEL_SEQ_BASE - 1] + [e.seq for e in previous]) + 1
     text = label.strip() if label else None
     label_event = events.Label(label=text or None, note=note or None)
-    ev = EventRow(run.run_id, seq, LABEL_KIND, time.time(), label_event.to_data())
+    ev = EventRow(run.run_id, seq, LABEL_KIND, clock.now(), label_event.to_data())
     tape.store.write(WriteBatch(events=[ev]))
     return ev
 

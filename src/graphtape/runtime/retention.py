@@ -43,11 +43,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
-import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from graphtape import clock
 from graphtape.errors import GraphtapeError
 from graphtape.runtime.lease import lease_name
 from graphtape.store.base import RUN_STATUSES, RunRecord
@@ -153,7 +152,7 @@ def plan_prune(
     if truncate_threads is None:
         truncate_threads = keep_last is not None
     status_list = _check_criteria(older_than, keep_last, statuses)
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     runs = tape.store.list_runs(limit=None, newest_first=False)
     by_id = {r.run_id: r for r in runs}
     threads: dict[str, list[RunRecord]] = {}
@@ -313,7 +312,7 @@ def prune(
 
     deleted_threads: list[str] = []
     skipped: list[str] = []
-    owner = f"graphtape-prune:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    owner = f"graphtape-prune:{os.getpid()}:{clock.new_id()[:8]}"
     for thread in plan.threads:
         if thread not in fresh.threads:
             skipped.append(thread)

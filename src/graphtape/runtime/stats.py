@@ -33,11 +33,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from graphtape import events
+from graphtape import clock, events
 from graphtape.runtime.lease import lease_name
 from graphtape.serde import blob_refs
 from graphtape.store.base import RUN_STATUSES, CheckpointRow, EventRow, RunRecord, TapeStore
@@ -428,7 +427,7 @@ def collect_stats(
     store = tape.store
     cache = cache if cache is not None else StatsCache()
     sizer = _Sizer(store, cache)
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     runs = store.list_runs(limit=None, newest_first=True)
     by_status: dict[str, int] = {s: 0 for s in RUN_STATUSES}
     for r in runs:
