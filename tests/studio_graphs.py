@@ -6,10 +6,11 @@ import asyncio
 from typing import Any, TypedDict
 
 from langchain_core.messages import HumanMessage
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from tests.graphs import RandomModel, build_agent
+from tests.graphs import RandomModel, build_agent, build_subgraph_node
 
 
 class Doc(TypedDict, total=False):
@@ -26,6 +27,7 @@ def build_doc():
     model = RandomModel()
 
     def draft(s: Doc):
+        get_stream_writer()({"progress": "drafting"})
         return {"draft": model.invoke([HumanMessage(f"draft about {s.get('topic', '')}")]).content}
 
     def approve(s: Doc):
@@ -65,4 +67,4 @@ def build_slow():
 
 
 def studio_graphs() -> dict[str, Any]:
-    return {"doc": build_doc(), "agent": build_agent(), "slow": build_slow()}
+    return {"doc": build_doc(), "agent": build_agent(), "slow": build_slow(), "nested": build_subgraph_node()}

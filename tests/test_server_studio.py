@@ -60,7 +60,7 @@ def assert_error(r: httpx.Response, status: int, *words: str) -> None:
 async def test_ok_info_openapi_and_docs_without_a_cdn(client):
     assert (await client.get("/ok")).json() == {"ok": True}
     info = (await client.get("/info")).json()
-    assert info["graphtape"]["graphs"] == ["agent", "doc", "slow"]
+    assert info["graphtape"]["graphs"] == ["agent", "doc", "nested", "slow"]
     doc = (await client.get("/openapi.json")).json()
     assert "/threads/{thread_id}/runs/stream" in doc["paths"]
     assert "RunCreate" in doc["components"]["schemas"]
@@ -71,7 +71,7 @@ async def test_ok_info_openapi_and_docs_without_a_cdn(client):
 async def test_assistants_one_per_graph_with_graph_and_schemas(client):
     found = (await client.post("/assistants/search", json={})).json()
     assert {a["graph_id"]: a["assistant_id"] for a in found} == {
-        n: assistant_id_for(n) for n in ("doc", "agent", "slow")
+        n: assistant_id_for(n) for n in ("doc", "agent", "slow", "nested")
     }
     assert assistant_id_for("doc") == assistant_id_for("doc") != assistant_id_for("agent")
     assert (await client.post("/assistants/search", json={"graph_id": "doc"})).json()[0]["graph_id"] == "doc"
@@ -273,3 +273,51 @@ async def test_cors_only_for_the_given_origins(tape):
         allowed = await c.get("/ok", headers={"Origin": "http://ui.local"})
         assert allowed.headers["access-control-allow-origin"] == "http://ui.local"
         assert "access-control-allow-origin" not in (await c.get("/ok", headers={"Origin": "http://evil"})).headers
+
+
+async def test_stream_modes_messages_custom_debug_and_subgraphs(client):
+    tid = await new_thread(client)
+    body = {
+        "assistant_id": "doc",
+        "input": {"topic": "modes"},
+        "stream_mode": ["messages-tuple", "custom", "debug", "updates"],
+    }
+    parts = parse_sse((await client.post(f"/threads/{tid}/runs/stream", json=body)).text)
+    events = [e for e, _ in parts]
+    assert events[0] == "metadata" and {"messages", "custom", "debug", "updates"} <= set(events)
+    assert [d for e, d in parts if e == "custom"] == [{"progress": "drafting"}]
+    message, meta = next(d for e, d in parts if e == "messages")
+    assert message["type"].startswith("AI") or message["type"] == "ai"
+    assert meta["langgraph_node"] == "draft" and meta["graphtape_run_id"] == parts[0][1]["run_id"]
+    assert {d["type"] for e, d in parts if e == "debug"} >= {"task", "task_result"}
+    interrupt = [d for e, d in parts if e == "updates"][-1]
+    assert interrupt["__interrupt__"][0]["value"]["question"] == "publish?"
+
+    nested = await new_thread(client)
+    body = {"assistant_id": "nested", "input": {"question": "q"}, "stream_mode": "updates", "stream_subgraphs": True}
+    parts = parse_sse((await client.post(f"/threads/{nested}/runs/stream", json=body)).text)
+    names = [e for e, _ in parts[1:]]
+    assert names[-1] == "updates" and any(n.startswith("updates|sub:") for n in names), names
+
+
+async def test_subgraph_schemas(client):
+    subgraphs = (await client.get("/assistants/nested/subgraphs")).json()
+    assert list(subgraphs) == ["sub"]
+    assert set(subgraphs["sub"]["state_schema"]["properties"]) >= {"question", "answer"}
+    assert (await client.get("/assistants/doc/subgraphs")).json() == {}
+
+
+async def test_stateless_runs_on_temporary_threads(client, tape):
+    out = (await client.post("/runs/wait", json={"assistant_id": "doc", "input": {"topic": "s"}})).json()
+    assert out["__interrupt__"]
+    (recorded,) = [r for r in tape.runs() if r.graph == "doc"]
+    found = (await client.post("/threads/search", json={})).json()
+    assert recorded.thread_id not in {t["thread_id"] for t in found}
+    hello = {"messages": [{"role": "user", "content": "hello"}]}
+    parts = parse_sse((await client.post("/runs/stream", json={"assistant_id": "agent", "input": hello})).text)
+    assert parts[0][0] == "metadata" and parts[-1][0] == "values"
+    kept = (
+        await client.post("/runs", json={"assistant_id": "doc", "input": {"topic": "k"}, "on_completion": "keep"})
+    ).json()
+    await client.get(f"/threads/{kept['thread_id']}/runs/{kept['run_id']}/join")
+    assert (await client.get(f"/threads/{kept['thread_id']}")).json()["status"] == "interrupted"

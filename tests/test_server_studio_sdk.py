@@ -68,7 +68,7 @@ async def test_async_client_stream_interrupt_resume_history_fork(studio_url, stu
 
 async def drive_async(client, studio_tape) -> None:
     assistants = await client.assistants.search()
-    assert {a["graph_id"] for a in assistants} == {"doc", "agent", "slow"}
+    assert {a["graph_id"] for a in assistants} == {"doc", "agent", "slow", "nested"}
     doc = await client.assistants.get(assistant_id_for("doc"))
     assert doc["graph_id"] == "doc"
     graph = await client.assistants.get_graph(assistant_id_for("agent"))

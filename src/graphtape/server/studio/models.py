@@ -186,6 +186,9 @@ class RunCreate(_Request):
     stream_subgraphs: bool = False
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
     if_not_exists: Literal["create", "reject"] = "reject"
+    on_completion: Literal["delete", "keep"] = Field(
+        "delete", description="stateless runs: drop the temporary thread from the API when done, or keep it"
+    )
 
 
 class Run(_Response):

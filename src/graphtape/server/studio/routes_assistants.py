@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from graphtape.server.studio.assistants import AssistantEntry
 from graphtape.server.studio.models import Assistant, AssistantSearch, GraphSchemas, GraphStructure
 from graphtape.server.studio.problems import NotFound
+from graphtape.server.studio.schemas import graph_schemas
 
 __all__ = ["router"]
 
@@ -47,3 +48,21 @@ async def get_assistant_graph(request: Request, assistant_id: str, xray: bool | 
 @router.get("/assistants/{assistant_id}/schemas", response_model=GraphSchemas)
 async def get_assistant_schemas(request: Request, assistant_id: str) -> dict[str, Any]:
     return find_assistant(request, assistant_id).schemas()
+
+
+def _subgraph_schemas(entry: AssistantEntry, namespace: str | None, recurse: bool) -> dict[str, Any]:
+    return {
+        ns: {"graph_id": entry.graph_id, **graph_schemas(sub)}
+        for ns, sub in entry.graph.get_subgraphs(namespace=namespace, recurse=recurse)
+    }
+
+
+@router.get("/assistants/{assistant_id}/subgraphs", response_model=dict[str, GraphSchemas])
+async def get_subgraphs(request: Request, assistant_id: str, recurse: bool = False) -> dict[str, Any]:
+    """The schemas of the graph's subgraphs, by namespace (the node name that runs each)."""
+    return _subgraph_schemas(find_assistant(request, assistant_id), None, recurse)
+
+
+@router.get("/assistants/{assistant_id}/subgraphs/{namespace}", response_model=dict[str, GraphSchemas])
+async def get_subgraphs_in(request: Request, assistant_id: str, namespace: str, recurse: bool = False) -> Any:
+    return _subgraph_schemas(find_assistant(request, assistant_id), namespace, recurse)

@@ -98,3 +98,33 @@ async def cancel_run(
     studio = request.app.state.studio
     await studio.runs.cancel(studio.runs.get(thread_id, run_id), wait)
     return Response(status_code=204 if wait else 202)
+
+
+def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
+    """A run on a new temporary thread (``/runs/...``), forgotten when it ends unless ``on_completion='keep'``."""
+    studio = request.app.state.studio
+    assistant = find_assistant(request, body.assistant_id)
+    thread = studio.threads.create(None, None, "raise", assistant.graph_id)
+    forget = None
+    if body.on_completion == "delete":
+
+        def forget() -> None:
+            studio.threads.forget(thread.thread_id)
+
+    return studio.runs.start(thread, assistant, body, on_done=forget)
+
+
+@router.post("/runs", response_model=Run)
+async def create_stateless_run(request: Request, body: RunCreate) -> dict[str, Any]:
+    return _start_stateless(request, body).describe()
+
+
+@router.post("/runs/wait", response_model=Any)
+async def wait_stateless_run(request: Request, body: RunCreate) -> Any:
+    return await _start_stateless(request, body).wait()
+
+
+@router.post("/runs/stream", response_class=StreamingResponse)
+async def stream_stateless_run(request: Request, body: RunCreate) -> StreamingResponse:
+    run = _start_stateless(request, body)
+    return StreamingResponse(run.sse(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,8 @@ class RunEntry:
     result: Any = None
     task: asyncio.Task[None] | None = None
     finish_task: asyncio.Future[None] | None = None
+    #: called once the run has ended, before its waiters wake (a stateless run forgets its thread)
+    on_done: Callable[[], None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def describe(self) -> dict[str, Any]:
@@ -83,6 +85,8 @@ class RunEntry:
             self.changed.notify_all()
 
     async def finish(self) -> None:
+        if self.on_done is not None:
+            self.on_done()
         self.done = True
         self.updated_at = now_iso()
         async with self.changed:
@@ -164,7 +168,13 @@ class Runs:
         found.reverse()  # newest first
         return found[offset : offset + limit]
 
-    def start(self, thread: ThreadEntry, assistant: AssistantEntry, body: RunCreate) -> RunEntry:
+    def start(
+        self,
+        thread: ThreadEntry,
+        assistant: AssistantEntry,
+        body: RunCreate,
+        on_done: Callable[[], None] | None = None,
+    ) -> RunEntry:
         """Start a run on ``thread`` (one run at a time per thread) and return it, still pending."""
         busy = self.active_on(thread.thread_id)
         if busy is not None:
@@ -195,6 +205,7 @@ class Runs:
             run_id, thread.thread_id, assistant.assistant_id, assistant.graph_id, kwargs, metadata,
             multitask_strategy=body.multitask_strategy,
         )  # fmt: skip
+        run.on_done = on_done
         self.entries[run_id] = run
         if thread.graph_id is None:
             thread.graph_id = assistant.graph_id

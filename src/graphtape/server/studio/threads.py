@@ -95,6 +95,11 @@ class Threads:
         del self.entries[thread_id]
         self.deleted.add(thread_id)
 
+    def forget(self, thread_id: str) -> None:
+        """Drop a temporary thread (a stateless run's) from the API; its recorded runs stay on the tape."""
+        self.entries.pop(thread_id, None)
+        self.deleted.add(thread_id)
+
     def search(
         self, metadata: dict[str, Any] | None, status: str | None, ids: list[str] | None, limit: int, offset: int
     ) -> list[ThreadEntry]:
