@@ -202,6 +202,9 @@ async def test_background_run_join_list_and_cancel(client, tape):
     assert (await client.get(f"/threads/{slow}/runs/{slow_run}")).json()["status"] == "interrupted"
     (recorded,) = tape.runs(thread_id=slow)
     assert recorded.run_id == slow_run and recorded.status == "interrupted"
+    assert (await client.delete(f"/threads/{slow}/runs/{slow_run}")).status_code == 204
+    assert_error(await client.get(f"/threads/{slow}/runs/{slow_run}"), 404, slow_run)
+    assert tape.runs(thread_id=slow)
 
 
 async def test_threads_create_get_search_delete(client):
@@ -321,3 +324,36 @@ async def test_stateless_runs_on_temporary_threads(client, tape):
     ).json()
     await client.get(f"/threads/{kept['thread_id']}/runs/{kept['run_id']}/join")
     assert (await client.get(f"/threads/{kept['thread_id']}")).json()["status"] == "interrupted"
+
+
+async def test_a_failing_run_streams_an_error_and_is_failed_on_the_tape(client, tape):
+    tid = await new_thread(client)
+    body = {"assistant_id": "agent", "input": {"messages": []}, "stream_mode": "updates"}
+    parts = parse_sse((await client.post(f"/threads/{tid}/runs/stream", json=body)).text)
+    assert parts[-1][0] == "error" and parts[-1][1]["error"] and parts[-1][1]["message"]
+    run_id = parts[0][1]["run_id"]
+    assert (await client.get(f"/threads/{tid}/runs/{run_id}")).json()["status"] == "error"
+    assert (await client.get(f"/threads/{tid}")).json()["status"] == "error"
+    (recorded,) = tape.runs(thread_id=tid)
+    assert recorded.run_id == run_id and recorded.status == "failed"
+    out = (await client.post(f"/threads/{tid}/runs/wait", json=body)).json()
+    assert set(out["__error__"]) == {"error", "message"}
+
+
+async def test_patch_count_and_copy_threads(client):
+    tid = await new_thread(client)
+    await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "c"}})
+    patched = (await client.patch(f"/threads/{tid}", json={"metadata": {"owner": "me"}})).json()
+    assert patched["metadata"] == {"graph_id": "doc", "owner": "me"}
+    assert (await client.post("/threads/count", json={"metadata": {"owner": "me"}})).json() == 1
+    copy = (await client.post(f"/threads/{tid}/copy")).json()
+    assert copy["thread_id"] != tid and copy["status"] == "interrupted"
+    assert (await client.get(f"/threads/{copy['thread_id']}/state")).json()["next"] == ["approve"]
+    out = (
+        await client.post(
+            f"/threads/{copy['thread_id']}/runs/wait", json={"assistant_id": "doc", "command": {"resume": "c"}}
+        )
+    ).json()
+    assert out["final"].endswith("/ c")
+    assert (await client.get(f"/threads/{tid}/state")).json()["next"] == ["approve"]
+    assert (await client.post("/threads/count", json={})).json() == 2

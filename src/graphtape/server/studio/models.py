@@ -26,7 +26,9 @@ __all__ = [
     "ServerInfo",
     "StateAtCheckpoint",
     "Thread",
+    "ThreadCount",
     "ThreadCreate",
+    "ThreadPatch",
     "ThreadSearch",
     "ThreadState",
     "ThreadStateUpdate",
@@ -112,6 +114,15 @@ class ThreadCreate(_Request):
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = None
+
+
+class ThreadPatch(_Request):
+    metadata: dict[str, Any] = Field(default_factory=dict, description="merged into the thread's metadata")
+
+
+class ThreadCount(_Request):
+    metadata: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
 
 
 class ThreadSearch(_Request):

@@ -76,6 +76,17 @@ async def get_run(request: Request, thread_id: str, run_id: str) -> dict[str, An
     return request.app.state.studio.runs.get(thread_id, run_id).describe()
 
 
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
+    """Forget a finished run in the API (its recording stays on the tape: ``graphtape prune`` removes it)."""
+    runs = request.app.state.studio.runs
+    run = runs.get(thread_id, run_id)
+    if not run.done:
+        raise Conflict(f"run {run_id!r} is still running; cancel it first (POST .../runs/{run_id}/cancel)")
+    del runs.entries[run_id]
+    return Response(status_code=204)
+
+
 @router.get("/threads/{thread_id}/runs/{run_id}/join", response_model=Any)
 async def join_run(request: Request, thread_id: str, run_id: str) -> Any:
     return await request.app.state.studio.runs.get(thread_id, run_id).wait()

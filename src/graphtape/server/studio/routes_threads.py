@@ -12,7 +12,9 @@ from graphtape.server.studio.models import (
     HistoryRequest,
     StateAtCheckpoint,
     Thread,
+    ThreadCount,
     ThreadCreate,
+    ThreadPatch,
     ThreadSearch,
     ThreadState,
     ThreadStateUpdate,
@@ -76,6 +78,40 @@ async def create_thread(request: Request, body: ThreadCreate) -> dict[str, Any]:
 async def search_threads(request: Request, body: ThreadSearch) -> list[dict[str, Any]]:
     found = request.app.state.studio.threads.search(body.metadata, body.status, body.ids, body.limit, body.offset)
     return [t.describe() for t in found]
+
+
+@router.post("/threads/count", response_model=int)
+async def count_threads(request: Request, body: ThreadCount) -> int:
+    return len(request.app.state.studio.threads.search(body.metadata, body.status, None, 1_000_000, 0))
+
+
+@router.patch("/threads/{thread_id}", response_model=Thread)
+async def patch_thread(request: Request, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
+    thread = request.app.state.studio.threads.get(thread_id)
+    thread.metadata.update(body.metadata)
+    thread.touch()
+    return await describe_thread(request, thread)
+
+
+@router.post("/threads/{thread_id}/copy", response_model=Thread)
+async def copy_thread(request: Request, thread_id: str) -> dict[str, Any]:
+    """A new thread with the same checkpoints (its future runs are its own; the recorded runs stay with the source)."""
+    studio = request.app.state.studio
+    source = studio.threads.get(thread_id)
+    busy = studio.runs.active_on(thread_id)
+    if busy is not None:
+        raise Conflict(f"thread {thread_id!r} has a run in progress ({busy.run_id}); copy it once the run ends")
+    entry = thread_graph(request, source)
+    copy = studio.threads.create(None, source.metadata, "raise", source.graph_id)
+    if entry is not None:
+        try:
+            await entry.recorded.graph.checkpointer.acopy_thread(thread_id, copy.thread_id)
+        except NotImplementedError:
+            studio.threads.forget(copy.thread_id)
+            raise BadRequest(f"the checkpointer of graph {entry.graph_id!r} cannot copy threads") from None
+        copy.graph_id = entry.graph_id
+    copy.touch(source.status if source.status != "busy" else "idle")
+    return await describe_thread(request, copy)
 
 
 @router.get("/threads/{thread_id}", response_model=Thread)
