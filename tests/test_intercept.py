@@ -8,10 +8,10 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
 from graphtape import record
-from graphtape.errors import EffectBlocked
+from graphtape.errors import EffectBlocked, PatchConflict
 from graphtape.record import llm, tools
 from graphtape.record.answer import LIVE, Answerer, Decision, ReplayPlan
-from graphtape.record.intercept import Interceptor, Patch, PatchConflict
+from graphtape.record.intercept import Interceptor, Patch
 from tests import graphs
 
 

@@ -16,6 +16,7 @@ EXPECTED = {
     "GraphtapeWarning",
     "InvalidEdit",
     "LeaseLost",
+    "PatchConflict",
     "RecordedCall",
     "RecordedGraph",
     "ReplayError",
@@ -28,6 +29,7 @@ EXPECTED = {
     "TapeFormatError",
     "TapeStore",
     "ThreadBusy",
+    "clock",
     "connect",
     "effect",
     "register_types",
@@ -70,3 +72,9 @@ def test_tape_async_replay_api_shape(tape):
     for method in ("areplay", "afork", "aoverride", "ainvalidate_from", "aresume"):
         assert inspect.iscoroutinefunction(getattr(tape, method)), method
     assert "changed_code" in {f.name for f in dataclasses.fields(graphtape.ReplayResult)}
+
+
+def test_the_clock_seam_is_public():
+    """``graphtape.clock`` is how a test fixes graphtape's timestamps and ids (docs/api.md)."""
+    for name in ("now", "new_id", "fixed", "use"):
+        assert callable(getattr(graphtape.clock, name))

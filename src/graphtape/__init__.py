@@ -8,6 +8,7 @@ The public API is declared here, once; ``tests/test_public_api.py`` fails
 when it drifts.
 """
 
+from graphtape import clock
 from graphtape.errors import (
     ControlError,
     DatabaseLocked,
@@ -19,6 +20,7 @@ from graphtape.errors import (
     GraphtapeWarning,
     InvalidEdit,
     LeaseLost,
+    PatchConflict,
     ReplayError,
     RunNotFound,
     SchemaTooNew,
@@ -48,6 +50,7 @@ __all__ = [
     "GraphtapeWarning",
     "InvalidEdit",
     "LeaseLost",
+    "PatchConflict",
     "RecordedCall",
     "RecordedGraph",
     "ReplayError",
@@ -60,6 +63,7 @@ __all__ = [
     "TapeFormatError",
     "TapeStore",
     "ThreadBusy",
+    "clock",
     "connect",
     "effect",
     "register_types",

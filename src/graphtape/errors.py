@@ -12,6 +12,7 @@ The tree::
     ├── TapeFormatError            an export file is unreadable, foreign or too new
     ├── GraphLoadError             a ``module:attr`` / ``path.py:attr`` did not load
     ├── InvalidEdit                a state edit names an unknown key or a wrong type
+    ├── PatchConflict              a method graphtape patched was wrapped again after it
     ├── ReplayError                replay could not continue
     │   ├── Divergence *           the code asked something the tape does not hold
     │   └── EffectBlocked *        an effect would run live and that was not allowed
@@ -101,6 +102,15 @@ class GraphLoadError(GraphtapeError):
 
 class InvalidEdit(GraphtapeError):
     """A state edit for a fork does not fit the graph's state schema."""
+
+
+class PatchConflict(GraphtapeError):
+    """An attribute graphtape patched was replaced again after graphtape: it is not graphtape's to restore.
+
+    Raised when graphtape uninstalls its interceptions (the end of a recording
+    or of a test) and finds another wrapper on top of its own; uninstall that
+    wrapper first.
+    """
 
 
 class ReplayError(GraphtapeError):

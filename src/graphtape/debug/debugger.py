@@ -159,8 +159,9 @@ class Debugger:
         return self
 
     def break_on_call(self, kind: str | None = None, name: str | None = None, node: str | None = None) -> Debugger:
-        if kind is not None and kind not in ("llm", "tool", "effect"):
-            raise GraphtapeError(f"unknown call kind {kind!r}; use llm, tool or effect")
+        if kind is not None and kind not in events.CALL_KINDS:
+            *first, last = events.CALL_KINDS
+            raise GraphtapeError(f"unknown call kind {kind!r}; use {', '.join(first)} or {last}")
         if node is not None:
             self._check_node(node)
         label = " ".join(x for x in (kind or "any", name or "", f"in {node}" if node else "") if x)

@@ -14,7 +14,7 @@ def install() -> None:
 def uninstall() -> None:
     """Remove them again, restoring langchain's methods.
 
-    Raises :class:`~graphtape.record.intercept.PatchConflict` (and removes
+    Raises :class:`~graphtape.errors.PatchConflict` (and removes
     nothing of that kind) if another library wrapped one of the methods after
     graphtape: restoring ours would silently drop its wrapper.
     """

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from graphtape.errors import GraphtapeError
+from graphtape.errors import PatchConflict
 
 if TYPE_CHECKING:
     from graphtape.record.session import Call, Session
@@ -41,10 +41,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _MISSING = object()
-
-
-class PatchConflict(GraphtapeError):
-    """An attribute graphtape patched was replaced again after graphtape: it is not graphtape's to restore."""
 
 
 def _present(call: Call, value: Any) -> Any:

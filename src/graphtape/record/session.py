@@ -90,7 +90,7 @@ class Session:
         #: replay's totals are summed from the call events (graphtape.events.replay_stats)
         self.served_calls = 0
         self.live_calls = 0
-        self.counts = {"llm": 0, "tool": 0, "effect": 0}
+        self.counts = dict.fromkeys(events.CALL_KINDS, 0)
         self.tokens = 0
         self.divergence: Divergence | None = None
         self.checkpoint_ids: list[str] = []
