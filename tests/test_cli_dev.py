@@ -19,7 +19,7 @@ import httpx
 
 from graphtape.cli import main
 from graphtape.errors import GraphLoadError
-from graphtape.server.studio.project import is_loopback, parse_graph_option, read_project
+from graphtape.server.studio.project import is_loopback, parse_graph_option, read_project, token_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,6 +84,14 @@ def test_graph_option_and_loopback(tmp_path):
         parse_graph_option("tests/studio_graphs.py:build_doc", tmp_path)
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.4", "::", "example.com"))
+
+
+def test_a_token_beyond_loopback_only():
+    assert token_for("127.0.0.1", {"GRAPHTAPE_TOKEN": "t"}) == (None, "none")
+    assert token_for("0.0.0.0", {"GRAPHTAPE_TOKEN": "t"}) == ("t", "GRAPHTAPE_TOKEN")
+    first, source = token_for("0.0.0.0", {})
+    second, _ = token_for("10.1.2.3", {})
+    assert source == "generated" and first and second and first != second and len(first) >= 24
 
 
 def test_dev_without_a_config_is_a_one_line_error(capsys):

@@ -1,4 +1,4 @@
-"""The Studio API served by uvicorn on 127.0.0.1 and driven by the real ``langgraph-sdk`` client (sync and async).
+"""The Studio API on uvicorn at 127.0.0.1, driven by the real ``langgraph-sdk`` client (sync and async) and httpx.
 
 The SDK is the client people already use against LangGraph's server; these
 tests run its common calls end to end against ``create_app`` on a SQLite
@@ -9,6 +9,7 @@ and typed 4xx errors.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
 
+import httpx  # noqa: E402
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError  # noqa: E402
 
 import graphtape  # noqa: E402
@@ -46,7 +48,7 @@ def studio_url(studio_tape, monkeypatch):
     for var in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     port = free_port()
-    app = create_app(studio_tape, studio_graphs())
+    app = create_app(studio_tape, studio_graphs(), heartbeat_seconds=0.05)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none", access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="studio-uvicorn", daemon=True)
@@ -161,3 +163,23 @@ def drive_sync(client, studio_tape) -> None:
     client.threads.delete(slow)
     with pytest.raises(NotFoundError):
         client.threads.get(slow)
+
+
+def test_viewers_heartbeats_and_a_disconnect_that_does_not_stop_the_run(studio_url, studio_tape):
+    with httpx.Client(base_url=studio_url, timeout=20) as http:
+        tid = http.post("/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "slow", "input": {"seconds": 0.4}, "stream_mode": "values"}
+        with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as first:
+            lines = first.iter_lines()
+            assert next(lines) == "event: metadata"
+            run_id = json.loads(next(lines).removeprefix("data: "))["run_id"]
+        # the first viewer is gone; a second one joins and sees every event, heartbeats between them
+        with http.stream("GET", f"/threads/{tid}/runs/{run_id}/stream") as second:
+            seen = list(second.iter_lines())
+        events = [line for line in seen if line.startswith("event: ")]
+        assert events == ["event: metadata", "event: values", "event: values"]
+        assert ": heartbeat" in seen
+        assert seen.index(": heartbeat") < len(seen) - 1 - seen[::-1].index("event: values")
+        assert http.get(f"/threads/{tid}/runs/{run_id}/join").json() == {"seconds": 0.4, "done": True}
+    (recorded,) = studio_tape.runs(thread_id=tid)
+    assert recorded.run_id == run_id and recorded.status == "finished"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import webbrowser
 from pathlib import Path
 
@@ -33,7 +32,7 @@ def dev_cmd(
             import uvicorn
 
             from graphtape.server.studio import create_app
-            from graphtape.server.studio.project import Project, is_loopback, parse_graph_option, read_project
+            from graphtape.server.studio.project import Project, parse_graph_option, read_project, token_for
         except ImportError as exc:
             raise CliError(f"graphtape dev needs {exc.name or 'fastapi'}: pip install 'graphtape[server]'") from None
         if not 0 < port < 65536:
@@ -48,17 +47,14 @@ def dev_cmd(
             project.graphs[name] = spec
         project.apply_env()
         graphs = project.load_graphs()
-        token = None
-        if not is_loopback(host):
-            token = os.environ.get("GRAPHTAPE_TOKEN") or secrets.token_urlsafe(24)
+        token, token_source = token_for(host, os.environ)
         with open_tape(ctx, create=True, url=url) as tape:
             app_ = create_app(tape, graphs, token=token, cors_origins=cors_origin)
             address = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
             typer.echo(f"graphtape Studio API on {address} (graphs: {', '.join(graphs)}; store: {tape.url})")
             typer.echo(f"  API reference: {address}/docs   (Ctrl+C to stop)")
             if token is not None:
-                where = "GRAPHTAPE_TOKEN" if os.environ.get("GRAPHTAPE_TOKEN") else "generated"
-                typer.echo(f"  bearer token ({where}): {token}")
+                typer.echo(f"  bearer token ({token_source}): {token}")
             if not no_browser:
                 webbrowser.open(f"{address}/docs")
             try:

@@ -55,8 +55,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class Studio:
     """What the routes share: the tape, the served graphs, the threads and the runs."""
 
-    def __init__(self, tape: Any, graphs: dict[str, Any]):
+    def __init__(self, tape: Any, graphs: dict[str, Any], heartbeat_seconds: float = 15.0):
         self.tape = tape
+        #: seconds without an event after which a stream sends an SSE comment line
+        self.heartbeat_seconds = heartbeat_seconds
         self.assistants = Assistants(tape, graphs)
         self.threads = Threads(tape)
         self.runs = Runs()
@@ -170,14 +172,16 @@ def create_app(
     token: str | None = None,
     cors_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    heartbeat_seconds: float = 15.0,
 ) -> FastAPI:
     """The Studio ASGI app serving ``graphs`` (name -> compiled graph), every run recorded on ``tape``.
 
     ``token``: when given, every request but ``/ok`` must carry it (bearer or
     ``x-api-key``). ``cors_origins``: the browser origins allowed to call the
     API (none by default). ``max_body_bytes``: larger request bodies get a 413.
+    ``heartbeat_seconds``: a stream quiet for that long sends an SSE comment line.
     """
-    studio = Studio(tape, graphs)
+    studio = Studio(tape, graphs, heartbeat_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

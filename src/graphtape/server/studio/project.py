@@ -13,14 +13,16 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import secrets
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from graphtape.errors import GraphLoadError
 
-__all__ = ["Project", "is_loopback", "parse_env_file", "parse_graph_option", "read_project"]
+__all__ = ["Project", "is_loopback", "parse_env_file", "parse_graph_option", "read_project", "token_for"]
 
 
 @dataclass
@@ -126,3 +128,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def token_for(host: str, environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """(the bearer token serving on ``host`` needs, where it came from): none on loopback,
+    ``GRAPHTAPE_TOKEN`` when set, else a random one that is printed."""
+    if is_loopback(host):
+        return None, "none"
+    given = environ.get("GRAPHTAPE_TOKEN")
+    if given:
+        return given, "GRAPHTAPE_TOKEN"
+    return secrets.token_urlsafe(24), "generated"

@@ -59,7 +59,9 @@ async def wait_run(request: Request, thread_id: str, body: RunCreate, response: 
 async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     run = _start(request, thread_id, body)
     headers = {**SSE_HEADERS, **_location(run)}
-    return StreamingResponse(run.sse(), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(
+        run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=headers
+    )
 
 
 @router.get("/threads/{thread_id}/runs", response_model=list[Run])
@@ -95,7 +97,9 @@ async def join_run(request: Request, thread_id: str, run_id: str) -> Any:
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=StreamingResponse)
 async def join_stream(request: Request, thread_id: str, run_id: str) -> StreamingResponse:
     run = request.app.state.studio.runs.get(thread_id, run_id)
-    return StreamingResponse(run.sse(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return StreamingResponse(
+        run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=SSE_HEADERS
+    )
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
@@ -138,4 +142,6 @@ async def wait_stateless_run(request: Request, body: RunCreate) -> Any:
 @router.post("/runs/stream", response_class=StreamingResponse)
 async def stream_stateless_run(request: Request, body: RunCreate) -> StreamingResponse:
     run = _start_stateless(request, body)
-    return StreamingResponse(run.sse(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return StreamingResponse(
+        run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=SSE_HEADERS
+    )

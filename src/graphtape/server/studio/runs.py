@@ -92,12 +92,18 @@ class RunEntry:
         async with self.changed:
             self.changed.notify_all()
 
-    async def sse(self) -> AsyncIterator[str]:
-        """The run's events from the first, as SSE text, until the run ends."""
+    async def sse(self, heartbeat: float = 15.0) -> AsyncIterator[str]:
+        """The run's events from the first, as SSE text, until the run ends; a comment line every
+        ``heartbeat`` seconds without events keeps proxies and clients from timing the stream out."""
         sent = 0
         while True:
-            async with self.changed:
-                await self.changed.wait_for(lambda seen=sent: self.done or len(self.events) > seen)  # type: ignore[misc]
+            try:
+                async with self.changed:
+                    ready = self.changed.wait_for(lambda seen=sent: self.done or len(self.events) > seen)  # type: ignore[misc]
+                    await asyncio.wait_for(ready, heartbeat)
+            except asyncio.TimeoutError:
+                yield ": heartbeat\n\n"
+                continue
             while sent < len(self.events):
                 event, data = self.events[sent]
                 sent += 1
