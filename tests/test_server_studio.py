@@ -357,3 +357,17 @@ async def test_patch_count_and_copy_threads(client):
     assert out["final"].endswith("/ c")
     assert (await client.get(f"/threads/{tid}/state")).json()["next"] == ["approve"]
     assert (await client.post("/threads/count", json={})).json() == 2
+
+
+async def test_legacy_messages_mode_sends_whole_messages_so_far(client):
+    tid = await new_thread(client)
+    body = {"assistant_id": "doc", "input": {"topic": "m"}, "stream_mode": "messages"}
+    parts = parse_sse((await client.post(f"/threads/{tid}/runs/stream", json=body)).text)
+    events = [e for e, _ in parts]
+    assert events[:2] == ["metadata", "messages/metadata"] and "messages" not in events
+    (meta,) = parts[1][1].values()
+    assert meta["metadata"]["langgraph_node"] == "draft"
+    partial = [d[0]["content"] for e, d in parts if e == "messages/partial"]
+    assert len(partial) == 2 and partial[1].startswith(partial[0]) and len(partial[1]) > len(partial[0])
+    state = (await client.get(f"/threads/{tid}/state")).json()
+    assert partial[-1] == state["values"]["draft"]

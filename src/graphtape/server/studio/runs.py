@@ -24,6 +24,7 @@ from typing import Any
 from langgraph.types import Command
 
 from graphtape.server.studio.assistants import AssistantEntry, now_iso
+from graphtape.server.studio.messages import MessageAccumulator
 from graphtape.server.studio.models import RunCreate
 from graphtape.server.studio.problems import Conflict, NotFound
 from graphtape.server.studio.threads import ThreadEntry
@@ -239,6 +240,7 @@ class Runs:
         run_input: Any = body.input
         if body.command is not None:
             run_input = Command(**body.command.model_dump(exclude_none=True))
+        legacy = MessageAccumulator()
         run.status = "running"
         await run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
         try:
@@ -247,8 +249,13 @@ class Runs:
                     namespace, mode, chunk = item
                 else:
                     namespace, (mode, chunk) = (), item
-                event = mode + ("|" + "|".join(namespace) if namespace else "")
-                await run.publish(event, chunk)
+                suffix = "|" + "|".join(namespace) if namespace else ""
+                if mode == "messages" and "messages" in modes:
+                    for event, data in legacy.feed(chunk):
+                        await run.publish(event + suffix, data)
+                    if "messages-tuple" not in modes:
+                        continue
+                await run.publish(mode + suffix, chunk)
         except asyncio.CancelledError:
             run.status = "interrupted"
             thread.touch("idle")
