@@ -78,3 +78,21 @@ def test_the_clock_seam_is_public():
     """``graphtape.clock`` is how a test fixes graphtape's timestamps and ids (docs/api.md)."""
     for name in ("now", "new_id", "fixed", "use"):
         assert callable(getattr(graphtape.clock, name))
+
+
+def test_importing_graphtape_or_its_pytest_plugin_does_not_import_langgraph():
+    """The pytest plugin loads in every pytest session of every user: it must not pay LangGraph's import time."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import graphtape, graphtape.testing, graphtape.testing.pytest_plugin\n"
+        "assert set(graphtape.__all__) <= set(dir(graphtape)), 'dir() lists the public names before use'\n"
+        "assert set(graphtape.testing.__all__) <= set(dir(graphtape.testing))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core')))\n"
+        "graphtape.Tape\n"  # first use imports the rest
+        "print('langgraph' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.splitlines() == ["[]", "True"]
