@@ -227,7 +227,7 @@ async def test_threads_recorded_from_python_are_found(client, tape):
 
     tape.record(build_doc(), name="doc").invoke({"topic": "z"}, {"configurable": {"thread_id": "py-thread"}})
     thread = (await client.get("/threads/py-thread")).json()
-    assert thread["status"] == "idle" and thread["metadata"]["graph_id"] == "doc"
+    assert thread["status"] == "interrupted" and thread["metadata"]["graph_id"] == "doc"
     state = (await client.get("/threads/py-thread/state")).json()
     assert state["next"] == ["approve"]
 
@@ -371,3 +371,20 @@ async def test_legacy_messages_mode_sends_whole_messages_so_far(client):
     assert len(partial) == 2 and partial[1].startswith(partial[0]) and len(partial[1]) > len(partial[0])
     state = (await client.get(f"/threads/{tid}/state")).json()
     assert partial[-1] == state["values"]["draft"]
+
+
+async def test_a_restarted_server_finds_the_thread_on_the_tape_and_resumes_it(tape):
+    first = create_app(tape, studio_graphs())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://studio") as c:
+        tid = await new_thread(c)
+        await c.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "r"}})
+    second = create_app(tape, studio_graphs())  # a new process: nothing in memory
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=second), base_url="http://studio") as c:
+        assert tid in {t["thread_id"] for t in (await c.post("/threads/search", json={})).json()}
+        assert (await c.get(f"/threads/{tid}/state")).json()["next"] == ["approve"]
+        assert (await c.get(f"/threads/{tid}")).json()["status"] == "interrupted"
+        out = (
+            await c.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "command": {"resume": "r"}})
+        ).json()
+        assert out["final"].endswith("/ r")
+    assert [r.status for r in tape.runs(thread_id=tid)] == ["finished", "interrupted"]

@@ -77,7 +77,8 @@ class Threads:
         runs = self.tape.runs(thread_id=thread_id, limit=1)
         if not runs:
             return None
-        entry = ThreadEntry(thread_id, graph_id=runs[0].graph, metadata={"graph_id": runs[0].graph})
+        status = {"interrupted": "interrupted", "failed": "error", "diverged": "error"}.get(runs[0].status, "idle")
+        entry = ThreadEntry(thread_id, graph_id=runs[0].graph, metadata={"graph_id": runs[0].graph}, status=status)
         self.entries[thread_id] = entry
         return entry
 
