@@ -388,3 +388,31 @@ async def test_a_restarted_server_finds_the_thread_on_the_tape_and_resumes_it(ta
         ).json()
         assert out["final"].endswith("/ r")
     assert [r.status for r in tape.runs(thread_id=tid)] == ["finished", "interrupted"]
+
+
+async def test_multitask_enqueue_and_interrupt(client, tape):
+    tid = await new_thread(client)
+    first = (await client.post(f"/threads/{tid}/runs", json={"assistant_id": "slow", "input": {"seconds": 0.2}})).json()
+    queued = {"assistant_id": "slow", "input": {"seconds": 0}, "multitask_strategy": "enqueue"}
+    second = (await client.post(f"/threads/{tid}/runs", json=queued)).json()
+    assert (await client.get(f"/threads/{tid}/runs/{second['run_id']}/join")).json() == {"seconds": 0, "done": True}
+    assert (await client.get(f"/threads/{tid}/runs/{first['run_id']}")).json()["status"] == "success"
+    recorded = tape.runs(thread_id=tid)
+    assert [r.run_id for r in recorded] == [second["run_id"], first["run_id"]]
+    assert [r.status for r in recorded] == ["finished", "finished"]
+
+    for attempt in range(2):  # the second time the run to interrupt has not begun yet
+        long = (
+            await client.post(f"/threads/{tid}/runs", json={"assistant_id": "slow", "input": {"seconds": 30}})
+        ).json()
+        if attempt == 0:
+            for _ in range(500):
+                if len(tape.runs(thread_id=tid)) == 3:
+                    break
+                await asyncio.sleep(0.01)
+        body = {"assistant_id": "slow", "input": {"seconds": 0}, "multitask_strategy": "interrupt"}
+        out = (await client.post(f"/threads/{tid}/runs/wait", json=body)).json()
+        assert out == {"seconds": 0, "done": True}
+        assert (await client.get(f"/threads/{tid}/runs/{long['run_id']}")).json()["status"] == "interrupted"
+    statuses = [r.status for r in tape.runs(thread_id=tid)]
+    assert statuses.count("interrupted") == 1 and statuses.count("finished") == 4

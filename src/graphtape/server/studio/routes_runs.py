@@ -21,7 +21,7 @@ router = APIRouter(tags=["runs"])
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
-def _start(request: Request, thread_id: str, body: RunCreate) -> RunEntry:
+async def _start(request: Request, thread_id: str, body: RunCreate) -> RunEntry:
     studio = request.app.state.studio
     assistant = find_assistant(request, body.assistant_id)
     thread: ThreadEntry | None = studio.threads.find(thread_id)
@@ -34,7 +34,7 @@ def _start(request: Request, thread_id: str, body: RunCreate) -> RunEntry:
             f"thread {thread_id!r} belongs to graph {thread.graph_id!r}, not {assistant.graph_id!r}; "
             "start the run with that graph's assistant or use a new thread"
         )
-    return studio.runs.start(thread, assistant, body)
+    return await studio.runs.start(thread, assistant, body)
 
 
 def _location(run: RunEntry) -> dict[str, str]:
@@ -43,21 +43,21 @@ def _location(run: RunEntry) -> dict[str, str]:
 
 @router.post("/threads/{thread_id}/runs", response_model=Run)
 async def create_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> dict[str, Any]:
-    run = _start(request, thread_id, body)
+    run = await _start(request, thread_id, body)
     response.headers.update(_location(run))
     return run.describe()
 
 
 @router.post("/threads/{thread_id}/runs/wait", response_model=Any)
 async def wait_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> Any:
-    run = _start(request, thread_id, body)
+    run = await _start(request, thread_id, body)
     response.headers.update(_location(run))
     return await run.wait()
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=StreamingResponse)
 async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
-    run = _start(request, thread_id, body)
+    run = await _start(request, thread_id, body)
     headers = {**SSE_HEADERS, **_location(run)}
     return StreamingResponse(
         run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=headers
@@ -115,7 +115,7 @@ async def cancel_run(
     return Response(status_code=204 if wait else 202)
 
 
-def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
+async def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
     """A run on a new temporary thread (``/runs/...``), forgotten when it ends unless ``on_completion='keep'``."""
     studio = request.app.state.studio
     assistant = find_assistant(request, body.assistant_id)
@@ -126,22 +126,22 @@ def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
         def forget() -> None:
             studio.threads.forget(thread.thread_id)
 
-    return studio.runs.start(thread, assistant, body, on_done=forget)
+    return await studio.runs.start(thread, assistant, body, on_done=forget)
 
 
 @router.post("/runs", response_model=Run)
 async def create_stateless_run(request: Request, body: RunCreate) -> dict[str, Any]:
-    return _start_stateless(request, body).describe()
+    return (await _start_stateless(request, body)).describe()
 
 
 @router.post("/runs/wait", response_model=Any)
 async def wait_stateless_run(request: Request, body: RunCreate) -> Any:
-    return await _start_stateless(request, body).wait()
+    return await (await _start_stateless(request, body)).wait()
 
 
 @router.post("/runs/stream", response_class=StreamingResponse)
 async def stream_stateless_run(request: Request, body: RunCreate) -> StreamingResponse:
-    run = _start_stateless(request, body)
+    run = await _start_stateless(request, body)
     return StreamingResponse(
         run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=SSE_HEADERS
     )

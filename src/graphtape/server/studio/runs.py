@@ -175,20 +175,36 @@ class Runs:
         found.reverse()  # newest first
         return found[offset : offset + limit]
 
-    def start(
+    def last_on(self, thread_id: str) -> RunEntry | None:
+        """The thread's newest run that has not ended (the one a queued run waits for)."""
+        pending = [r for r in self.entries.values() if r.thread_id == thread_id and not r.done]
+        return pending[-1] if pending else None
+
+    async def start(
         self,
         thread: ThreadEntry,
         assistant: AssistantEntry,
         body: RunCreate,
         on_done: Callable[[], None] | None = None,
     ) -> RunEntry:
-        """Start a run on ``thread`` (one run at a time per thread) and return it, still pending."""
+        """Start a run on ``thread`` and return it, still pending. One run executes at a time per
+        thread; what happens to a run started while another one runs is its ``multitask_strategy``:
+        ``reject`` (409), ``interrupt``/``rollback`` (the running one is cancelled first: its work so
+        far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended)."""
         busy = self.active_on(thread.thread_id)
+        after: RunEntry | None = None
         if busy is not None:
-            raise Conflict(
-                f"thread {thread.thread_id!r} already has a run in progress ({busy.run_id}); "
-                f"wait for it (GET /threads/{thread.thread_id}/runs/{busy.run_id}/join) or cancel it"
-            )
+            if body.multitask_strategy == "reject":
+                raise Conflict(
+                    f"thread {thread.thread_id!r} already has a run in progress ({busy.run_id}); "
+                    f"wait for it (GET /threads/{thread.thread_id}/runs/{busy.run_id}/join), cancel it, "
+                    "or start this run with multitask_strategy 'enqueue' or 'interrupt'"
+                )
+            if body.multitask_strategy == "enqueue":
+                after = self.last_on(thread.thread_id)
+            else:
+                while (running := self.active_on(thread.thread_id)) is not None:
+                    await self.cancel(running, wait=True)
         run_id = str(uuid.uuid4())
         modes = _requested_modes(body.stream_mode)
         metadata = {
@@ -218,12 +234,18 @@ class Runs:
             thread.graph_id = assistant.graph_id
             thread.metadata.setdefault("graph_id", assistant.graph_id)
         thread.touch("busy")
-        run.task = asyncio.create_task(self._execute(run, thread, assistant, body, modes))
+        run.task = asyncio.create_task(self._execute(run, thread, assistant, body, modes, after))
         run.task.add_done_callback(lambda task: _cancelled_before_start(run, thread))
         return run
 
     async def _execute(
-        self, run: RunEntry, thread: ThreadEntry, assistant: AssistantEntry, body: RunCreate, modes: list[str]
+        self,
+        run: RunEntry,
+        thread: ThreadEntry,
+        assistant: AssistantEntry,
+        body: RunCreate,
+        modes: list[str],
+        after: RunEntry | None = None,
     ) -> None:
         recorded = assistant.recorded
         config = _graph_config(body, run)
@@ -241,9 +263,12 @@ class Runs:
         if body.command is not None:
             run_input = Command(**body.command.model_dump(exclude_none=True))
         legacy = MessageAccumulator()
-        run.status = "running"
         await run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
         try:
+            if after is not None:
+                await after.wait()
+                thread.touch("busy")
+            run.status = "running"
             async for item in recorded.astream(run_input, config, **kwargs):
                 if body.stream_subgraphs:
                     namespace, mode, chunk = item
@@ -285,6 +310,7 @@ class Runs:
             if wait:
                 with contextlib.suppress(asyncio.CancelledError):
                     await run.task
+                await run.wait()  # a run cancelled before it began ends in a callback after its task
 
     async def shutdown(self) -> None:
         """Cancel the runs still executing (the server is stopping)."""
