@@ -75,11 +75,14 @@ class Threads:
         if thread_id in self.deleted:
             return None
         runs = self.tape.runs(thread_id=thread_id, limit=1)
-        if not runs:
-            return None
-        status = {"interrupted": "interrupted", "failed": "error", "diverged": "error"}.get(runs[0].status, "idle")
-        entry = ThreadEntry(thread_id, graph_id=runs[0].graph, metadata={"graph_id": runs[0].graph}, status=status)
-        self.entries[thread_id] = entry
+        return self._register(runs[0]) if runs else None
+
+    def _register(self, last_run: Any) -> ThreadEntry:
+        """A thread known from its newest recorded run: its graph, and its status from how that run ended."""
+        status = {"interrupted": "interrupted", "failed": "error", "diverged": "error"}.get(last_run.status, "idle")
+        graph = last_run.graph
+        entry = ThreadEntry(last_run.thread_id, graph_id=graph, metadata={"graph_id": graph}, status=status)
+        self.entries[last_run.thread_id] = entry
         return entry
 
     def find(self, thread_id: str) -> ThreadEntry | None:
@@ -104,9 +107,9 @@ class Threads:
     def search(
         self, metadata: dict[str, Any] | None, status: str | None, ids: list[str] | None, limit: int, offset: int
     ) -> list[ThreadEntry]:
-        for run in self.tape.runs(limit=500):
-            if run.thread_id not in self.entries:
-                self._from_tape(run.thread_id)
+        for run in self.tape.runs(limit=500):  # newest first: the first run seen of a thread is its last
+            if run.thread_id not in self.entries and run.thread_id not in self.deleted:
+                self._register(run)
         found = [
             e
             for e in self.entries.values()
