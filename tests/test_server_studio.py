@@ -239,6 +239,7 @@ async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
     assert_error(await client.post(runs, content=b"{not json", headers=headers), 400, "not valid JSON")
     assert_error(await client.post(runs, json={"input": {}}), 422, "assistant_id")
     assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": "nope"}), 422, "stream_mode")
+    assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": ["events"]}), 400, "'events'")
     assert_error(await client.post(runs, json={"assistant_id": "nope"}), 404, "nope", "doc")
     assert_error(await client.post("/threads/missing/runs/wait", json={"assistant_id": "doc"}), 404, "if_not_exists")
     assert_error(await client.get(f"/threads/{tid}/runs/missing"), 404, "missing")
@@ -248,6 +249,12 @@ async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
     assert_error(await client.post("/threads/search", json={"limit": -1}), 422, "limit")
     assert_error(await client.get(f"/threads/{tid}/history", params={"limit": 0}), 422, "limit")
     assert_error(await client.post(runs, content=b"x" * (65 * 1024), headers=headers), 413, "larger than")
+
+    async def chunked():  # no content-length: counted as it arrives
+        for _ in range(70):
+            yield b"x" * 1024
+
+    assert_error(await client.post(runs, content=chunked(), headers=headers), 413, "larger than")
     await client.post(runs, json={"assistant_id": "doc", "input": {"topic": "t"}})
     assert_error(await client.post(f"/threads/{tid}/state", json={"values": {}, "as_node": "nope"}), 400, "draft")
     assert_error(await client.get(f"/threads/{tid}/state/{uuid.uuid4()}"), 404, "history")

@@ -102,27 +102,39 @@ class _Guard:
                 return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            await self._reject(scope, receive, send, 413, self._too_large())
+        if length is not None:
+            # the HTTP server holds the client to the length it declared
+            if not length.isdigit() or int(length) > self.max_body_bytes:
+                await self._reject(scope, receive, send, 413, self._too_large())
+                return
+            await self.app(scope, receive, send)
             return
-        received = 0
-        limit = self.max_body_bytes
-        too_large = False
-
-        async def counted_receive() -> Message:
-            nonlocal received, too_large
+        # no declared length (chunked): read the body here, up to the limit, then hand it on whole
+        chunks: list[bytes] = []
+        total = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    too_large = True
-                    raise _BodyTooLarge()
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > self.max_body_bytes:
+                await self._reject(scope, receive, send, 413, self._too_large())
+                return
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        handed = False
 
-        try:
-            await self.app(scope, counted_receive, send)
-        except _BodyTooLarge:
-            await self._reject(scope, receive, send, 413, self._too_large())
+        async def replay() -> Message:
+            nonlocal handed
+            if not handed:
+                handed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     def _too_large(self) -> str:
         return f"request body larger than {self.max_body_bytes} bytes; send less (or raise the server's body limit)"
@@ -139,10 +151,6 @@ class _Guard:
     async def _reject(self, scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         await error_json(status, message, headers)(scope, receive, send)
-
-
-class _BodyTooLarge(Exception):
-    pass
 
 
 _DOCS_PAGE = """<!doctype html>

@@ -126,7 +126,11 @@ async def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
         def forget() -> None:
             studio.threads.forget(thread.thread_id)
 
-    return await studio.runs.start(thread, assistant, body, on_done=forget)
+    try:
+        return await studio.runs.start(thread, assistant, body, on_done=forget)
+    except BaseException:
+        studio.threads.forget(thread.thread_id)
+        raise
 
 
 @router.post("/runs", response_model=Run)

@@ -26,7 +26,7 @@ from langgraph.types import Command
 from graphtape.server.studio.assistants import AssistantEntry, now_iso
 from graphtape.server.studio.messages import MessageAccumulator
 from graphtape.server.studio.models import RunCreate
-from graphtape.server.studio.problems import Conflict, NotFound
+from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.threads import ThreadEntry
 from graphtape.server.studio.wire import dumps, to_wire
 
@@ -121,7 +121,11 @@ class RunEntry:
 
 def _requested_modes(stream_mode: Any) -> list[str]:
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or [])
-    return [m for m in dict.fromkeys(modes) if m in GRAPH_STREAM_MODES] or ["values"]
+    unserved = [m for m in modes if m not in GRAPH_STREAM_MODES]
+    if unserved:
+        served = ", ".join(GRAPH_STREAM_MODES)
+        raise BadRequest(f"stream mode {unserved[0]!r} is not served yet; use one of: {served}")
+    return list(dict.fromkeys(modes)) or ["values"]
 
 
 def _graph_config(body: RunCreate, run: RunEntry) -> dict[str, Any]:
@@ -191,6 +195,7 @@ class Runs:
         thread; what happens to a run started while another one runs is its ``multitask_strategy``:
         ``reject`` (409), ``interrupt``/``rollback`` (the running one is cancelled first: its work so
         far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended)."""
+        modes = _requested_modes(body.stream_mode)
         busy = self.active_on(thread.thread_id)
         after: RunEntry | None = None
         if busy is not None:
@@ -206,7 +211,6 @@ class Runs:
                 while (running := self.active_on(thread.thread_id)) is not None:
                     await self.cancel(running, wait=True)
         run_id = str(uuid.uuid4())
-        modes = _requested_modes(body.stream_mode)
         metadata = {
             **(body.metadata or {}),
             "graph_id": assistant.graph_id,
