@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -80,7 +80,7 @@ class AnalyzeState(TypedDict, total=False):
 @tracked("effect")
 def now() -> str:
     """The current UTC time: nondeterministic, so replays must serve the recorded value."""
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 @effect(name="mail.send")

@@ -18,7 +18,7 @@ import json
 import operator
 import random
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
 import anthropic
@@ -602,7 +602,7 @@ def build_stamped(source: str):
     model = RandomModel(prefix="note")
 
     def stamp(s: Stamped):
-        return {"at": datetime.now(timezone.utc) if source == "datetime" else random.random()}
+        return {"at": datetime.now(UTC) if source == "datetime" else random.random()}
 
     def write(s: Stamped):
         return {"note": model.invoke([HumanMessage("note")]).content}

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self is Python 3.11+
+    from typing import Self  # typing.Self is Python 3.11+
 
     from graphtape.store.base import EventRow
 

@@ -29,7 +29,7 @@ from graphtape.cli.base import (
 from graphtape.cli.explain import unused_reasons
 
 
-class RunMode(str, enum.Enum):
+class RunMode(enum.StrEnum):
     strict = "strict"
     flight = "flight"
     live = "live"

@@ -37,7 +37,7 @@ from graphtape.errors import GraphtapeError
 from graphtape.store.base import RUN_STATUSES
 
 
-class ReplayMode(str, enum.Enum):
+class ReplayMode(enum.StrEnum):
     strict = "strict"
     flight = "flight"
 

@@ -40,7 +40,7 @@ from graphtape.cli.base import (
 )
 
 
-class ReplayCheckMode(str, enum.Enum):
+class ReplayCheckMode(enum.StrEnum):
     strict = "strict"
     flight = "flight"
 

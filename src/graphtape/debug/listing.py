@@ -31,7 +31,7 @@ def iso(ts: float | None) -> str | None:
     """A tape event's epoch seconds as the ISO 8601 UTC time LangGraph gives checkpoints."""
     if ts is None:
         return None
-    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).isoformat()
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.UTC).isoformat()
 
 
 class Reader:

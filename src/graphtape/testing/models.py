@@ -243,11 +243,7 @@ class SeededChatModel(BaseChatModel):
             response_metadata={"model_name": self.model_name, "finish_reason": "tool_calls" if calls else "stop"},
         )
         n_out = _chars(msg) // 4 + 1
-        # langchain-core (Python 3.11+) takes NotRequired from typing; read as Python 3.10, the token-detail keys
-        # look required
-        msg.usage_metadata = UsageMetadata(  # type: ignore[typeddict-item]
-            input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out
-        )
+        msg.usage_metadata = UsageMetadata(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
         # Gamma: right-skewed like real latencies, mean exactly `latency`.
         delay = rng.gammavariate(4.0, self.latency / 4.0) if self.latency > 0 else 0.0
         return msg, delay
