@@ -240,6 +240,10 @@ async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
     assert_error(await client.post(runs, json={"input": {}}), 422, "assistant_id")
     assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": "nope"}), 422, "stream_mode")
     assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": ["events"]}), 400, "'events'")
+    bad_config = {"assistant_id": "doc", "config": {"configurable": []}}
+    assert_error(await client.post(runs, json=bad_config), 400, "config.configurable")
+    bad_limit = {"assistant_id": "doc", "config": {"recursion_limit": "x"}}
+    assert_error(await client.post(runs, json=bad_limit), 400, "recursion_limit")
     assert_error(await client.post(runs, json={"assistant_id": "nope"}), 404, "nope", "doc")
     assert_error(await client.post("/threads/missing/runs/wait", json={"assistant_id": "doc"}), 404, "if_not_exists")
     assert_error(await client.get(f"/threads/{tid}/runs/missing"), 404, "missing")

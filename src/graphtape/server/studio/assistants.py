@@ -28,7 +28,7 @@ def assistant_id_for(graph_name: str) -> str:
 
 
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+    return datetime.datetime.now(datetime.UTC).isoformat()
 
 
 @dataclass

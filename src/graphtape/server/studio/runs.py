@@ -102,7 +102,7 @@ class RunEntry:
                 async with self.changed:
                     ready = self.changed.wait_for(lambda seen=sent: self.done or len(self.events) > seen)  # type: ignore[misc]
                     await asyncio.wait_for(ready, heartbeat)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 yield ": heartbeat\n\n"
                 continue
             while sent < len(self.events):
@@ -126,6 +126,21 @@ def _requested_modes(stream_mode: Any) -> list[str]:
         served = ", ".join(GRAPH_STREAM_MODES)
         raise BadRequest(f"stream mode {unserved[0]!r} is not served yet; use one of: {served}")
     return list(dict.fromkeys(modes)) or ["values"]
+
+
+def _check_config(config: dict[str, Any] | None) -> None:
+    """Refuse a ``config`` whose parts LangGraph reads are of the wrong kind (before a run exists)."""
+    given = config or {}
+    for key in ("configurable", "metadata"):
+        if given.get(key) is not None and not isinstance(given[key], dict):
+            raise BadRequest(f"config.{key} must be an object, not {type(given[key]).__name__}")
+    for key in ("recursion_limit", "max_concurrency"):
+        value = given.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise BadRequest(f"config.{key} must be a positive integer")
+    tags = given.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise BadRequest("config.tags must be a list of strings")
 
 
 def _graph_config(body: RunCreate, run: RunEntry) -> dict[str, Any]:
@@ -196,6 +211,7 @@ class Runs:
         ``reject`` (409), ``interrupt``/``rollback`` (the running one is cancelled first: its work so
         far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended)."""
         modes = _requested_modes(body.stream_mode)
+        _check_config(body.config)
         busy = self.active_on(thread.thread_id)
         after: RunEntry | None = None
         if busy is not None:
@@ -251,24 +267,25 @@ class Runs:
         modes: list[str],
         after: RunEntry | None = None,
     ) -> None:
-        recorded = assistant.recorded
-        config = _graph_config(body, run)
-        kwargs: dict[str, Any] = {
-            "stream_mode": list(dict.fromkeys(GRAPH_STREAM_MODES[m] for m in modes)),
-            "subgraphs": body.stream_subgraphs,
-        }
-        if body.interrupt_before:
-            kwargs["interrupt_before"] = body.interrupt_before
-        if body.interrupt_after:
-            kwargs["interrupt_after"] = body.interrupt_after
-        if body.context:
-            kwargs["context"] = body.context
-        run_input: Any = body.input
-        if body.command is not None:
-            run_input = Command(**body.command.model_dump(exclude_none=True))
         legacy = MessageAccumulator()
         await run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
         try:
+            # everything inside the try: whatever fails ends the run as failed, never leaves it hanging
+            recorded = assistant.recorded
+            config = _graph_config(body, run)
+            kwargs: dict[str, Any] = {
+                "stream_mode": list(dict.fromkeys(GRAPH_STREAM_MODES[m] for m in modes)),
+                "subgraphs": body.stream_subgraphs,
+            }
+            if body.interrupt_before:
+                kwargs["interrupt_before"] = body.interrupt_before
+            if body.interrupt_after:
+                kwargs["interrupt_after"] = body.interrupt_after
+            if body.context:
+                kwargs["context"] = body.context
+            run_input: Any = body.input
+            if body.command is not None:
+                run_input = Command(**body.command.model_dump(exclude_none=True))
             if after is not None:
                 await after.wait()
                 thread.touch("busy")
@@ -285,6 +302,15 @@ class Runs:
                     if "messages-tuple" not in modes:
                         continue
                 await run.publish(mode + suffix, chunk)
+            # the thread's values once the run has ended (``__interrupt__`` added when it paused)
+            snap = await recorded.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+            values = to_wire(snap.values)
+            interrupts = to_wire(list(getattr(snap, "interrupts", ())))
+            if interrupts and isinstance(values, dict):
+                values["__interrupt__"] = interrupts
+            run.result = values
+            run.status = "success"
+            thread.touch("interrupted" if snap.next or interrupts else "idle")
         except asyncio.CancelledError:
             run.status = "interrupted"
             thread.touch("idle")
@@ -295,16 +321,6 @@ class Runs:
             error = {"error": type(exc).__name__, "message": str(exc)}
             run.result = {"__error__": error}
             await run.publish("error", error)
-        else:
-            run.status = "success"
-            snap = await recorded.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
-            values = to_wire(snap.values)
-            interrupts = to_wire(list(getattr(snap, "interrupts", ())))
-            paused = bool(snap.next) or bool(interrupts)
-            thread.touch("interrupted" if paused else "idle")
-            if interrupts and isinstance(values, dict):
-                values["__interrupt__"] = interrupts
-            run.result = values
         finally:
             await run.finish()
 
