@@ -427,3 +427,24 @@ async def test_multitask_enqueue_and_interrupt(client, tape):
         assert (await client.get(f"/threads/{tid}/runs/{long['run_id']}")).json()["status"] == "interrupted"
     statuses = [r.status for r in tape.runs(thread_id=tid)]
     assert statuses.count("interrupted") == 1 and statuses.count("finished") == 4
+
+
+async def test_secrets_in_a_run_config_are_redacted_in_responses(client):
+    tid = await new_thread(client)
+    body = {
+        "assistant_id": "doc",
+        "input": {"topic": "s"},
+        "config": {"configurable": {"openai_api_key": "sk-very-secret", "user": "ann"}},
+        "metadata": {"password": "hunter2"},
+        "stream_mode": ["messages-tuple", "messages", "debug", "updates"],
+    }
+    r = await client.post(f"/threads/{tid}/runs/stream", json=body)
+    parts = parse_sse(r.text)
+    assert {"messages", "messages/metadata", "debug"} <= {e for e, _ in parts}
+    assert "sk-very-secret" not in r.text and "hunter2" not in r.text
+    # the config's other values are echoed (LangGraph copies them into debug parts): only secrets are hidden
+    assert '"user":"ann"' in r.text
+    run = (await client.get(f"/threads/{tid}/runs/{parts[0][1]['run_id']}")).text
+    assert "sk-very-secret" not in run and "hunter2" not in run and "ann" in run
+    history = (await client.post(f"/threads/{tid}/history", json={})).text
+    assert "sk-very-secret" not in history

@@ -23,6 +23,7 @@ from typing import Any
 
 from langgraph.types import Command
 
+from graphtape.serde import redact
 from graphtape.server.studio.assistants import AssistantEntry, now_iso
 from graphtape.server.studio.messages import MessageAccumulator
 from graphtape.server.studio.models import RunCreate
@@ -66,8 +67,11 @@ class RunEntry:
     #: called once the run has ended, before its waiters wake (a stateless run forgets its thread)
     on_done: Callable[[], None] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    #: keys redacted beside the secret-looking ones (the tape's ``connect(redact=[...])``)
+    redact_keys: frozenset[str] = frozenset()
 
     def describe(self) -> dict[str, Any]:
+        """The run as the API shows it, secret-looking keys of its config and metadata redacted."""
         return {
             "run_id": self.run_id,
             "thread_id": self.thread_id,
@@ -75,8 +79,8 @@ class RunEntry:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "status": self.status,
-            "metadata": self.metadata,
-            "kwargs": self.kwargs,
+            "metadata": redact(self.metadata, self.redact_keys),
+            "kwargs": redact(self.kwargs, self.redact_keys),
             "multitask_strategy": self.multitask_strategy,
         }
 
@@ -126,6 +130,17 @@ def _requested_modes(stream_mode: Any) -> list[str]:
         served = ", ".join(GRAPH_STREAM_MODES)
         raise BadRequest(f"stream mode {unserved[0]!r} is not served yet; use one of: {served}")
     return list(dict.fromkeys(modes)) or ["values"]
+
+
+def _redacted(mode: str, chunk: Any, keys: frozenset[str]) -> Any:
+    """A stream part with secret-looking keys redacted where LangGraph copies the run's config:
+    the metadata of ``messages`` parts, and ``debug``/``checkpoints``/``tasks`` parts. ``values``,
+    ``updates`` and ``custom`` parts are the graph's own data and are sent as they are."""
+    if mode == "messages" and isinstance(chunk, tuple) and len(chunk) == 2:
+        return chunk[0], redact(to_wire(chunk[1]), keys)
+    if mode in ("debug", "checkpoints", "tasks"):
+        return redact(to_wire(chunk), keys)
+    return chunk
 
 
 def _check_config(config: dict[str, Any] | None) -> None:
@@ -249,6 +264,7 @@ class Runs:
             multitask_strategy=body.multitask_strategy,
         )  # fmt: skip
         run.on_done = on_done
+        run.redact_keys = assistant.recorded.tape.redact_keys
         self.entries[run_id] = run
         if thread.graph_id is None:
             thread.graph_id = assistant.graph_id
@@ -296,6 +312,7 @@ class Runs:
                 else:
                     namespace, (mode, chunk) = (), item
                 suffix = "|" + "|".join(namespace) if namespace else ""
+                chunk = _redacted(mode, chunk, run.redact_keys)
                 if mode == "messages" and "messages" in modes:
                     for event, data in legacy.feed(chunk):
                         await run.publish(event + suffix, data)
