@@ -276,6 +276,15 @@ class TapeStore(abc.ABC):
     # -- runs: retention ---------------------------------------------------------
 
     @abc.abstractmethod
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+        """Remove a thread whole in one transaction: these runs (rows and events) and every
+        checkpoint and write of the thread; blobs stay until :meth:`collect_garbage`.
+
+        Archiving uses it after the thread's archive file was verified: a crash
+        leaves the thread either all in the store or all gone (never half).
+        """
+
+    @abc.abstractmethod
     def delete_runs(self, run_ids: Sequence[str]) -> None:
         """Remove runs (their rows and events) in one transaction; blobs stay until :meth:`collect_garbage`."""
 

@@ -630,6 +630,18 @@ class PostgresTapeStore(SqlTapeStore):
 
         self._transaction(go)
 
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+        ids = sorted({encode(r) for r in run_ids})
+        thread = encode(thread_id)
+
+        def go(conn: psycopg.Connection) -> None:
+            conn.execute("DELETE FROM gt_events WHERE run_id = ANY(%s)", (ids,))
+            conn.execute("DELETE FROM gt_runs WHERE run_id = ANY(%s)", (ids,))
+            conn.execute("DELETE FROM gt_checkpoints WHERE thread_id = %s", (thread,))
+            conn.execute("DELETE FROM gt_writes WHERE thread_id = %s", (thread,))
+
+        self._transaction(go)
+
     def collect_garbage(self) -> tuple[int, int]:
         """Mark and sweep in one transaction, with writers held off.
 

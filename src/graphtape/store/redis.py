@@ -671,6 +671,27 @@ class RedisTapeStore(TapeStore):
         with self._errors():
             self._delete_runs_script(keys=keys, args=args)
 
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+        # Both scripts in one MULTI/EXEC: Redis runs the two atomically, so a
+        # crash leaves the thread whole or gone.
+        ids = list(dict.fromkeys(run_ids))
+        k = self.keys
+        with self._errors():
+            pipe = self._redis.pipeline(transaction=True)
+            if ids:
+                keys = [k.runs_by_start, k.run_ids]
+                args: list[str] = []
+                for run_id in ids:
+                    keys.extend((k.run(run_id), k.events(run_id)))
+                    args.extend((run_id, id_member(run_id)))
+                self._delete_runs_script(keys=keys, args=args, client=pipe)
+            self._delete_thread_script(
+                keys=[k.cp_thread(thread_id), k.writes_thread(thread_id), k.cp_groups],
+                args=[k.cp_ids_ns, k.cp_data_ns, k.writes_ns],
+                client=pipe,
+            )
+            pipe.execute()
+
     def _scan(self, pattern: str) -> Iterator[list[str]]:
         cursor = 0
         while True:

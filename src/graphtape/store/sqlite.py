@@ -504,6 +504,17 @@ class SqliteTapeStore(SqlTapeStore):
 
         self._transaction(go)
 
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+        ids = [(r,) for r in run_ids]
+
+        def go(cur):
+            cur.executemany("DELETE FROM gt_events WHERE run_id=?", ids)
+            cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
+            cur.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
+            cur.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
+
+        self._transaction(go)
+
     def collect_garbage(self) -> tuple[int, int]:
         def go(cur):
             blobs: set[str] = set()

@@ -233,6 +233,25 @@ class StoreConformance:
         assert conformance_store.get_writes("t1", "", "c1") == []
         assert conformance_store.get_checkpoint("t2", "", "c1") is not None
 
+    def test_remove_thread_takes_runs_and_checkpoints_together(self, conformance_store):
+        gone, kept = _run(thread_id="t1"), _run(thread_id="t2")
+        conformance_store.write(
+            WriteBatch(
+                new_runs=[gone, kept],
+                events=[EventRow(r.run_id, 0, "run_started", 1.0, {}) for r in (gone, kept)],
+                checkpoints=[_checkpoint("t1", "c1"), _checkpoint("t2", "c1")],
+                writes=[WriteRow("t1", "", "c1", "task", "", 0, "ch", "h")],
+            )
+        )
+        conformance_store.remove_thread("t1", [gone.run_id])
+        assert conformance_store.get_run(gone.run_id) is None
+        assert conformance_store.events(gone.run_id) == []
+        assert conformance_store.list_checkpoints(thread_id="t1") == []
+        assert conformance_store.get_writes("t1", "", "c1") == []
+        assert conformance_store.get_run(kept.run_id) is not None
+        assert len(conformance_store.events(kept.run_id)) == 1
+        assert conformance_store.get_checkpoint("t2", "", "c1") is not None
+
     # -- history listings --------------------------------------------------------------------------
 
     def test_checkpoint_listing_rows_keys_and_copies(self, conformance_store):
