@@ -8,6 +8,14 @@ Format (version 1), one JSON object per line, keys sorted, no whitespace::
     {"type":"chain","id":..,"parent":..,"item":..}  message-list nodes, by id
     {"type":"blob","hash":..,"text":..}          payloads, by hash
 
+An archive (kind ``"archive"``, written by ``graphtape archive``) is the
+same format, gzip-compressed, with two more record types between the events
+and the chains: ``{"type":"checkpoint",...}`` (graphtape's saver rows, body
+base64) and ``{"type":"write",...}``; a blob that is not UTF-8 (a binary
+checkpoint value) is written ``{"type":"blob","hash":..,"b64":..}``; and its
+header carries ``"digest"``, the SHA-256 of the text after the header line.
+Plain exports never hold these, so their bytes are unchanged.
+
 Nothing time-dependent is written outside the recorded data, and every
 section is sorted, so exporting an imported tape gives the same bytes.
 Blobs are checked against their hash on import, and an import is one
@@ -26,19 +34,26 @@ name, so the file was crafted. Names that may be legitimate classes
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
+import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphtape import events, serde
 from graphtape.errors import GraphtapeError, StoreError, TapeFormatError
-from graphtape.store.base import EventRow, RunRecord, WriteBatch
+from graphtape.store.base import CheckpointRow, EventRow, RunRecord, TapeStore, WriteBatch, WriteRow
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 FORMAT = "graphtape-tape"
 VERSION = 1
+#: The kind of an archive file (:mod:`graphtape.runtime.archive`): a thread with its checkpoints and a digest.
+ARCHIVE_KIND = "archive"
 
 
 def _line(obj: dict[str, Any]) -> str:
@@ -46,9 +61,32 @@ def _line(obj: dict[str, Any]) -> str:
 
 
 def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: str) -> int:
-    store = tape.store
+    lines = [_line({"format": FORMAT, "kind": kind, "version": VERSION}), *body_lines(tape.store, runs)]
+    text = "\n".join(lines) + "\n"
+    target = Path(path)
+    tmp = target.with_name(target.name + ".partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise GraphtapeError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    return len(lines)
+
+
+def body_lines(
+    store: TapeStore,
+    runs: list[RunRecord],
+    checkpoints: Sequence[CheckpointRow] = (),
+    writes: Sequence[WriteRow] = (),
+) -> list[str]:
+    """Every line of a tape file after its header, sorted, references closed over.
+
+    ``checkpoints`` and ``writes`` (graphtape's saver rows of the thread) are
+    written only by an archive (kind ``archive``): a plain export has none,
+    so its bytes do not depend on them.
+    """
     runs = sorted(runs, key=lambda r: (r.started_at, r.run_id))
-    lines = [_line({"format": FORMAT, "kind": kind, "version": VERSION})]
+    lines: list[str] = []
     blob_ids: set[str] = set()
     chain_heads: set[str] = set()
     rows: list[EventRow] = []
@@ -61,6 +99,13 @@ def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: st
         lines.append(
             _line({"type": "event", "run_id": ev.run_id, "seq": ev.seq, "kind": ev.kind, "ts": ev.ts, "data": ev.data})
         )
+    for cp in sorted(checkpoints, key=lambda c: (c.checkpoint_ns, c.checkpoint_id)):
+        body = base64.b64encode(cp.body).decode("ascii")
+        lines.append(_line({"type": "checkpoint", **dataclasses.asdict(cp), "body": body}))
+        blob_ids.update(cp.values.values())
+    for w in sorted(writes, key=lambda w: (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)):
+        lines.append(_line({"type": "write", **dataclasses.asdict(w)}))
+        blob_ids.add(w.value)
     # Close over references: blobs refer to message blobs and chains, chains to blobs.
     chain_nodes: dict[str, tuple[str | None, str]] = {}
     blobs: dict[str, bytes] = {}
@@ -84,23 +129,21 @@ def export_runs(tape: Tape, runs: list[RunRecord], path: str | Path, *, kind: st
             new_chains: set[str] = set()
             for data in got.values():
                 if b'"t":"msg"' in data or b'"$m"' in data or b'"$chain"' in data:
-                    serde.blob_refs(json.loads(data), new_blobs, new_chains)
+                    try:
+                        serde.blob_refs(json.loads(data), new_blobs, new_chains)
+                    except ValueError:  # a typed (binary) checkpoint value that merely contains the marker
+                        pass
             pending_blobs = new_blobs - set(blobs)
             pending_chains |= new_chains - set(chain_nodes)
     for cid in sorted(chain_nodes):
         parent, item = chain_nodes[cid]
         lines.append(_line({"type": "chain", "id": cid, "parent": parent, "item": item}))
     for h in sorted(blobs):
-        lines.append(_line({"type": "blob", "hash": h, "text": blobs[h].decode("utf-8")}))
-    text = "\n".join(lines) + "\n"
-    target = Path(path)
-    tmp = target.with_name(target.name + ".partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
-    except OSError as exc:
-        raise GraphtapeError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    return len(lines)
+        try:
+            lines.append(_line({"type": "blob", "hash": h, "text": blobs[h].decode("utf-8")}))
+        except UnicodeDecodeError:  # a checkpoint value in a binary serde format (archives only)
+            lines.append(_line({"type": "blob", "hash": h, "b64": base64.b64encode(blobs[h]).decode("ascii")}))
+    return lines
 
 
 def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
@@ -112,6 +155,16 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
         raise TapeFormatError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TapeFormatError(f"{p} is unreadable: {exc}") from exc
+    return parse_text(raw, p)
+
+
+def parse_text(raw: str, p: Path | str) -> tuple[dict[str, Any], WriteBatch]:
+    """Parse and verify the text of a tape file (``p`` names it in errors); nothing is written.
+
+    A file of kind ``archive`` also holds the thread's saver checkpoints and
+    writes, and its header carries the SHA-256 of every line after it
+    (``digest``): an archive edited anywhere is refused.
+    """
     lines = raw.splitlines()
     if not lines:
         raise TapeFormatError(f"{p} is empty: not a graphtape tape")
@@ -125,6 +178,11 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
         raise TapeFormatError(
             f"{p} is tape format v{header.get('version')}; this graphtape reads v{VERSION}: upgrade graphtape"
         )
+    archive = header.get("kind") == ARCHIVE_KIND
+    if archive:
+        body = raw.split("\n", 1)[1] if "\n" in raw else ""
+        if header.get("digest") != hashlib.sha256(body.encode("utf-8")).hexdigest():
+            raise TapeFormatError(f"{p} does not match the digest in its header: the archive was altered or damaged")
     batch = WriteBatch()
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -140,8 +198,13 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
                 )
             elif t == "chain":
                 batch.chains[obj["id"]] = (obj["parent"], obj["item"])
+            elif t == "checkpoint" and archive:
+                obj["body"] = base64.b64decode(obj["body"], validate=True)
+                batch.checkpoints.append(CheckpointRow(**obj))
+            elif t == "write" and archive:
+                batch.writes.append(WriteRow(**obj))
             elif t == "blob":
-                data = obj["text"].encode("utf-8")
+                data = base64.b64decode(obj["b64"], validate=True) if "b64" in obj else obj["text"].encode("utf-8")
                 if serde.digest(data) != obj["hash"]:
                     raise TapeFormatError(f"{p} line {n}: blob {obj['hash']} does not match its content (damaged file)")
                 batch.blobs[obj["hash"]] = data
@@ -149,7 +212,7 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
                 raise TapeFormatError(f"{p} line {n}: unknown record type {t!r}")
         except TapeFormatError:
             raise
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, binascii.Error) as exc:
             raise TapeFormatError(f"{p} line {n} is damaged: {exc}") from None
     for cid, (parent, item) in batch.chains.items():
         if serde.digest(f"{parent or ''}/{item}") != cid:
@@ -169,7 +232,7 @@ def read_file(path: str | Path) -> tuple[dict[str, Any], WriteBatch]:
     return header, batch
 
 
-def check_names(batch: WriteBatch, path: Path) -> None:
+def check_names(batch: WriteBatch, path: Path | str) -> None:
     """Refuse a file whose values or errors name a callable that is not a data class (nothing is imported)."""
     from graphtape import typepolicy
     from graphtape.record import errors_codec
