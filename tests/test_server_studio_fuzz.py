@@ -103,7 +103,7 @@ def test_random_bodies_never_get_a_server_error(requests):
                     r = client.request(method, path.format(tid=tid), json=body)
                     assert r.status_code < 500, (method, path, body, r.text)
                     if r.headers["content-type"].startswith("text/event-stream"):
-                        assert r.text.startswith("event: metadata")
+                        assert r.text.startswith("id: 1\nevent: metadata\n")
                     else:
                         r.json()
         finally:

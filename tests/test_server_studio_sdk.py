@@ -170,8 +170,9 @@ def test_viewers_heartbeats_and_a_disconnect_that_does_not_stop_the_run(studio_u
         tid = http.post("/threads", json={}).json()["thread_id"]
         body = {"assistant_id": "slow", "input": {"seconds": 0.4}, "stream_mode": "values"}
         with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as first:
+            assert first.headers["location"].endswith("/stream")
             lines = first.iter_lines()
-            assert next(lines) == "event: metadata"
+            assert [next(lines), next(lines)] == ["id: 1", "event: metadata"]
             run_id = json.loads(next(lines).removeprefix("data: "))["run_id"]
         # the first viewer is gone; a second one joins and sees every event, heartbeats between them
         with http.stream("GET", f"/threads/{tid}/runs/{run_id}/stream") as second:
@@ -183,3 +184,18 @@ def test_viewers_heartbeats_and_a_disconnect_that_does_not_stop_the_run(studio_u
         assert http.get(f"/threads/{tid}/runs/{run_id}/join").json() == {"seconds": 0.4, "done": True}
     (recorded,) = studio_tape.runs(thread_id=tid)
     assert recorded.run_id == run_id and recorded.status == "finished"
+
+
+def test_a_viewer_reconnecting_with_last_event_id_gets_each_missed_event_once(studio_url):
+    with httpx.Client(base_url=studio_url, timeout=20) as http:
+        tid = http.post("/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "doc", "input": {"topic": "ids"}, "stream_mode": ["updates", "values"]}
+        whole = http.post(f"/threads/{tid}/runs/stream", json=body)
+        events = [b for b in whole.text.split("\n\n") if b.startswith("id: ")]
+        ids = [int(b.split("\n")[0].removeprefix("id: ")) for b in events]
+        assert ids == list(range(1, len(ids) + 1)) and len(ids) > 3
+        run_id = json.loads(events[0].split("data: ", 1)[1])["run_id"]
+        resumed = http.get(f"/threads/{tid}/runs/{run_id}/stream", headers={"Last-Event-ID": "2"})
+        assert [b for b in resumed.text.split("\n\n") if b.startswith("id: ")] == events[2:]
+        bad = http.get(f"/threads/{tid}/runs/{run_id}/stream", headers={"Last-Event-ID": "x"})
+        assert bad.status_code == 400 and "Last-Event-ID" in bad.json()["error"]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from graphtape.server.studio.models import Run, RunCreate
-from graphtape.server.studio.problems import Conflict, NotFound
+from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.routes_assistants import find_assistant
 from graphtape.server.studio.runs import RunEntry
 from graphtape.server.studio.threads import ThreadEntry
@@ -37,8 +37,21 @@ async def _start(request: Request, thread_id: str, body: RunCreate) -> RunEntry:
     return await studio.runs.start(thread, assistant, body)
 
 
-def _location(run: RunEntry) -> dict[str, str]:
-    return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+def _location(run: RunEntry, then: str | None = None) -> dict[str, str]:
+    """``Content-Location``: the run; ``Location``: where a client reconnects if the answer is cut
+    (``join`` for wait, ``stream`` for a stream: what ``langgraph-sdk`` follows)."""
+    base = f"/threads/{run.thread_id}/runs/{run.run_id}"
+    headers = {"Content-Location": base}
+    if then is not None:
+        headers["Location"] = f"{base}/{then}"
+    return headers
+
+
+def _last_event_id(request: Request) -> int:
+    value = request.headers.get("last-event-id", "0").strip()
+    if not value.isdigit():
+        raise BadRequest(f"Last-Event-ID must be the id of an event of this run (a number), not {value!r}")
+    return int(value)
 
 
 @router.post("/threads/{thread_id}/runs", response_model=Run)
@@ -51,14 +64,14 @@ async def create_run(request: Request, thread_id: str, body: RunCreate, response
 @router.post("/threads/{thread_id}/runs/wait", response_model=Any)
 async def wait_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> Any:
     run = await _start(request, thread_id, body)
-    response.headers.update(_location(run))
+    response.headers.update(_location(run, "join"))
     return await run.wait()
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=StreamingResponse)
 async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     run = await _start(request, thread_id, body)
-    headers = {**SSE_HEADERS, **_location(run)}
+    headers = {**SSE_HEADERS, **_location(run, "stream")}
     return StreamingResponse(
         run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=headers
     )
@@ -97,9 +110,8 @@ async def join_run(request: Request, thread_id: str, run_id: str) -> Any:
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=StreamingResponse)
 async def join_stream(request: Request, thread_id: str, run_id: str) -> StreamingResponse:
     run = request.app.state.studio.runs.get(thread_id, run_id)
-    return StreamingResponse(
-        run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=SSE_HEADERS
-    )
+    stream = run.sse(request.app.state.studio.heartbeat_seconds, after=_last_event_id(request))
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
@@ -146,6 +158,6 @@ async def wait_stateless_run(request: Request, body: RunCreate) -> Any:
 @router.post("/runs/stream", response_class=StreamingResponse)
 async def stream_stateless_run(request: Request, body: RunCreate) -> StreamingResponse:
     run = await _start_stateless(request, body)
-    return StreamingResponse(
-        run.sse(request.app.state.studio.heartbeat_seconds), media_type="text/event-stream", headers=SSE_HEADERS
-    )
+    headers = {**SSE_HEADERS, **_location(run, "stream")}
+    stream = run.sse(request.app.state.studio.heartbeat_seconds)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)

@@ -97,10 +97,12 @@ class RunEntry:
         async with self.changed:
             self.changed.notify_all()
 
-    async def sse(self, heartbeat: float = 15.0) -> AsyncIterator[str]:
-        """The run's events from the first, as SSE text, until the run ends; a comment line every
-        ``heartbeat`` seconds without events keeps proxies and clients from timing the stream out."""
-        sent = 0
+    async def sse(self, heartbeat: float = 15.0, after: int = 0) -> AsyncIterator[str]:
+        """The run's events after the ``after``-th, as SSE text, until the run ends. Each event's
+        ``id:`` is its position (1 for the first), so a client reconnecting with ``Last-Event-ID``
+        gets every event it missed exactly once; a comment line every ``heartbeat`` seconds without
+        events keeps proxies and clients from timing the stream out."""
+        sent = max(after, 0)
         while True:
             try:
                 async with self.changed:
@@ -112,7 +114,7 @@ class RunEntry:
             while sent < len(self.events):
                 event, data = self.events[sent]
                 sent += 1
-                yield f"event: {event}\ndata: {data}\n\n"
+                yield f"id: {sent}\nevent: {event}\ndata: {data}\n\n"
             if self.done and sent >= len(self.events):
                 return
 
