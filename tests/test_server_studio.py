@@ -239,7 +239,8 @@ async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
     assert_error(await client.post(runs, content=b"{not json", headers=headers), 400, "not valid JSON")
     assert_error(await client.post(runs, json={"input": {}}), 422, "assistant_id")
     assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": "nope"}), 422, "stream_mode")
-    assert_error(await client.post(runs, json={"assistant_id": "doc", "stream_mode": ["events"]}), 400, "'events'")
+    mixed = {"assistant_id": "doc", "stream_mode": ["events", "values"]}
+    assert_error(await client.post(runs, json=mixed), 400, "'events'", "alone")
     bad_config = {"assistant_id": "doc", "config": {"configurable": []}}
     assert_error(await client.post(runs, json=bad_config), 400, "config.configurable")
     bad_limit = {"assistant_id": "doc", "config": {"recursion_limit": "x"}}
@@ -448,3 +449,15 @@ async def test_secrets_in_a_run_config_are_redacted_in_responses(client):
     assert "sk-very-secret" not in run and "hunter2" not in run and "ann" in run
     history = (await client.post(f"/threads/{tid}/history", json={})).text
     assert "sk-very-secret" not in history
+
+
+async def test_events_stream_mode(client):
+    tid = await new_thread(client)
+    body = {"assistant_id": "doc", "input": {"topic": "e"}, "stream_mode": "events"}
+    parts = parse_sse((await client.post(f"/threads/{tid}/runs/stream", json=body)).text)
+    assert parts[0][0] == "metadata" and {e for e, _ in parts[1:]} == {"events"}
+    kinds = [d["event"] for _, d in parts[1:]]
+    assert "on_chain_start" in kinds and "on_chat_model_start" in kinds and "on_chat_model_end" in kinds
+    names = {d["name"] for _, d in parts[1:] if d["event"] == "on_chain_start"}
+    assert {"draft", "approve"} <= names
+    assert (await client.get(f"/threads/{tid}/state")).json()["next"] == ["approve"]

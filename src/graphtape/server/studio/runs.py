@@ -127,10 +127,12 @@ class RunEntry:
 
 def _requested_modes(stream_mode: Any) -> list[str]:
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or [])
-    unserved = [m for m in modes if m not in GRAPH_STREAM_MODES]
+    unserved = [m for m in modes if m not in GRAPH_STREAM_MODES and m != "events"]
     if unserved:
-        served = ", ".join(GRAPH_STREAM_MODES)
+        served = ", ".join([*GRAPH_STREAM_MODES, "events"])
         raise BadRequest(f"stream mode {unserved[0]!r} is not served yet; use one of: {served}")
+    if "events" in modes and len(set(modes)) > 1:
+        raise BadRequest("stream mode 'events' cannot be combined with other modes yet; ask for it alone")
     return list(dict.fromkeys(modes)) or ["values"]
 
 
@@ -140,9 +142,29 @@ def _redacted(mode: str, chunk: Any, keys: frozenset[str]) -> Any:
     ``updates`` and ``custom`` parts are the graph's own data and are sent as they are."""
     if mode == "messages" and isinstance(chunk, tuple) and len(chunk) == 2:
         return chunk[0], redact(to_wire(chunk[1]), keys)
+    if mode == "events" and isinstance(chunk, dict):
+        return {**to_wire(chunk), "metadata": redact(to_wire(chunk.get("metadata") or {}), keys)}
     if mode in ("debug", "checkpoints", "tasks"):
         return redact(to_wire(chunk), keys)
     return chunk
+
+
+async def _publish_parts(run: RunEntry, parts: AsyncIterator[Any], subgraphs: bool, modes: list[str]) -> None:
+    """Publish what ``astream`` yields as the run's events (named by mode, and namespace with subgraphs)."""
+    legacy = MessageAccumulator()
+    async for item in parts:
+        if subgraphs:
+            namespace, mode, chunk = item
+        else:
+            namespace, (mode, chunk) = (), item
+        suffix = "|" + "|".join(namespace) if namespace else ""
+        chunk = _redacted(mode, chunk, run.redact_keys)
+        if mode == "messages" and "messages" in modes:
+            for event, data in legacy.feed(chunk):
+                await run.publish(event + suffix, data)
+            if "messages-tuple" not in modes:
+                continue
+        await run.publish(mode + suffix, chunk)
 
 
 def _check_config(config: dict[str, Any] | None) -> None:
@@ -285,14 +307,13 @@ class Runs:
         modes: list[str],
         after: RunEntry | None = None,
     ) -> None:
-        legacy = MessageAccumulator()
         await run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
         try:
             # everything inside the try: whatever fails ends the run as failed, never leaves it hanging
             recorded = assistant.recorded
             config = _graph_config(body, run)
             kwargs: dict[str, Any] = {
-                "stream_mode": list(dict.fromkeys(GRAPH_STREAM_MODES[m] for m in modes)),
+                "stream_mode": list(dict.fromkeys(GRAPH_STREAM_MODES.get(m, m) for m in modes)),
                 "subgraphs": body.stream_subgraphs,
             }
             if body.interrupt_before:
@@ -308,19 +329,13 @@ class Runs:
                 await after.wait()
                 thread.touch("busy")
             run.status = "running"
-            async for item in recorded.astream(run_input, config, **kwargs):
-                if body.stream_subgraphs:
-                    namespace, mode, chunk = item
-                else:
-                    namespace, (mode, chunk) = (), item
-                suffix = "|" + "|".join(namespace) if namespace else ""
-                chunk = _redacted(mode, chunk, run.redact_keys)
-                if mode == "messages" and "messages" in modes:
-                    for event, data in legacy.feed(chunk):
-                        await run.publish(event + suffix, data)
-                    if "messages-tuple" not in modes:
-                        continue
-                await run.publish(mode + suffix, chunk)
+            if modes == ["events"]:
+                del kwargs["stream_mode"], kwargs["subgraphs"]
+                async for event in recorded.astream_events(run_input, config, version="v2", **kwargs):
+                    await run.publish("events", _redacted("events", event, run.redact_keys))
+            else:
+                parts = recorded.astream(run_input, config, **kwargs)
+                await _publish_parts(run, parts, body.stream_subgraphs, modes)
             # the thread's values once the run has ended (``__interrupt__`` added when it paused)
             snap = await recorded.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
             values = to_wire(snap.values)
