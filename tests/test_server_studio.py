@@ -231,6 +231,11 @@ async def test_threads_recorded_from_python_are_found(client, tape):
     state = (await client.get("/threads/py-thread/state")).json()
     assert state["next"] == ["approve"]
 
+    tape.record(build_doc(), name="unserved").invoke({"topic": "u"}, {"configurable": {"thread_id": "other"}})
+    other = (await client.get("/threads/other")).json()
+    assert other["metadata"]["graph_id"] == "unserved" and other["values"] is None
+    assert_error(await client.get("/threads/other/state"), 404, "unserved", "not served")
+
 
 async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
     tid = await new_thread(client)

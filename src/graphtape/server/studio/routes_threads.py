@@ -57,6 +57,8 @@ async def read_state(request: Request, thread: ThreadEntry, checkpoint_id: str |
 
 
 async def describe_thread(request: Request, thread: ThreadEntry) -> dict[str, Any]:
+    if thread.graph_id is not None and request.app.state.studio.assistants.find(thread.graph_id) is None:
+        return thread.describe()  # recorded with a graph this server does not serve: no state to read
     state = await read_state(request, thread)
     interrupts = {}
     for task in state["tasks"]:
