@@ -63,6 +63,8 @@ def test_every_error_is_a_graphtape_error():
 def test_tape_api_shape(tape):
     for method in ("record", "runs", "run", "events", "calls", "replay", "export_run", "export_thread", "import_file"):
         assert callable(getattr(tape, method))
+    for method in ("archive", "restore", "prune"):
+        assert callable(getattr(tape, method))
 
 
 def test_tape_async_replay_api_shape(tape):

@@ -514,6 +514,28 @@ class Tape:
             raise RunNotFound(f"no runs on thread {thread_id!r} in {self.url}")
         return export_runs(self, runs, path, kind="thread")
 
+    def archive(
+        self,
+        *,
+        older_than: float,
+        to: str | Path,
+        status: str | list[str] | None = None,
+        dry_run: bool = False,
+    ):
+        """Move threads quiet for more than ``older_than`` seconds to compressed files in ``to``
+        (a directory or an fsspec URL), verified before they leave the store; see
+        :mod:`graphtape.runtime.archive`. ``status`` limits it to threads whose runs all have it."""
+        from graphtape.runtime.archive import archive
+
+        statuses = [status] if isinstance(status, str) else status
+        return archive(self, older_than=older_than, to=to, statuses=statuses, dry_run=dry_run)
+
+    def restore(self, thread_or_file: str, *, from_: str | Path | None = None):
+        """Bring an archived thread back (an archive file, or a thread id whose file is in ``from_``)."""
+        from graphtape.runtime.archive import restore
+
+        return restore(self, thread_or_file, from_=from_)
+
     def import_file(self, path: str | Path) -> list[str]:
         """Load an exported tape into this store; returns the ids of the runs added."""
         from graphtape.export import import_file

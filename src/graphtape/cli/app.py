@@ -4,8 +4,8 @@ The commands live in command modules that register on the app of
 :mod:`graphtape.cli.base`; this module imports them (nothing imports this
 module back) and :func:`main` runs the result. The order of the imports is
 the order of the commands in ``graphtape --help``: tape_cmds (runs, show,
-run, replay, export, import), runtime_cmds (prune, stats, recover, serve),
-history_cmds (history, state, diff), inject_cmds (fork, override,
+run, replay, export, import), runtime_cmds (prune, stats, recover, serve), archive_cmds
+(archive, restore), history_cmds (history, state, diff), inject_cmds (fork, override,
 invalidate-from, resume, debug), test_cmds (test, tapes).
 
 Exit codes and the one-line errors are described in :mod:`graphtape.cli.base`.
@@ -19,7 +19,7 @@ import sys
 import typer
 
 # isort: off
-from graphtape.cli import tape_cmds, runtime_cmds, history_cmds, inject_cmds, test_cmds, studio_cmds  # noqa: F401
+from graphtape.cli import tape_cmds, runtime_cmds, archive_cmds, history_cmds, inject_cmds, test_cmds, studio_cmds  # noqa: F401
 
 # isort: on
 from graphtape.cli.base import EXIT_BAD_RESULT, EXIT_ERROR, CliError, app, one_line

@@ -1,0 +1,343 @@
+"""Archiving: move quiet threads to cold storage, whole, and bring them back.
+
+:func:`archive` writes each selected thread (its runs, their events, the
+blobs and chain nodes they use, and the thread's checkpoints and pending
+writes in graphtape's saver) to one gzip-compressed tape file of kind
+``archive`` (see :mod:`graphtape.export`), reads the file back and checks it
+against what was written, and only then removes the thread from the store
+with :meth:`~graphtape.store.base.TapeStore.remove_thread`, one transaction
+per thread. A crash before that transaction leaves the thread in the store
+(and perhaps a complete file beside it, which a later archive overwrites); a
+crash after it leaves a verified file: never half a thread.
+
+Which threads go. The selection is retention's (:func:`plan_prune` without
+truncating threads): a thread goes only when every one of its runs would be
+pruned, so a thread with a run still ``running``, a run younger than
+``older_than`` (an interrupt paused more recently than that included), or a
+run that another kept run replays, forks or recovers, stays. On top of that,
+a thread whose lease another process holds is skipped, and a thread whose
+runs are replayed by runs of another thread still in the store waits until
+that thread is archived first (the command does so in the same pass).
+
+:func:`restore` reads an archive, refuses it with
+:class:`~graphtape.errors.TapeFormatError` when it is unreadable or altered
+(nothing written), and writes the whole thread back in one transaction.
+Blobs shared with other threads were never removed and are simply found
+again. The thread then resumes, replays and forks like any other, and
+exports to the same bytes as before it was archived.
+
+Where files go. ``to`` is a local directory, or an ``fsspec`` URL
+(``s3://bucket/tapes``) when ``fsspec`` and its driver are installed
+(``pip install graphtape[archive] s3fs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from graphtape import clock
+from graphtape.errors import GraphtapeError, StoreError, TapeFormatError
+from graphtape.export import ARCHIVE_KIND, FORMAT, VERSION, body_lines, parse_text
+from graphtape.runtime.lease import lease_name
+from graphtape.runtime.retention import plan_prune
+from graphtape.store.base import RunRecord, TapeStore, WriteRow
+
+if TYPE_CHECKING:
+    from graphtape.tape import Tape
+
+#: Archive files end with this (a gzip-compressed JSONL tape).
+SUFFIX = ".tape.jsonl.gz"
+
+
+@dataclasses.dataclass
+class ArchivedThread:
+    """One thread written to cold storage (or, in a dry run, that would be)."""
+
+    thread_id: str
+    #: where the file is (or would be)
+    file: str
+    run_ids: list[str]
+    #: bytes of the thread's tape before compression: what the store holds for it, shared blobs included
+    size: int
+    #: bytes of the compressed file (None in a dry run)
+    compressed: int | None
+    #: SHA-256 of the file's content after its header line
+    digest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class ArchiveResult:
+    """What :func:`archive` did (or, for a dry run, would do)."""
+
+    dry_run: bool
+    threads: list[ArchivedThread]
+    #: ``(thread_id, why)`` for the threads that matched but stayed
+    skipped: list[tuple[str, str]]
+    #: bytes the store stopped using, when it knows (``TapeStore.used_bytes``); None in a dry run
+    bytes_freed: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "threads": [t.to_dict() for t in self.threads],
+            "skipped": [{"thread_id": t, "why": why} for t, why in self.skipped],
+            "bytes_freed": self.bytes_freed,
+        }
+
+
+@dataclasses.dataclass
+class RestoreResult:
+    """The thread :func:`restore` brought back."""
+
+    thread_id: str
+    run_ids: list[str]
+    checkpoints: int
+    file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def file_name(thread_id: str) -> str:
+    """The archive file of a thread: its id, %-quoted so any id is one safe file name."""
+    return quote(thread_id, safe="") + SUFFIX
+
+
+def archive_text(store: TapeStore, thread_id: str, runs: list[RunRecord]) -> tuple[str, str]:
+    """The archive of a thread as text, and the digest its header carries."""
+    checkpoints = store.list_checkpoints(thread_id=thread_id)
+    writes: list[WriteRow] = []
+    for cp in checkpoints:
+        writes.extend(store.get_writes(cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id))
+    body = "".join(line + "\n" for line in body_lines(store, runs, checkpoints, writes))
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    header = {"digest": digest, "format": FORMAT, "kind": ARCHIVE_KIND, "thread_id": thread_id, "version": VERSION}
+    return json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n" + body, digest
+
+
+def archive(
+    tape: Tape,
+    *,
+    older_than: float,
+    to: str | os.PathLike[str],
+    statuses: Iterable[str] | None = None,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> ArchiveResult:
+    """Archive every thread that went quiet more than ``older_than`` seconds ago; see the module docstring."""
+    if older_than is None or older_than < 0:
+        raise GraphtapeError(f"older_than must be 0 seconds or more, not {older_than}")
+    store = tape.store
+    dest = str(to)
+    plan = plan_prune(tape, older_than=older_than, statuses=statuses, truncate_threads=False, now=now)
+    skipped: dict[str, str] = {}
+    for kept in plan.kept:
+        if kept.run.thread_id not in skipped:
+            skipped[kept.run.thread_id] = kept.reason
+    todo = [t for t in plan.threads]
+    done: list[ArchivedThread] = []
+    before = None if dry_run else store.used_bytes()
+    owner = f"graphtape-archive:{os.getpid()}:{clock.new_id()[:8]}"
+    gone: set[str] = set()
+    while todo:
+        waiting: list[str] = []
+        for thread in todo:
+            runs = store.list_runs(thread_id=thread, limit=None, newest_first=False)
+            needed = _needed_elsewhere(store, thread, {r.run_id for r in runs}, gone)
+            if needed is not None:
+                waiting.append(thread)
+                skipped[thread] = needed
+                continue
+            if dry_run:
+                text, digest = archive_text(store, thread, runs)
+                done.append(
+                    ArchivedThread(
+                        thread,
+                        _join(dest, file_name(thread)),
+                        [r.run_id for r in runs],
+                        len(text.encode()),
+                        None,
+                        digest,
+                    )
+                )
+                gone.update(r.run_id for r in runs)
+                skipped.pop(thread, None)
+                continue
+            if store.acquire_lease(lease_name(thread), owner, 300.0) is None:
+                skipped[thread] = "leased: a process is running it"
+                continue
+            try:
+                # read again under the lease: a run may have started since the plan
+                runs = store.list_runs(thread_id=thread, limit=None, newest_first=False)
+                if not runs or any(r.status == "running" for r in runs):
+                    skipped[thread] = "a run started on it meanwhile"
+                    continue
+                done.append(_archive_one(store, thread, runs, dest))
+                gone.update(r.run_id for r in runs)
+                skipped.pop(thread, None)
+            finally:
+                store.release_lease(lease_name(thread), owner)
+        if len(waiting) == len(todo):
+            break  # no progress: what remains is needed by threads that stay
+        todo = waiting
+    freed = None
+    if not dry_run and done:
+        store.collect_garbage()
+        after = store.used_bytes()
+        freed = max(0, before - after) if before is not None and after is not None else None
+    archived = {t.thread_id for t in done}
+    return ArchiveResult(
+        dry_run=dry_run,
+        threads=done,
+        skipped=sorted((t, why) for t, why in skipped.items() if t not in archived),
+        bytes_freed=freed,
+    )
+
+
+def _needed_elsewhere(store: TapeStore, thread: str, run_ids: set[str], gone: set[str]) -> str | None:
+    """Why a run outside the thread, still in the store, needs one of the thread's runs (None if none does)."""
+    for r in store.list_replays():
+        if r.thread_id != thread and r.run_id not in gone and r.replay_of in run_ids:
+            return f"run {r.run_id[:8]} of thread {r.thread_id} replays or forks it"
+    for r in store.list_runs(limit=None):
+        recovers = (r.meta or {}).get("recovers")
+        if r.thread_id != thread and r.run_id not in gone and recovers in run_ids:
+            return f"run {r.run_id[:8]} of thread {r.thread_id} recovers it"
+    return None
+
+
+def _archive_one(store: TapeStore, thread: str, runs: list[RunRecord], dest: str) -> ArchivedThread:
+    text, digest = archive_text(store, thread, runs)
+    data = text.encode("utf-8")
+    # mtime=0: the same thread compresses to the same bytes whenever it is archived
+    packed = gzip.compress(data, mtime=0)
+    path = _join(dest, file_name(thread))
+    _write(dest, file_name(thread), packed)
+    # Read back what storage holds, not what we meant to write, and check it before deleting anything.
+    back = _read(path)
+    if back != packed or gzip.decompress(back) != data:
+        raise StoreError(f"{path} does not read back as written; thread {thread} was left in the store")
+    header, batch = parse_text(data.decode("utf-8"), path)
+    if header.get("digest") != digest or {r.run_id for r in batch.new_runs} != {r.run_id for r in runs}:
+        raise StoreError(f"{path} does not hold thread {thread} whole; it was left in the store")
+    store.remove_thread(thread, [r.run_id for r in runs])
+    return ArchivedThread(thread, path, [r.run_id for r in runs], len(data), len(packed), digest)
+
+
+# -- where archive files live: a directory, or an fsspec URL ------------------------------------
+
+
+def _is_url(dest: str) -> bool:
+    return "://" in dest
+
+
+def _join(dest: str, name: str) -> str:
+    return f"{dest.rstrip('/')}/{name}" if _is_url(dest) else str(Path(dest) / name)
+
+
+def _fs(url: str) -> Any:
+    try:
+        import fsspec  # type: ignore[import-not-found]
+    except ImportError:
+        raise GraphtapeError(
+            f"{url} is a URL: archiving to object storage needs fsspec (pip install 'graphtape[archive]' "
+            "and the driver, e.g. s3fs); or give a local directory"
+        ) from None
+    return fsspec
+
+
+def _write(dest: str, name: str, data: bytes) -> None:
+    if _is_url(dest):
+        try:
+            with _fs(dest).open(_join(dest, name), "wb") as f:
+                f.write(data)
+        except GraphtapeError:
+            raise
+        except Exception as exc:  # fsspec drivers raise their own errors
+            raise StoreError(f"cannot write {_join(dest, name)}: {exc}") from exc
+        return
+    directory = Path(dest)
+    target = directory / name
+    tmp = directory / (name + ".partial")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(target)
+    except OSError as exc:
+        raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+
+
+def _read(path: str) -> bytes:
+    try:
+        if _is_url(path):
+            with _fs(path).open(path, "rb") as f:
+                return bytes(f.read())
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TapeFormatError(f"{path}: no such archive file") from None
+    except GraphtapeError:
+        raise
+    except Exception as exc:
+        raise TapeFormatError(f"{path} is unreadable: {exc}") from exc
+
+
+# -- restore -------------------------------------------------------------------------------------
+
+
+def restore(tape: Tape, thread_or_file: str, *, from_: str | os.PathLike[str] | None = None) -> RestoreResult:
+    """Bring an archived thread back into ``tape``'s store (any store), whole, in one transaction.
+
+    ``thread_or_file`` is an archive file, or a thread id whose file is in
+    ``from_``. An unreadable or altered file, or a thread whose runs or
+    checkpoints are already in the store, is refused and nothing is written.
+    """
+    path = _locate(thread_or_file, from_)
+    raw = _read(path)
+    try:
+        text = gzip.decompress(raw).decode("utf-8")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise TapeFormatError(f"{path} is not a readable archive ({exc}); nothing was restored") from None
+    header, batch = parse_text(text, path)
+    if header.get("kind") != ARCHIVE_KIND:
+        raise TapeFormatError(f"{path} is a tape export, not an archive; load it with `graphtape import`")
+    threads = {r.thread_id for r in batch.new_runs}
+    if len(threads) != 1:
+        raise TapeFormatError(f"{path} holds {len(threads)} threads; an archive holds one")
+    thread = threads.pop()
+    store = tape.store
+    present = [r.run_id for r in batch.new_runs if store.get_run(r.run_id) is not None]
+    if present:
+        raise StoreError(f"run {present[0]} of thread {thread} is already in {tape.url}; nothing was restored")
+    if batch.checkpoints and store.has_checkpoints(thread):
+        raise StoreError(f"thread {thread} has checkpoints in {tape.url} already; nothing was restored")
+    store.write(batch)
+    return RestoreResult(thread, [r.run_id for r in batch.new_runs], len(batch.checkpoints), path)
+
+
+def _locate(thread_or_file: str, from_: str | os.PathLike[str] | None) -> str:
+    if from_ is not None:
+        dest = str(from_)
+        if not _is_url(dest) and Path(thread_or_file).is_file():
+            return thread_or_file
+        name = thread_or_file if thread_or_file.endswith(SUFFIX) else file_name(thread_or_file)
+        return _join(dest, name)
+    if _is_url(thread_or_file) or Path(thread_or_file).is_file():
+        return thread_or_file
+    raise TapeFormatError(
+        f"{thread_or_file} is not an archive file; to restore a thread by id, say where its archive is (--from DEST)"
+    )
