@@ -466,3 +466,26 @@ async def test_events_stream_mode(client):
     names = {d["name"] for _, d in parts[1:] if d["event"] == "on_chain_start"}
     assert {"draft", "approve"} <= names
     assert (await client.get(f"/threads/{tid}/state")).json()["next"] == ["approve"]
+
+
+async def test_assistants_made_over_http_configure_their_runs(client, tape):
+    body = {"graph_id": "doc", "name": "strict doc", "config": {"tags": ["team-a"], "configurable": {"who": "a"}}}
+    made = (await client.post("/assistants", json=body)).json()
+    aid = made["assistant_id"]
+    assert made["graph_id"] == "doc" and made["name"] == "strict doc" and made["version"] == 1
+    assert aid in {
+        a["assistant_id"] for a in (await client.post("/assistants/search", json={"graph_id": "doc"})).json()
+    }
+    assert_error(await client.post("/assistants", json={**body, "assistant_id": aid}), 409, "if_exists")
+    assert_error(await client.post("/assistants", json={"graph_id": "nope"}), 400, "doc")
+    tid = await new_thread(client)
+    r = await client.post(f"/threads/{tid}/runs", json={"assistant_id": aid, "input": {"topic": "a"}})
+    run = r.json()
+    assert run["assistant_id"] == aid and run["kwargs"]["config"]["configurable"] == {"who": "a"}
+    await client.get(f"/threads/{tid}/runs/{run['run_id']}/join")
+    patched = (await client.patch(f"/assistants/{aid}", json={"metadata": {"x": 1}, "name": "renamed"})).json()
+    assert patched["version"] == 2 and patched["name"] == "renamed" and patched["metadata"] == {"x": 1}
+    assert_error(await client.patch("/assistants/doc", json={"name": "x"}), 409, "create an assistant")
+    assert (await client.delete(f"/assistants/{aid}")).status_code == 204
+    assert_error(await client.get(f"/assistants/{aid}"), 404, aid)
+    assert tape.runs(thread_id=tid)[0].run_id == run["run_id"]

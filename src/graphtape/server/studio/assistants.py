@@ -33,30 +33,41 @@ def now_iso() -> str:
 
 @dataclass
 class AssistantEntry:
-    """A served graph: its name, the compiled graph and the recording wrapper runs go through."""
+    """A served graph, or an assistant made on one over HTTP: the graph, the recording wrapper runs
+    go through, and (for a made one) its own id, name and the config and context its runs start from."""
 
     graph_id: str
     graph: Any
     recorded: Any
     created_at: str = field(default_factory=now_iso)
+    #: None for the graph's own assistant (its id derives from the graph's name)
+    custom_id: str | None = None
+    name: str | None = None
+    description: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    version: int = 1
+    updated_at: str = field(default_factory=now_iso)
     _schemas: dict[str, Any] | None = None
 
     @property
     def assistant_id(self) -> str:
-        return assistant_id_for(self.graph_id)
+        return self.custom_id or assistant_id_for(self.graph_id)
 
     def describe(self) -> dict[str, Any]:
+        system = self.custom_id is None
         return {
             "assistant_id": self.assistant_id,
             "graph_id": self.graph_id,
-            "name": self.graph_id,
-            "description": None,
-            "config": {},
-            "context": {},
-            "metadata": {"created_by": "system"},
-            "version": 1,
+            "name": self.name or self.graph_id,
+            "description": self.description,
+            "config": self.config,
+            "context": self.context,
+            "metadata": {"created_by": "system"} if system else self.metadata,
+            "version": self.version,
             "created_at": self.created_at,
-            "updated_at": self.created_at,
+            "updated_at": self.created_at if system else self.updated_at,
         }
 
     def structure(self, xray: bool | int = False) -> dict[str, Any]:
@@ -68,22 +79,38 @@ class AssistantEntry:
             self._schemas = {"graph_id": self.graph_id, **graph_schemas(self.graph)}
         return self._schemas
 
+    def run_config(self, given: dict[str, Any] | None) -> dict[str, Any]:
+        """A run's config on this assistant: the assistant's, with the run's on top (``configurable`` merged)."""
+        given = dict(given or {})
+        merged = {**self.config, **given}
+        if isinstance(self.config.get("configurable"), dict) and isinstance(given.get("configurable"), dict):
+            merged["configurable"] = {**self.config["configurable"], **given["configurable"]}
+        return merged
+
 
 class Assistants:
-    """The served graphs, found by assistant id or graph name."""
+    """The served graphs' assistants and the ones made over HTTP, found by id (or graph name)."""
 
     def __init__(self, tape: Any, graphs: dict[str, Any]):
         self.entries: dict[str, AssistantEntry] = {}
         for name, graph in graphs.items():
             self.entries[name] = AssistantEntry(name, graph, tape.record(graph, name=name))
+        self.custom: dict[str, AssistantEntry] = {}
 
     def find(self, assistant_id_or_graph: str) -> AssistantEntry | None:
         if assistant_id_or_graph in self.entries:
             return self.entries[assistant_id_or_graph]
+        if assistant_id_or_graph in self.custom:
+            return self.custom[assistant_id_or_graph]
         for entry in self.entries.values():
             if entry.assistant_id == assistant_id_or_graph:
                 return entry
         return None
 
     def all(self) -> list[AssistantEntry]:
-        return list(self.entries.values())
+        return [*self.entries.values(), *self.custom.values()]
+
+    def create(self, base: AssistantEntry, assistant_id: str, fields: dict[str, Any]) -> AssistantEntry:
+        entry = AssistantEntry(base.graph_id, base.graph, base.recorded, custom_id=assistant_id, **fields)
+        self.custom[assistant_id] = entry
+        return entry

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "Assistant",
+    "AssistantCreate",
+    "AssistantPatch",
     "AssistantSearch",
     "Checkpoint",
     "CommandBody",
@@ -75,6 +77,25 @@ class Assistant(_Response):
     version: int = 1
     created_at: str
     updated_at: str
+
+
+class AssistantCreate(_Request):
+    graph_id: str = Field(description="the name of a served graph")
+    assistant_id: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantPatch(_Request):
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(None, description="merged into the assistant's metadata")
+    name: str | None = None
+    description: str | None = None
 
 
 class AssistantSearch(_Request):

@@ -251,6 +251,10 @@ class Runs:
         far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended)."""
         modes = _requested_modes(body.stream_mode)
         _check_config(body.config)
+        if assistant.config or assistant.context:  # an assistant made over HTTP: its config under the run's
+            context = {**assistant.context, **(body.context or {})}
+            body = body.model_copy(update={"config": assistant.run_config(body.config), "context": context or None})
+            _check_config(body.config)
         busy = self.active_on(thread.thread_id)
         after: RunEntry | None = None
         if busy is not None:
