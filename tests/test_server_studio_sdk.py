@@ -158,6 +158,13 @@ def drive_sync(client, studio_tape) -> None:
     assert client.runs.get(slow, started["run_id"])["status"] == "interrupted"
     assert studio_tape.runs(thread_id=slow)[0].status == "interrupted"
 
+    made = client.assistants.create("doc", config={"configurable": {"who": "sdk"}}, name="sdk doc")
+    assert client.assistants.get(made["assistant_id"])["name"] == "sdk doc"
+    t3 = client.threads.create()["thread_id"]
+    assert "__interrupt__" in client.runs.wait(t3, made["assistant_id"], input={"topic": "a"})
+    assert client.assistants.update(made["assistant_id"], name="renamed")["version"] == 2
+    client.assistants.delete(made["assistant_id"])
+
     found = {t["thread_id"] for t in client.threads.search(limit=50)}
     assert {tid, slow} <= found
     client.threads.delete(slow)
