@@ -489,3 +489,18 @@ async def test_assistants_made_over_http_configure_their_runs(client, tape):
     assert (await client.delete(f"/assistants/{aid}")).status_code == 204
     assert_error(await client.get(f"/assistants/{aid}"), 404, aid)
     assert tape.runs(thread_id=tid)[0].run_id == run["run_id"]
+
+
+async def test_batch_of_stateless_runs_and_cancel_many(client):
+    batch = [{"assistant_id": "slow", "input": {"seconds": 30}, "on_completion": "keep"} for _ in range(2)]
+    made = (await client.post("/runs/batch", json=batch)).json()
+    assert len(made) == 2 and made[0]["thread_id"] != made[1]["thread_id"]
+    assert_error(await client.post("/runs/cancel", json={}), 400, "thread_id")
+    r = await client.post("/runs/cancel", json={"thread_id": made[0]["thread_id"]})
+    assert r.status_code == 204
+    first = (await client.get(f"/threads/{made[0]['thread_id']}/runs/{made[0]['run_id']}")).json()
+    second = (await client.get(f"/threads/{made[1]['thread_id']}/runs/{made[1]['run_id']}")).json()
+    assert first["status"] == "interrupted" and second["status"] in ("pending", "running")
+    assert (await client.post("/runs/cancel", json={"status": "all"})).status_code == 204
+    second = (await client.get(f"/threads/{made[1]['thread_id']}/runs/{made[1]['run_id']}")).json()
+    assert second["status"] == "interrupted"

@@ -25,6 +25,7 @@ __all__ = [
     "HistoryRequest",
     "Run",
     "RunCreate",
+    "RunsCancel",
     "ServerInfo",
     "StateAtCheckpoint",
     "Thread",
@@ -221,6 +222,14 @@ class RunCreate(_Request):
     on_completion: Literal["delete", "keep"] = Field(
         "delete", description="stateless runs: drop the temporary thread from the API when done, or keep it"
     )
+
+
+class RunsCancel(_Request):
+    """Which runs to cancel: a thread's (all, or the listed ids), or every run with a status."""
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
 
 
 class Run(_Response):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from graphtape.server.studio.models import Run, RunCreate
+from graphtape.server.studio.models import Run, RunCreate, RunsCancel
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.routes_assistants import find_assistant
 from graphtape.server.studio.runs import RunEntry
@@ -161,3 +161,32 @@ async def stream_stateless_run(request: Request, body: RunCreate) -> StreamingRe
     headers = {**SSE_HEADERS, **_location(run, "stream")}
     stream = run.sse(request.app.state.studio.heartbeat_seconds)
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+
+@router.post("/runs/batch", response_model=list[Run])
+async def create_run_batch(request: Request, body: list[RunCreate]) -> list[dict[str, Any]]:
+    """Several stateless background runs, each on its own temporary thread."""
+    if len(body) > 100:
+        raise BadRequest(f"at most 100 runs per batch, not {len(body)}")
+    return [(await _start_stateless(request, item)).describe() for item in body]
+
+
+@router.post("/runs/cancel", status_code=204)
+async def cancel_runs(
+    request: Request, body: RunsCancel, action: Literal["interrupt", "rollback"] = "interrupt"
+) -> Response:
+    """Cancel a thread's runs (all of them, or ``run_ids``), or every run with a ``status``."""
+    runs = request.app.state.studio.runs
+    if body.thread_id is None and body.status is None:
+        raise BadRequest("give thread_id (and optionally run_ids) or status ('pending', 'running' or 'all')")
+    chosen = [
+        run
+        for run in list(runs.entries.values())
+        if not run.done
+        and (body.thread_id is None or run.thread_id == body.thread_id)
+        and (body.run_ids is None or run.run_id in body.run_ids)
+        and (body.status in (None, "all") or run.status == body.status)
+    ]
+    for run in chosen:
+        await runs.cancel(run, wait=True)
+    return Response(status_code=204)
