@@ -104,7 +104,10 @@ class _Guard:
         length = headers.get(b"content-length")
         if length is not None:
             # the HTTP server holds the client to the length it declared
-            if not length.isdigit() or int(length) > self.max_body_bytes:
+            if not length.isdigit():
+                await self._reject(scope, receive, send, 400, "Content-Length must be a number of bytes")
+                return
+            if int(length) > self.max_body_bytes:
                 await self._reject(scope, receive, send, 413, self._too_large())
                 return
             await self.app(scope, receive, send)
