@@ -175,7 +175,7 @@ def test_tampered_or_unreadable_archive_is_refused(tape, tmp_path):
         tape.restore(str(path))
     assert tape.store.get_run(run) is None and tape.store.list_checkpoints(thread_id="a") == []
     with pytest.raises(TapeFormatError, match="--from"):
-        tape.restore("a")
+        tape.restore("never-archived")
 
 
 def test_cli_archive_and_restore(tape, store_url, tmp_path):
@@ -197,3 +197,28 @@ def test_cli_archive_and_restore(tape, store_url, tmp_path):
     assert res.exit_code == 2 and res.stderr.startswith("error: run ") and "already in" in res.stderr
     res = runner.invoke(app, [*base, "archive", "--older-than", "soon", "--to", str(dest)], env=ENV)
     assert res.exit_code == 2 and "--older-than" in res.stderr
+
+
+def test_the_store_indexes_what_it_archived(tape, store_url, tmp_path):
+    run = record_linear(tape, "a")
+    age(tape, run)
+    dest = tmp_path / "cold"
+    result = tape.archive(older_than=30 * DAY, to=dest)
+    (entry,) = tape.store.archived_threads()
+    assert (entry.thread_id, entry.runs, entry.digest) == ("a", 1, result.threads[0].digest)
+    assert entry.file == str(dest / file_name("a")) and entry.size == (dest / file_name("a")).stat().st_size
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["--url", store_url, "runs", "--archived"], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert file_name("a") in " ".join(res.stdout.split()) and "1 run(s)" in res.stdout
+    res = runner.invoke(app, ["--url", store_url, "history", "a"], env=ENV)
+    assert res.exit_code == 2
+    assert "was archived to" in res.stderr and "graphtape restore a" in res.stderr
+
+    # restore by thread id alone: the index knows the file; then the index forgets it
+    res = runner.invoke(app, ["--url", store_url, "restore", "a"], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert tape.store.archived_threads() == [] and tape.store.get_run(run) is not None
+    res = runner.invoke(app, ["--url", store_url, "runs", "--archived"], env=ENV)
+    assert "no archived threads" in res.stdout

@@ -103,3 +103,27 @@ def restore_cmd(
         f"from {result.file} into {url}",
         soft_wrap=True,
     )
+
+
+def print_archived(ctx: typer.Context, *, thread: str | None, as_json: bool) -> None:
+    """``graphtape runs --archived``: the store's index of archived threads, newest first."""
+    import datetime
+
+    with handle_errors():
+        with open_tape(ctx) as tape:
+            entries = tape.store.archived_threads(thread)
+            url = tape.url
+    if as_json:
+        echo_json([e.to_dict() for e in entries])
+        return
+    console = stdout()
+    if not entries:
+        console.print(f"no archived threads{' named ' + repr(thread) if thread else ''} in {url}")
+        return
+    for e in entries:
+        when = datetime.datetime.fromtimestamp(e.archived_at, datetime.UTC).strftime("%Y-%m-%d %H:%M")
+        console.print(
+            f"{render.short_thread(e.thread_id)}  {e.runs} run(s)  {_fmt_bytes(e.size)}  {when}  {e.file}",
+            soft_wrap=True,
+        )
+    console.print("bring one back with `graphtape restore THREAD`", style="dim")

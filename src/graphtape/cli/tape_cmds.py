@@ -69,8 +69,16 @@ def runs_cmd(
     ),
     limit: int = typer.Option(20, "--limit", "-n", help="At most this many runs, newest first (0: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list."),
+    archived: bool = typer.Option(
+        False, "--archived", help="List the archived threads instead: where each went (graphtape archive)."
+    ),
 ) -> None:
     """List recorded runs, newest first."""
+    if archived:
+        from graphtape.cli.archive_cmds import print_archived
+
+        print_archived(ctx, thread=thread, as_json=as_json)
+        return
     with handle_errors():
         if status is not None and status not in RUN_STATUSES:
             raise CliError(f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}")

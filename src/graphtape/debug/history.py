@@ -200,6 +200,11 @@ def _resolve_target(tape: Tape, reader: Reader, target: str) -> tuple[str, RunRe
                 raise
         else:
             return "run", run, run.thread_id
+    from graphtape.runtime.archive import where_archived
+
+    archived = where_archived(store, target)
+    if archived is not None:
+        raise RunNotFound(archived)
     raise RunNotFound(f"no run or thread {target!r} in {tape.url}; list runs (and their threads) with `graphtape runs`")
 
 

@@ -29,11 +29,18 @@ exports to the same bytes as before it was archived.
 Where files go. ``to`` is a local directory, or an ``fsspec`` URL
 (``s3://bucket/tapes``) when ``fsspec`` and its driver are installed
 (``pip install graphtape[archive] s3fs``).
+
+The index. The store records where each thread went
+(:class:`~graphtape.store.base.ArchiveEntry`) in the same transaction that
+removes it, and forgets it when the thread is restored: ``graphtape runs
+--archived`` lists it, and :func:`where_archived` is what ``graphtape
+history`` says about a thread that is no longer there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import gzip
 import hashlib
 import json
@@ -49,7 +56,7 @@ from graphtape.errors import GraphtapeError, StoreError, TapeFormatError
 from graphtape.export import ARCHIVE_KIND, FORMAT, VERSION, body_lines, parse_text
 from graphtape.runtime.lease import lease_name
 from graphtape.runtime.retention import plan_prune
-from graphtape.store.base import RunRecord, TapeStore, WriteRow
+from graphtape.store.base import ArchiveEntry, RunRecord, TapeStore, WriteRow
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -232,7 +239,8 @@ def _archive_one(store: TapeStore, thread: str, runs: list[RunRecord], dest: str
     header, batch = parse_text(data.decode("utf-8"), path)
     if header.get("digest") != digest or {r.run_id for r in batch.new_runs} != {r.run_id for r in runs}:
         raise StoreError(f"{path} does not hold thread {thread} whole; it was left in the store")
-    store.remove_thread(thread, [r.run_id for r in runs])
+    entry = ArchiveEntry(thread, path, clock.now(), len(packed), digest, len(runs))
+    store.remove_thread(thread, [r.run_id for r in runs], archived=entry)
     return ArchivedThread(thread, path, [r.run_id for r in runs], len(data), len(packed), digest)
 
 
@@ -303,10 +311,11 @@ def restore(tape: Tape, thread_or_file: str, *, from_: str | os.PathLike[str] | 
     """Bring an archived thread back into ``tape``'s store (any store), whole, in one transaction.
 
     ``thread_or_file`` is an archive file, or a thread id whose file is in
-    ``from_``. An unreadable or altered file, or a thread whose runs or
-    checkpoints are already in the store, is refused and nothing is written.
+    ``from_`` (or, without ``from_``, in the store's index of archives). An
+    unreadable or altered file, or a thread whose runs or checkpoints are
+    already in the store, is refused and nothing is written.
     """
-    path = _locate(thread_or_file, from_)
+    path = _locate(tape.store, thread_or_file, from_)
     raw = _read(path)
     try:
         text = gzip.decompress(raw).decode("utf-8")
@@ -326,10 +335,11 @@ def restore(tape: Tape, thread_or_file: str, *, from_: str | os.PathLike[str] | 
     if batch.checkpoints and store.has_checkpoints(thread):
         raise StoreError(f"thread {thread} has checkpoints in {tape.url} already; nothing was restored")
     store.write(batch)
+    store.forget_archive(thread)
     return RestoreResult(thread, [r.run_id for r in batch.new_runs], len(batch.checkpoints), path)
 
 
-def _locate(thread_or_file: str, from_: str | os.PathLike[str] | None) -> str:
+def _locate(store: TapeStore, thread_or_file: str, from_: str | os.PathLike[str] | None) -> str:
     if from_ is not None:
         dest = str(from_)
         if not _is_url(dest) and Path(thread_or_file).is_file():
@@ -338,6 +348,23 @@ def _locate(thread_or_file: str, from_: str | os.PathLike[str] | None) -> str:
         return _join(dest, name)
     if _is_url(thread_or_file) or Path(thread_or_file).is_file():
         return thread_or_file
+    indexed = store.archived_threads(thread_or_file)
+    if indexed:
+        return indexed[0].file
     raise TapeFormatError(
-        f"{thread_or_file} is not an archive file; to restore a thread by id, say where its archive is (--from DEST)"
+        f"{thread_or_file} is neither an archive file nor a thread this store archived; "
+        "say where its archive is (--from DEST)"
+    )
+
+
+def where_archived(store: TapeStore, thread_id: str) -> str | None:
+    """A sentence saying where an archived thread went and how to bring it back (None if it was not archived)."""
+    entries = store.archived_threads(thread_id)
+    if not entries:
+        return None
+    e = entries[0]
+    when = datetime.datetime.fromtimestamp(e.archived_at, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"thread {thread_id} was archived to {e.file} on {when} ({e.runs} run(s)); "
+        f"bring it back with `graphtape restore {thread_id}`"
     )

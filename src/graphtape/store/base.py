@@ -170,6 +170,25 @@ class WriteBatch:
         self.writes.extend(other.writes)
 
 
+@dataclasses.dataclass(frozen=True)
+class ArchiveEntry:
+    """Where an archived thread went: the store's index of archives (``graphtape runs --archived``)."""
+
+    thread_id: str
+    #: the archive file (a path or an fsspec URL)
+    file: str
+    archived_at: float
+    #: bytes of the compressed file
+    size: int
+    #: SHA-256 of the file's content after its header line (the header's ``digest``)
+    digest: str
+    #: how many runs the thread had
+    runs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 #: Columns of a run that :meth:`TapeStore.write` may update.
 RUN_UPDATABLE = frozenset(
     {
@@ -276,13 +295,23 @@ class TapeStore(abc.ABC):
     # -- runs: retention ---------------------------------------------------------
 
     @abc.abstractmethod
-    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str], *, archived: ArchiveEntry | None = None) -> None:
         """Remove a thread whole in one transaction: these runs (rows and events) and every
         checkpoint and write of the thread; blobs stay until :meth:`collect_garbage`.
 
-        Archiving uses it after the thread's archive file was verified: a crash
-        leaves the thread either all in the store or all gone (never half).
+        Archiving uses it after the thread's archive file was verified, with
+        ``archived`` recorded in the index of archives in the same transaction:
+        a crash leaves the thread either all in the store or all gone and
+        indexed (never half).
         """
+
+    @abc.abstractmethod
+    def archived_threads(self, thread_id: str | None = None) -> list[ArchiveEntry]:
+        """The index of archived threads (one thread's entry, or all), newest first."""
+
+    @abc.abstractmethod
+    def forget_archive(self, thread_id: str) -> None:
+        """Drop a thread's entry from the index of archives (it was restored); a no-op when there is none."""
 
     @abc.abstractmethod
     def delete_runs(self, run_ids: Sequence[str]) -> None:

@@ -113,7 +113,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
     ) from _exc
 
 from graphtape.events import refs as event_refs
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
+from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.postgres_schema import (
@@ -630,7 +630,7 @@ class PostgresTapeStore(SqlTapeStore):
 
         self._transaction(go)
 
-    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str], *, archived: ArchiveEntry | None = None) -> None:
         ids = sorted({encode(r) for r in run_ids})
         thread = encode(thread_id)
 
@@ -639,8 +639,32 @@ class PostgresTapeStore(SqlTapeStore):
             conn.execute("DELETE FROM gt_runs WHERE run_id = ANY(%s)", (ids,))
             conn.execute("DELETE FROM gt_checkpoints WHERE thread_id = %s", (thread,))
             conn.execute("DELETE FROM gt_writes WHERE thread_id = %s", (thread,))
+            if archived is not None:
+                conn.execute(
+                    "INSERT INTO gt_archives (thread_id, file, archived_at, size, digest, runs) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET file = excluded.file, "
+                    "archived_at = excluded.archived_at, size = excluded.size, digest = excluded.digest, "
+                    "runs = excluded.runs",
+                    encode_params(
+                        [thread_id, archived.file, archived.archived_at, archived.size, archived.digest, archived.runs]
+                    ),
+                )
 
         self._transaction(go)
+
+    def archived_threads(self, thread_id: str | None = None) -> list[ArchiveEntry]:
+        where, params = ("WHERE thread_id = %s", (thread_id,)) if thread_id is not None else ("", ())
+        rows = self._query(
+            f"SELECT thread_id, file, archived_at, size, digest, runs FROM gt_archives {where} "
+            "ORDER BY archived_at DESC, thread_id",
+            params,
+        )
+        return [ArchiveEntry(*row) for row in rows]
+
+    def forget_archive(self, thread_id: str) -> None:
+        self._transaction(
+            lambda conn: conn.execute("DELETE FROM gt_archives WHERE thread_id = %s", (encode(thread_id),))
+        )
 
     def collect_garbage(self) -> tuple[int, int]:
         """Mark and sweep in one transaction, with writers held off.

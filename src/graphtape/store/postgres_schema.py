@@ -150,6 +150,17 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE gt_checkpoints ADD COLUMN writers text, ADD COLUMN calls text;
     """,
+    # 5: the index of archived threads (graphtape archive): where each went
+    """
+    CREATE TABLE gt_archives (
+        thread_id text COLLATE "C" PRIMARY KEY,
+        file text NOT NULL,
+        archived_at double precision NOT NULL,
+        size bigint NOT NULL,
+        digest text NOT NULL,
+        runs integer NOT NULL
+    );
+    """,
 ]
 
 #: SQLSTATE raised by ``gt_check_fence`` when the lease changed hands.

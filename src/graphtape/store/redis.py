@@ -62,6 +62,7 @@ from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
 from graphtape.store.base import (
     RUN_UPDATABLE,
+    ArchiveEntry,
     CheckpointRow,
     EventRow,
     RunRecord,
@@ -671,7 +672,7 @@ class RedisTapeStore(TapeStore):
         with self._errors():
             self._delete_runs_script(keys=keys, args=args)
 
-    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str], *, archived: ArchiveEntry | None = None) -> None:
         # Both scripts in one MULTI/EXEC: Redis runs the two atomically, so a
         # crash leaves the thread whole or gone.
         ids = list(dict.fromkeys(run_ids))
@@ -690,7 +691,24 @@ class RedisTapeStore(TapeStore):
                 args=[k.cp_ids_ns, k.cp_data_ns, k.writes_ns],
                 client=pipe,
             )
+            if archived is not None:
+                pipe.hset(k.archives, thread_id, json.dumps(archived.to_dict(), sort_keys=True))
             pipe.execute()
+
+    def archived_threads(self, thread_id: str | None = None) -> list[ArchiveEntry]:
+        with self._errors():
+            if thread_id is not None:
+                raw = self._redis.hget(self.keys.archives, thread_id)
+                found = [raw] if raw is not None else []
+            else:
+                found = list(self._redis.hvals(self.keys.archives))
+        entries = [ArchiveEntry(**json.loads(r)) for r in found]
+        entries.sort(key=lambda e: (-e.archived_at, e.thread_id))
+        return entries
+
+    def forget_archive(self, thread_id: str) -> None:
+        with self._errors():
+            self._redis.hdel(self.keys.archives, thread_id)
 
     def _scan(self, pattern: str) -> Iterator[list[str]]:
         cursor = 0

@@ -394,6 +394,8 @@ class Keys:
         self.writes_ns = prefix + "wr:"
         self.blob_ns = prefix + "blob:"
         self.events_ns = prefix + "ev:"
+        #: the index of archived threads: a hash, thread id -> JSON of its ArchiveEntry
+        self.archives = prefix + "archives"
 
     def applied(self, batch_id: str) -> str:
         return f"{self.prefix}applied:{batch_id}"

@@ -37,7 +37,7 @@ from typing import Any
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
-from graphtape.store.base import RUN_UPDATABLE, CheckpointRow, StoreNotFound, WriteBatch
+from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
@@ -145,6 +145,17 @@ MIGRATIONS: list[str] = [
         thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, writers, calls);
     CREATE INDEX gt_checkpoints_copies ON gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, copied_from)
         WHERE copied_from IS NOT NULL;
+    """,
+    # 6: the index of archived threads (graphtape archive): where each went
+    """
+    CREATE TABLE gt_archives (
+        thread_id TEXT PRIMARY KEY,
+        file TEXT NOT NULL,
+        archived_at REAL NOT NULL,
+        size INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        runs INTEGER NOT NULL
+    ) WITHOUT ROWID;
     """,
 ]
 
@@ -504,7 +515,7 @@ class SqliteTapeStore(SqlTapeStore):
 
         self._transaction(go)
 
-    def remove_thread(self, thread_id: str, run_ids: Sequence[str]) -> None:
+    def remove_thread(self, thread_id: str, run_ids: Sequence[str], *, archived: ArchiveEntry | None = None) -> None:
         ids = [(r,) for r in run_ids]
 
         def go(cur):
@@ -512,8 +523,26 @@ class SqliteTapeStore(SqlTapeStore):
             cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
             cur.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
             cur.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
+            if archived is not None:
+                cur.execute(
+                    "INSERT OR REPLACE INTO gt_archives (thread_id, file, archived_at, size, digest, runs) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (thread_id, archived.file, archived.archived_at, archived.size, archived.digest, archived.runs),
+                )
 
         self._transaction(go)
+
+    def archived_threads(self, thread_id: str | None = None) -> list[ArchiveEntry]:
+        where, params = ("WHERE thread_id=?", (thread_id,)) if thread_id is not None else ("", ())
+        rows = self._query(
+            f"SELECT thread_id, file, archived_at, size, digest, runs FROM gt_archives {where} "
+            "ORDER BY archived_at DESC, thread_id",
+            params,
+        )
+        return [ArchiveEntry(*row) for row in rows]
+
+    def forget_archive(self, thread_id: str) -> None:
+        self._transaction(lambda cur: cur.execute("DELETE FROM gt_archives WHERE thread_id=?", (thread_id,)))
 
     def collect_garbage(self) -> tuple[int, int]:
         def go(cur):

@@ -20,6 +20,7 @@ and graphtape's own LangGraph saver built on it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -28,7 +29,7 @@ import pytest
 
 from graphtape import serde
 from graphtape.errors import LeaseLost, StoreError
-from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow
+from graphtape.store.base import ArchiveEntry, CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow
 
 
 def _run(run_id: str | None = None, **kw) -> RunRecord:
@@ -243,7 +244,19 @@ class StoreConformance:
                 writes=[WriteRow("t1", "", "c1", "task", "", 0, "ch", "h")],
             )
         )
-        conformance_store.remove_thread("t1", [gone.run_id])
+        entry = ArchiveEntry("t1", "/cold/t1.tape.jsonl.gz", 1000.0, 123, "ab" * 32, 1)
+        assert conformance_store.archived_threads() == []
+        conformance_store.remove_thread("t1", [gone.run_id], archived=entry)
+        assert conformance_store.archived_threads() == [entry]
+        assert conformance_store.archived_threads("t1") == [entry]
+        assert conformance_store.archived_threads("t2") == []
+        conformance_store.remove_thread(
+            "t3", [], archived=dataclasses.replace(entry, thread_id="t3", archived_at=2000.0)
+        )
+        assert [e.thread_id for e in conformance_store.archived_threads()] == ["t3", "t1"]  # newest first
+        conformance_store.forget_archive("t3")
+        conformance_store.forget_archive("t3")  # a no-op the second time
+        assert conformance_store.archived_threads() == [entry]
         assert conformance_store.get_run(gone.run_id) is None
         assert conformance_store.events(gone.run_id) == []
         assert conformance_store.list_checkpoints(thread_id="t1") == []
