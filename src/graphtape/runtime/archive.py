@@ -158,11 +158,12 @@ def archive(
     before = None if dry_run else store.used_bytes()
     owner = f"graphtape-archive:{os.getpid()}:{clock.new_id()[:8]}"
     gone: set[str] = set()
+    needs = _dependents(store) if todo else {}
     while todo:
         waiting: list[str] = []
         for thread in todo:
             runs = store.list_runs(thread_id=thread, limit=None, newest_first=False)
-            needed = _needed_elsewhere(store, thread, {r.run_id for r in runs}, gone)
+            needed = _needed_elsewhere(needs, thread, runs, gone)
             if needed is not None:
                 waiting.append(thread)
                 skipped[thread] = needed
@@ -213,15 +214,25 @@ def archive(
     )
 
 
-def _needed_elsewhere(store: TapeStore, thread: str, run_ids: set[str], gone: set[str]) -> str | None:
-    """Why a run outside the thread, still in the store, needs one of the thread's runs (None if none does)."""
-    for r in store.list_replays():
-        if r.thread_id != thread and r.run_id not in gone and r.replay_of in run_ids:
-            return f"run {r.run_id[:8]} of thread {r.thread_id} replays or forks it"
+def _dependents(store: TapeStore) -> dict[str, list[RunRecord]]:
+    """For each run that another run replays, forks or recovers: those runs (read once per archive)."""
+    needs: dict[str, list[RunRecord]] = {}
     for r in store.list_runs(limit=None):
         recovers = (r.meta or {}).get("recovers")
-        if r.thread_id != thread and r.run_id not in gone and recovers in run_ids:
-            return f"run {r.run_id[:8]} of thread {r.thread_id} recovers it"
+        for target in {r.replay_of, recovers if isinstance(recovers, str) else None} - {None}:
+            needs.setdefault(str(target), []).append(r)
+    return needs
+
+
+def _needed_elsewhere(
+    needs: dict[str, list[RunRecord]], thread: str, runs: list[RunRecord], gone: set[str]
+) -> str | None:
+    """Why a run outside the thread, still in the store, needs one of the thread's runs (None if none does)."""
+    for run in runs:
+        for r in needs.get(run.run_id, ()):
+            if r.thread_id != thread and r.run_id not in gone:
+                how = "replays or forks" if r.replay_of == run.run_id else "recovers"
+                return f"run {r.run_id[:8]} of thread {r.thread_id} {how} it"
     return None
 
 
