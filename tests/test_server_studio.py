@@ -504,3 +504,33 @@ async def test_batch_of_stateless_runs_and_cancel_many(client):
     assert (await client.post("/runs/cancel", json={"status": "all"})).status_code == 204
     second = (await client.get(f"/threads/{made[1]['thread_id']}/runs/{made[1]['run_id']}")).json()
     assert second["status"] == "interrupted"
+
+
+async def test_state_with_subgraphs_shows_the_paused_subgraph(tape):
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from tests.studio_graphs import Doc
+
+    def ask(s: Doc):
+        return {"approved": interrupt("inner?")}
+
+    inner = StateGraph(Doc)
+    inner.add_node(ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    outer = StateGraph(Doc)
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    app = create_app(tape, {"outer": outer.compile()})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+        tid = await new_thread(c)
+        await c.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "outer", "input": {"topic": "s"}})
+        plain = (await c.get(f"/threads/{tid}/state")).json()
+        assert plain["tasks"][0]["state"] is None and plain["tasks"][0]["checkpoint"]["checkpoint_ns"].startswith(
+            "child:"
+        )
+        deep = (await c.get(f"/threads/{tid}/state", params={"subgraphs": True})).json()
+        child = deep["tasks"][0]["state"]
+        assert child["next"] == ["ask"] and child["values"] == {"topic": "s"}

@@ -41,14 +41,16 @@ def thread_graph(request: Request, thread: ThreadEntry) -> AssistantEntry | None
     return entries[0] if len(entries) == 1 else None
 
 
-async def read_state(request: Request, thread: ThreadEntry, checkpoint_id: str | None = None) -> dict[str, Any]:
+async def read_state(
+    request: Request, thread: ThreadEntry, checkpoint_id: str | None = None, subgraphs: bool = False
+) -> dict[str, Any]:
     entry = thread_graph(request, thread)
     if entry is None:
         return empty_state(thread.thread_id)
     configurable = {"thread_id": thread.thread_id}
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
-    snap = await entry.recorded.graph.aget_state({"configurable": configurable})
+    snap = await entry.recorded.graph.aget_state({"configurable": configurable}, subgraphs=subgraphs)
     if snap.metadata is None and snap.created_at is None:  # LangGraph's answer when no checkpoint is found
         if checkpoint_id:
             raise NotFound(f"no checkpoint {checkpoint_id!r} on thread {thread.thread_id!r}; list them with /history")
@@ -134,12 +136,13 @@ async def delete_thread(request: Request, thread_id: str) -> Response:
 
 @router.get("/threads/{thread_id}/state", response_model=ThreadState)
 async def get_state(request: Request, thread_id: str, subgraphs: bool = False) -> dict[str, Any]:
-    return await read_state(request, request.app.state.studio.threads.get(thread_id))
+    return await read_state(request, request.app.state.studio.threads.get(thread_id), subgraphs=subgraphs)
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}", response_model=ThreadState)
 async def get_state_at(request: Request, thread_id: str, checkpoint_id: str, subgraphs: bool = False) -> dict[str, Any]:
-    return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id)
+    thread = request.app.state.studio.threads.get(thread_id)
+    return await read_state(request, thread, checkpoint_id, subgraphs)
 
 
 @router.post("/threads/{thread_id}/state/checkpoint", response_model=ThreadState)
@@ -147,7 +150,7 @@ async def post_state_at(request: Request, thread_id: str, body: StateAtCheckpoin
     checkpoint_id = body.checkpoint.get("checkpoint_id")
     if not isinstance(checkpoint_id, str) or not checkpoint_id:
         raise BadRequest("checkpoint.checkpoint_id is required (a checkpoint id from /history)")
-    return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id)
+    return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id, body.subgraphs)
 
 
 @router.post("/threads/{thread_id}/state", response_model=UpdateStateResponse)
