@@ -222,3 +222,46 @@ def test_the_store_indexes_what_it_archived(tape, store_url, tmp_path):
     assert tape.store.archived_threads() == [] and tape.store.get_run(run) is not None
     res = runner.invoke(app, ["--url", store_url, "runs", "--archived"], env=ENV)
     assert "no archived threads" in res.stdout
+
+
+@pytest.mark.parametrize("crash", ["before-rename", "before-remove", "after-remove"])
+def test_a_crash_mid_archive_loses_nothing(tape, store_url, tmp_path, crash):
+    import signal
+    import subprocess
+    import sys
+
+    run = record_linear(tape, "a")
+    age(tape, run)
+    before = exported(tape, "a", tmp_path / "before.jsonl")
+    checkpoints = len(tape.store.list_checkpoints(thread_id="a"))
+    dest = tmp_path / "cold"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.archive_crash_worker", store_url, str(dest), crash],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    # the dead archiver's lease would expire; take it back now rather than wait
+    holder = tape.store.lease_holder("thread:a")
+    if holder is not None:
+        tape.store.release_lease("thread:a", holder[0])
+
+    path = dest / file_name("a")
+    if crash == "after-remove":
+        # the thread left in one transaction, with its index entry
+        assert tape.store.get_run(run) is None and tape.store.list_checkpoints(thread_id="a") == []
+        assert [e.thread_id for e in tape.store.archived_threads()] == ["a"]
+    else:
+        # the thread is whole, and not indexed as archived
+        assert tape.store.get_run(run) is not None
+        assert len(tape.store.list_checkpoints(thread_id="a")) == checkpoints
+        assert tape.store.archived_threads() == []
+        assert path.is_file() == (crash == "before-remove")
+        # archiving again finishes the job
+        result = tape.archive(older_than=30 * DAY, to=dest)
+        assert [t.thread_id for t in result.threads] == ["a"]
+    tape.restore("a")
+    assert exported(tape, "a", tmp_path / "after.jsonl") == before
+    assert len(tape.store.list_checkpoints(thread_id="a")) == checkpoints
+    replays_strictly(tape, run, graphs.build_linear)

@@ -64,6 +64,10 @@ if TYPE_CHECKING:
 #: Archive files end with this (a gzip-compressed JSONL tape).
 SUFFIX = ".tape.jsonl.gz"
 
+#: Seconds a thread stays leased while it is archived: no run starts on it meanwhile,
+#: and an archiver that died blocks the thread no longer than this.
+LEASE_TTL = 60.0
+
 
 @dataclasses.dataclass
 class ArchivedThread:
@@ -183,7 +187,7 @@ def archive(
                 gone.update(r.run_id for r in runs)
                 skipped.pop(thread, None)
                 continue
-            if store.acquire_lease(lease_name(thread), owner, 300.0) is None:
+            if store.acquire_lease(lease_name(thread), owner, LEASE_TTL) is None:
                 skipped[thread] = "leased: a process is running it"
                 continue
             try:
