@@ -7,6 +7,7 @@ resume from its checkpoints and export to the same bytes as before.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import time
 from pathlib import Path
@@ -265,3 +266,27 @@ def test_a_crash_mid_archive_loses_nothing(tape, store_url, tmp_path, crash):
     assert exported(tape, "a", tmp_path / "after.jsonl") == before
     assert len(tape.store.list_checkpoints(thread_id="a")) == checkpoints
     replays_strictly(tape, run, graphs.build_linear)
+
+
+def test_expire_after_deletes_only_the_old_archives_the_store_made(tape, store_url, tmp_path):
+    dest = tmp_path / "cold"
+    for thread in ("old", "new"):
+        age(tape, record_linear(tape, thread))
+    tape.archive(older_than=30 * DAY, to=dest)
+    # make "old"'s archive a year old, as its index entry says
+    (entry,) = tape.store.archived_threads("old")
+    tape.store.remove_thread("old", [], archived=dataclasses.replace(entry, archived_at=time.time() - 400 * DAY))
+    (dest / "unrelated.txt").write_text("not ours")
+
+    dry = tape.archive(older_than=30 * DAY, to=dest, expire_after=365 * DAY, dry_run=True)
+    assert [e.thread_id for e in dry.expired] == ["old"] and (dest / file_name("old")).is_file()
+    res = CliRunner().invoke(
+        app,
+        ["--url", store_url, "archive", "--older-than", "30d", "--to", str(dest), "--expire-after", "365d"],
+        env=ENV,
+    )
+    assert res.exit_code == 0, res.output
+    assert "deleted 1 expired archive(s)" in " ".join(res.stdout.split())
+    assert not (dest / file_name("old")).exists() and (dest / file_name("new")).is_file()
+    assert (dest / "unrelated.txt").is_file()
+    assert [e.thread_id for e in tape.store.archived_threads()] == ["new"]

@@ -521,14 +521,18 @@ class Tape:
         to: str | Path,
         status: str | list[str] | None = None,
         dry_run: bool = False,
+        expire_after: float | None = None,
     ):
         """Move threads quiet for more than ``older_than`` seconds to compressed files in ``to``
         (a directory or an fsspec URL), verified before they leave the store; see
-        :mod:`graphtape.runtime.archive`. ``status`` limits it to threads whose runs all have it."""
+        :mod:`graphtape.runtime.archive`. ``status`` limits it to threads whose runs all have it;
+        ``expire_after`` (seconds) deletes the archives this store made longer ago than that."""
         from graphtape.runtime.archive import archive
 
         statuses = [status] if isinstance(status, str) else status
-        return archive(self, older_than=older_than, to=to, statuses=statuses, dry_run=dry_run)
+        return archive(
+            self, older_than=older_than, to=to, statuses=statuses, dry_run=dry_run, expire_after=expire_after
+        )
 
     def restore(self, thread_or_file: str, *, from_: str | Path | None = None):
         """Bring an archived thread back (an archive file, or a thread id whose file is in ``from_``)."""

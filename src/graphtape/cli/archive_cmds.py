@@ -40,6 +40,12 @@ def archive_cmd(
         help="Only threads whose runs all have these statuses, comma-separated (e.g. finished).",
         show_default=False,
     ),
+    expire_after: str | None = typer.Option(
+        None,
+        "--expire-after",
+        help="Also delete the archives this store made longer ago than this (e.g. 365d): files and index entries.",
+        show_default=False,
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be archived; write and delete nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -51,13 +57,19 @@ def archive_cmd(
             seconds = parse_duration(older_than)
         except ValueError as exc:
             raise CliError(f"--older-than: {exc}") from None
+        expire = None
+        if expire_after is not None:
+            try:
+                expire = parse_duration(expire_after)
+            except ValueError as exc:
+                raise CliError(f"--expire-after: {exc}") from None
         statuses = None
         if status is not None:
             statuses = [s.strip() for s in status.split(",") if s.strip()]
             if not statuses:
                 raise CliError("--status names no status; e.g. --status finished")
         with open_tape(ctx) as tape:
-            result = tape.archive(older_than=seconds, to=to, status=statuses, dry_run=dry_run)
+            result = tape.archive(older_than=seconds, to=to, status=statuses, dry_run=dry_run, expire_after=expire)
             url = tape.url
     if as_json:
         echo_json(result.to_dict())
@@ -69,16 +81,20 @@ def archive_cmd(
         console.print(f"  {render.short_thread(t.thread_id)}  {runs}  {size}  {t.file}", soft_wrap=True)
     for thread, why in result.skipped:
         console.print(f"  kept {render.short_thread(thread)}: {why}", style="dim", soft_wrap=True)
+    for e in result.expired:
+        console.print(f"  {'would delete' if result.dry_run else 'deleted'} expired archive {e.file}", soft_wrap=True)
     total = sum(t.size for t in result.threads)
+    expired = f" and {len(result.expired)} expired archive(s)" if expire_after is not None else ""
     if result.dry_run:
         console.print(
             f"dry run: would archive {len(result.threads)} thread(s), {_fmt_bytes(total)} of tape, "
-            f"from {url} to {to}; nothing was written or deleted",
+            f"from {url} to {to}{expired.replace(' and', ', delete')}; nothing was written or deleted",
             soft_wrap=True,
         )
         return
     freed = f", {_fmt_bytes(result.bytes_freed)} freed" if result.bytes_freed is not None else ""
-    console.print(f"archived {len(result.threads)} thread(s) from {url} to {to}{freed}", soft_wrap=True)
+    deleted = expired.replace(" and", "; deleted")
+    console.print(f"archived {len(result.threads)} thread(s) from {url} to {to}{freed}{deleted}", soft_wrap=True)
 
 
 @app.command("restore")

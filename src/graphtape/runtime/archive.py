@@ -98,6 +98,8 @@ class ArchiveResult:
     skipped: list[tuple[str, str]]
     #: bytes the store stopped using, when it knows (``TapeStore.used_bytes``); None in a dry run
     bytes_freed: int | None
+    #: archives older than ``expire_after`` that were deleted (or, in a dry run, would be)
+    expired: list[ArchiveEntry] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +107,7 @@ class ArchiveResult:
             "threads": [t.to_dict() for t in self.threads],
             "skipped": [{"thread_id": t, "why": why} for t, why in self.skipped],
             "bytes_freed": self.bytes_freed,
+            "expired": [e.to_dict() for e in self.expired],
         }
 
 
@@ -145,11 +148,21 @@ def archive(
     to: str | os.PathLike[str],
     statuses: Iterable[str] | None = None,
     dry_run: bool = False,
+    expire_after: float | None = None,
     now: float | None = None,
 ) -> ArchiveResult:
-    """Archive every thread that went quiet more than ``older_than`` seconds ago; see the module docstring."""
+    """Archive every thread that went quiet more than ``older_than`` seconds ago; see the module docstring.
+
+    ``expire_after`` (seconds) is the other half of a retention policy: the
+    archives this store made longer ago than that are deleted, files and
+    index entries (only files the index names: nothing else in ``to`` is
+    ever touched). Run from cron, one command keeps a store to its last
+    month and its archives to their last year.
+    """
     if older_than is None or older_than < 0:
         raise GraphtapeError(f"older_than must be 0 seconds or more, not {older_than}")
+    if expire_after is not None and expire_after < 0:
+        raise GraphtapeError(f"expire_after must be 0 seconds or more, not {expire_after}")
     store = tape.store
     dest = str(to)
     plan = plan_prune(tape, older_than=older_than, statuses=statuses, truncate_threads=False, now=now)
@@ -210,11 +223,20 @@ def archive(
         after = store.used_bytes()
         freed = max(0, before - after) if before is not None and after is not None else None
     archived = {t.thread_id for t in done}
+    expired: list[ArchiveEntry] = []
+    if expire_after is not None:
+        cutoff = (clock.now() if now is None else now) - expire_after
+        expired = [e for e in store.archived_threads() if e.archived_at < cutoff and e.thread_id not in archived]
+        if not dry_run:
+            for e in expired:
+                _delete(e.file)
+                store.forget_archive(e.thread_id)
     return ArchiveResult(
         dry_run=dry_run,
         threads=done,
         skipped=sorted((t, why) for t, why in skipped.items() if t not in archived),
         bytes_freed=freed,
+        expired=expired,
     )
 
 
@@ -303,6 +325,21 @@ def _write(dest: str, name: str, data: bytes) -> None:
         tmp.replace(target)
     except OSError as exc:
         raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+
+
+def _delete(path: str) -> None:
+    """Delete an expired archive file (gone already is fine: the goal is that it is gone)."""
+    try:
+        if _is_url(path):
+            fs, inner = _fs(path).core.url_to_fs(path)
+            if fs.exists(inner):
+                fs.rm(inner)
+            return
+        Path(path).unlink(missing_ok=True)
+    except GraphtapeError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"cannot delete the expired archive {path}: {exc}") from exc
 
 
 def _read(path: str) -> bytes:
