@@ -290,3 +290,16 @@ def test_expire_after_deletes_only_the_old_archives_the_store_made(tape, store_u
     assert not (dest / file_name("old")).exists() and (dest / file_name("new")).is_file()
     assert (dest / "unrelated.txt").is_file()
     assert [e.thread_id for e in tape.store.archived_threads()] == ["new"]
+
+
+def test_stats_and_metrics_report_the_archives(tape, tmp_path):
+    assert "graphtape_archived_threads 0\n" in tape.stats().to_prometheus()
+    age(tape, record_linear(tape, "a"))
+    result = tape.archive(older_than=30 * DAY, to=tmp_path / "cold")
+    stats = tape.stats()
+    assert stats.archived_threads == 1 and stats.archive_bytes == result.threads[0].compressed
+    text = stats.to_prometheus()
+    assert "graphtape_archived_threads 1\n" in text
+    assert f"graphtape_archive_bytes {result.threads[0].compressed}\n" in text
+    assert "graphtape_last_archive_timestamp_seconds " in text
+    assert stats.to_dict()["archives"]["threads"] == 1

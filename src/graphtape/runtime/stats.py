@@ -128,6 +128,10 @@ class Stats:
     stuck_after: float
     stuck_threads: list[StuckThread]
     orphaned_runs: int
+    #: the store's index of archived threads (``graphtape archive``): how many, their files' bytes, the newest
+    archived_threads: int = 0
+    archive_bytes: int = 0
+    last_archived_at: float | None = None
 
     @property
     def runs_total(self) -> int:
@@ -156,6 +160,11 @@ class Stats:
             "stuck_after": self.stuck_after,
             "stuck_threads": [s.to_dict() for s in self.stuck_threads],
             "orphaned_runs": self.orphaned_runs,
+            "archives": {
+                "threads": self.archived_threads,
+                "bytes": self.archive_bytes,
+                "last_archived_at": self.last_archived_at,
+            },
         }
 
     def to_prometheus(self) -> str:
@@ -231,6 +240,17 @@ class Stats:
             "Runs left running by a process that died (recover them with `graphtape recover`).",
         )
         sample("graphtape_orphaned_runs", self.orphaned_runs)
+        family("graphtape_archived_threads", "gauge", "Threads moved to cold storage by `graphtape archive`.")
+        sample("graphtape_archived_threads", self.archived_threads)
+        family("graphtape_archive_bytes", "gauge", "Bytes of the archive files the store's index names.")
+        sample("graphtape_archive_bytes", self.archive_bytes)
+        if self.last_archived_at is not None:
+            family(
+                "graphtape_last_archive_timestamp_seconds",
+                "gauge",
+                "When the newest archive was made (alert when a scheduled archive stops running).",
+            )
+            sample("graphtape_last_archive_timestamp_seconds", self.last_archived_at)
         return "\n".join(out) + "\n"
 
 
@@ -503,6 +523,7 @@ def collect_stats(
     )
     large_runs = sorted(((rid, b) for rid, b in tape_sizes if b > size_warning), key=lambda x: -x[1])
     large_cps = sorted((c for c in cp_sizes if c[2] > size_warning), key=lambda x: -x[2])
+    archives = tape.store.archived_threads()
     return Stats(
         generated_at=now,
         store=tape.url,
@@ -521,4 +542,7 @@ def collect_stats(
         stuck_after=stuck_after,
         stuck_threads=stuck,
         orphaned_runs=orphaned,
+        archived_threads=len(archives),
+        archive_bytes=sum(e.size for e in archives),
+        last_archived_at=max((e.archived_at for e in archives), default=None),
     )
