@@ -17,7 +17,7 @@ from langgraph.types import Command
 from typer.testing import CliRunner
 
 from graphtape.cli import app
-from graphtape.errors import TapeFormatError
+from graphtape.errors import GraphtapeError, TapeFormatError
 from graphtape.runtime.archive import file_name
 from graphtape.store.base import WriteBatch
 from tests import graphs
@@ -303,3 +303,64 @@ def test_stats_and_metrics_report_the_archives(tape, tmp_path):
     assert f"graphtape_archive_bytes {result.threads[0].compressed}\n" in text
     assert "graphtape_last_archive_timestamp_seconds " in text
     assert stats.to_dict()["archives"]["threads"] == 1
+
+
+class MemoryFs:
+    """A stand-in for fsspec (not installed here): object storage as a dict, through the calls archive makes."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.core = self
+
+    def open(self, url: str, mode: str):
+        import contextlib
+        import io
+
+        @contextlib.contextmanager
+        def opened():
+            if mode == "rb":
+                if url not in self.files:
+                    raise FileNotFoundError(url)
+                yield io.BytesIO(self.files[url])
+                return
+            buf = io.BytesIO()
+            yield buf
+            self.files[url] = buf.getvalue()
+
+        return opened()
+
+    def url_to_fs(self, url: str):
+        return self, url
+
+    def exists(self, url: str) -> bool:
+        return url in self.files
+
+    def rm(self, url: str) -> None:
+        del self.files[url]
+
+
+def test_archive_to_an_object_store_url_through_fsspec(tape, tmp_path, monkeypatch):
+    import sys
+
+    run = record_linear(tape, "a")
+    age(tape, run)
+    before = exported(tape, "a", tmp_path / "before.jsonl")
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # not installed: a clear error, nothing removed
+    with pytest.raises(GraphtapeError, match=r"needs fsspec .*graphtape\[archive\]"):
+        tape.archive(older_than=30 * DAY, to="memory://cold")
+    assert tape.store.get_run(run) is not None
+
+    fs = MemoryFs()
+    monkeypatch.setitem(sys.modules, "fsspec", fs)
+    tape.archive(older_than=30 * DAY, to="memory://cold/")
+    assert list(fs.files) == ["memory://cold/" + file_name("a")]
+    assert tape.store.get_run(run) is None
+    tape.restore("a")  # the index names the URL
+    assert exported(tape, "a", tmp_path / "after.jsonl") == before
+    again = tape.archive(older_than=30 * DAY, to="memory://cold")
+    assert [t.thread_id for t in again.threads] == ["a"]
+    tape.store.remove_thread(
+        "a", [], archived=dataclasses.replace(tape.store.archived_threads("a")[0], archived_at=time.time() - 400 * DAY)
+    )
+    result = tape.archive(older_than=30 * DAY, to="memory://cold", expire_after=365 * DAY)
+    assert [e.thread_id for e in result.expired] == ["a"] and fs.files == {}
