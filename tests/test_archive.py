@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import time
 from pathlib import Path
 
@@ -196,6 +197,15 @@ def test_cli_archive_and_restore(tape, store_url, tmp_path):
     assert "restored thread a" in res.output and tape.store.get_run(run) is not None
     res = runner.invoke(app, [*base, "restore", "a", "--from", str(dest)], env=ENV)
     assert res.exit_code == 2 and res.stderr.startswith("error: run ") and "already in" in res.stderr
+    # --json, and a damaged file refused in one line with nothing written
+    data = json.loads(runner.invoke(app, [*base, "archive", "--older-than", "30d", "--to", str(dest), "--json"]).stdout)
+    assert [t["thread_id"] for t in data["threads"]] == ["a"] and data["dry_run"] is False
+    path = dest / file_name("a")
+    path.write_bytes(path.read_bytes()[:-8])
+    res = runner.invoke(app, [*base, "restore", str(path)], env=ENV)
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.stderr.startswith("error: ") and "not a readable archive" in res.stderr
+    assert tape.store.get_run(run) is None
     res = runner.invoke(app, [*base, "archive", "--older-than", "soon", "--to", str(dest)], env=ENV)
     assert res.exit_code == 2 and "--older-than" in res.stderr
 
