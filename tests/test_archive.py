@@ -11,6 +11,7 @@ import dataclasses
 import gzip
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 from graphtape.cli import app
 from graphtape.errors import GraphtapeError, TapeFormatError
 from graphtape.runtime.archive import file_name
-from graphtape.store.base import WriteBatch
+from graphtape.store.base import RunRecord, WriteBatch
 from tests import graphs
 from tests.graphs import forbid
 
@@ -374,3 +375,26 @@ def test_archive_to_an_object_store_url_through_fsspec(tape, tmp_path, monkeypat
     )
     result = tape.archive(older_than=30 * DAY, to="memory://cold", expire_after=365 * DAY)
     assert [e.thread_id for e in result.expired] == ["a"] and fs.files == {}
+
+
+def test_a_fork_started_while_archiving_keeps_its_original(tape, tmp_path, monkeypatch):
+    lin = record_linear(tape, "lin")
+    age(tape, lin)
+    store = tape.store
+    take = store.acquire_lease
+
+    def fork_meanwhile(name, owner, ttl):
+        # another process forks lin into a new thread between the plan and the removal
+        store.write(
+            WriteBatch(
+                new_runs=[RunRecord(str(uuid.uuid4()), "forked", "linear", started_at=time.time(), replay_of=lin)]
+            )
+        )
+        monkeypatch.setattr(store, "acquire_lease", take)
+        return take(name, owner, ttl)
+
+    monkeypatch.setattr(store, "acquire_lease", fork_meanwhile)
+    result = tape.archive(older_than=30 * DAY, to=tmp_path / "cold")
+    assert result.threads == []
+    assert "replays or forks it" in dict(result.skipped)["lin"]
+    assert store.get_run(lin) is not None and store.archived_threads() == []

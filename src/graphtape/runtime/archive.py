@@ -176,6 +176,7 @@ def archive(
     owner = f"graphtape-archive:{os.getpid()}:{clock.new_id()[:8]}"
     gone: set[str] = set()
     needs = _dependents(store) if todo else {}
+    needs_at = clock.now()
     while todo:
         waiting: list[str] = []
         for thread in todo:
@@ -208,6 +209,12 @@ def archive(
                 runs = store.list_runs(thread_id=thread, limit=None, newest_first=False)
                 if not runs or any(r.status == "running" for r in runs):
                     skipped[thread] = "a run started on it meanwhile"
+                    continue
+                # a fork or replay of it may have started in another thread since the dependents were read
+                needs, needs_at = _refresh(store, needs, needs_at)
+                needed = _needed_elsewhere(needs, thread, runs, gone)
+                if needed is not None:
+                    skipped[thread] = needed
                     continue
                 done.append(_archive_one(store, thread, runs, dest))
                 gone.update(r.run_id for r in runs)
@@ -248,6 +255,32 @@ def _dependents(store: TapeStore) -> dict[str, list[RunRecord]]:
         for target in {r.replay_of, recovers if isinstance(recovers, str) else None} - {None}:
             needs.setdefault(str(target), []).append(r)
     return needs
+
+
+#: Runs read to find the ones started since the dependents were read; more new runs than this: read all again.
+RECENT_RUNS = 100
+
+#: Seconds before the last read that still count as new (clocks of writers differ a little).
+CLOCK_SLACK = 60.0
+
+
+def _refresh(
+    store: TapeStore, needs: dict[str, list[RunRecord]], since: float
+) -> tuple[dict[str, list[RunRecord]], float]:
+    """The dependents, with the runs started since ``since`` added: cheap (the newest runs only)."""
+    now = clock.now()
+    recent = store.list_runs(limit=RECENT_RUNS)  # newest first
+    new = [r for r in recent if r.started_at >= since - CLOCK_SLACK]
+    if len(new) == len(recent) == RECENT_RUNS:
+        return _dependents(store), now
+    known = {r.run_id for targets in needs.values() for r in targets}
+    for r in new:
+        if r.run_id in known:
+            continue
+        recovers = (r.meta or {}).get("recovers")
+        for target in {r.replay_of, recovers if isinstance(recovers, str) else None} - {None}:
+            needs.setdefault(str(target), []).append(r)
+    return needs, now
 
 
 def _needed_elsewhere(
