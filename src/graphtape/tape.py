@@ -1,4 +1,10 @@
-"""``graphtape.connect()`` and the :class:`Tape`: the library's front door."""
+"""``graphtape.connect()`` and the :class:`Tape`: the library's front door.
+
+Why over 500 lines: every public operation of the library is a method here, each a
+docstring and a delegation to the module that does the work (``replay.engine``,
+``debug.*``, ``runtime.*``, ``export``); splitting the class would scatter the one
+place users read to learn what graphtape can do.
+"""
 
 from __future__ import annotations
 

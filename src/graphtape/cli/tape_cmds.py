@@ -1,6 +1,9 @@
 """CLI commands for tapes: ``runs``, ``show``, ``run``, ``replay``, ``export`` and ``import``.
 
 Registered on the app of :mod:`graphtape.cli.base` when imported (``graphtape.cli.app`` imports it).
+
+A little over 500 lines because it holds the six commands a user meets first, each with its
+options and help text; their rendering lives in ``render_run``/``render_replay``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Monitoring figures of a tape store: ``graphtape stats`` and the ``/metrics`` endpoint.
 
+Why over 500 lines: the figures and their two renderings (``to_dict`` for JSON and
+``to_prometheus`` for ``/metrics``) are kept together so a figure is added in one place;
+the reading of the store is a handful of interface calls.
+
 :func:`collect_stats` reads the store and returns :class:`Stats`:
 
 * **runs by status**, over every run;
