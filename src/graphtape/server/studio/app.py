@@ -34,8 +34,12 @@ from graphtape.errors import GraphtapeError, ThreadBusy
 from graphtape.server.studio.assistants import Assistants
 from graphtape.server.studio.models import ErrorBody, ServerInfo
 from graphtape.server.studio.problems import StudioProblem
+from graphtape.server.studio import webui
+from graphtape.server.studio.routes_agui import router as agui_router
 from graphtape.server.studio.routes_assistants import router as assistants_router
 from graphtape.server.studio.routes_runs import router as runs_router
+from graphtape.server.studio.routes_store import router as store_router
+from graphtape.server.studio.routes_tape import router as tape_router
 from graphtape.server.studio.routes_threads import router as threads_router
 from graphtape.server.studio.runs import Runs
 from graphtape.server.studio.threads import Threads
@@ -270,6 +274,10 @@ def create_app(
     app.include_router(assistants_router)
     app.include_router(threads_router)
     app.include_router(runs_router)
+    app.include_router(store_router)
+    app.include_router(tape_router)
+    app.include_router(agui_router)
+    webui.mount(app)
 
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
