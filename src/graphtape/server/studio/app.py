@@ -31,10 +31,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import graphtape
 from graphtape.errors import GraphtapeError, ThreadBusy
+from graphtape.server.studio import webui
 from graphtape.server.studio.assistants import Assistants
 from graphtape.server.studio.models import ErrorBody, ServerInfo
 from graphtape.server.studio.problems import StudioProblem
-from graphtape.server.studio import webui
 from graphtape.server.studio.routes_agui import router as agui_router
 from graphtape.server.studio.routes_assistants import router as assistants_router
 from graphtape.server.studio.routes_runs import router as runs_router

@@ -25,25 +25,13 @@ from langgraph.types import Command
 
 from graphtape.serde import redact
 from graphtape.server.studio.assistants import AssistantEntry, now_iso
-from graphtape.server.studio.messages import MessageAccumulator
 from graphtape.server.studio.models import RunCreate
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
+from graphtape.server.studio.publish import publisher_for, requested_modes
 from graphtape.server.studio.threads import ThreadEntry
 from graphtape.server.studio.wire import dumps, to_wire
 
-__all__ = ["GRAPH_STREAM_MODES", "RunEntry", "Runs"]
-
-#: the API's stream modes and the LangGraph ``stream_mode`` each is served from
-GRAPH_STREAM_MODES = {
-    "values": "values",
-    "updates": "updates",
-    "messages-tuple": "messages",
-    "messages": "messages",
-    "custom": "custom",
-    "debug": "debug",
-    "tasks": "tasks",
-    "checkpoints": "checkpoints",
-}
+__all__ = ["RunEntry", "Runs"]
 
 
 @dataclass
@@ -125,46 +113,8 @@ class RunEntry:
         return self.result
 
 
-def _requested_modes(stream_mode: Any) -> list[str]:
-    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or [])
-    unserved = [m for m in modes if m not in GRAPH_STREAM_MODES and m != "events"]
-    if unserved:
-        served = ", ".join([*GRAPH_STREAM_MODES, "events"])
-        raise BadRequest(f"stream mode {unserved[0]!r} is not served yet; use one of: {served}")
-    if "events" in modes and len(set(modes)) > 1:
-        raise BadRequest("stream mode 'events' cannot be combined with other modes yet; ask for it alone")
-    return list(dict.fromkeys(modes)) or ["values"]
-
-
-def _redacted(mode: str, chunk: Any, keys: frozenset[str]) -> Any:
-    """A stream part with secret-looking keys redacted where LangGraph copies the run's config:
-    the metadata of ``messages`` parts, and ``debug``/``checkpoints``/``tasks`` parts. ``values``,
-    ``updates`` and ``custom`` parts are the graph's own data and are sent as they are."""
-    if mode == "messages" and isinstance(chunk, tuple) and len(chunk) == 2:
-        return chunk[0], redact(to_wire(chunk[1]), keys)
-    if mode == "events" and isinstance(chunk, dict):
-        return {**to_wire(chunk), "metadata": redact(to_wire(chunk.get("metadata") or {}), keys)}
-    if mode in ("debug", "checkpoints", "tasks"):
-        return redact(to_wire(chunk), keys)
-    return chunk
-
-
-async def _publish_parts(run: RunEntry, parts: AsyncIterator[Any], subgraphs: bool, modes: list[str]) -> None:
-    """Publish what ``astream`` yields as the run's events (named by mode, and namespace with subgraphs)."""
-    legacy = MessageAccumulator()
-    async for item in parts:
-        if subgraphs:
-            namespace, mode, chunk = item
-        else:
-            namespace, (mode, chunk) = (), item
-        suffix = "|" + "|".join(namespace) if namespace else ""
-        chunk = _redacted(mode, chunk, run.redact_keys)
-        if mode == "messages" and "messages" in modes:
-            for event, data in legacy.feed(chunk):
-                await run.publish(event + suffix, data)
-            if "messages-tuple" not in modes:
-                continue
-        await run.publish(mode + suffix, chunk)
+async def _discard(event: str, data: Any) -> None:
+    """An ``emit`` that keeps nothing (a publisher built only to check a run's kwargs)."""
 
 
 def _check_config(config: dict[str, Any] | None) -> None:
@@ -182,14 +132,14 @@ def _check_config(config: dict[str, Any] | None) -> None:
         raise BadRequest("config.tags must be a list of strings")
 
 
-def _graph_config(body: RunCreate, run: RunEntry) -> dict[str, Any]:
-    given = dict(body.config or {})
+def _graph_config(run: RunEntry) -> dict[str, Any]:
+    """The LangGraph config of a run, from its stored kwargs (so any worker can rebuild it)."""
+    given = dict(run.kwargs.get("config") or {})
     configurable = dict(given.get("configurable") or {})
     configurable["thread_id"] = run.thread_id
-    checkpoint = dict(body.checkpoint or {})
-    checkpoint_id = body.checkpoint_id or checkpoint.get("checkpoint_id")
-    if checkpoint_id:
-        configurable["checkpoint_id"] = checkpoint_id
+    checkpoint = dict(run.kwargs.get("checkpoint") or {})
+    if checkpoint.get("checkpoint_id"):
+        configurable["checkpoint_id"] = checkpoint["checkpoint_id"]
     if checkpoint.get("checkpoint_ns"):
         configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
     config: dict[str, Any] = {k: given[k] for k in ("tags", "recursion_limit", "max_concurrency") if k in given}
@@ -244,17 +194,44 @@ class Runs:
         assistant: AssistantEntry,
         body: RunCreate,
         on_done: Callable[[], None] | None = None,
+        *,
+        protocol: str = "langgraph",
+        protocol_options: dict[str, Any] | None = None,
     ) -> RunEntry:
         """Start a run on ``thread`` and return it, still pending. One run executes at a time per
         thread; what happens to a run started while another one runs is its ``multitask_strategy``:
         ``reject`` (409), ``interrupt``/``rollback`` (the running one is cancelled first: its work so
-        far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended)."""
-        modes = _requested_modes(body.stream_mode)
+        far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended).
+
+        ``protocol`` names the publisher that turns the run's stream into events
+        (:mod:`graphtape.server.studio.publish`); ``protocol_options`` are kept in the run's kwargs
+        for it (JSON), since the run may execute in another worker."""
         _check_config(body.config)
         if assistant.config or assistant.context:  # an assistant made over HTTP: its config under the run's
             context = {**assistant.context, **(body.context or {})}
             body = body.model_copy(update={"config": assistant.run_config(body.config), "context": context or None})
             _check_config(body.config)
+        checkpoint = dict(body.checkpoint or {})
+        if body.checkpoint_id:
+            checkpoint["checkpoint_id"] = body.checkpoint_id
+        kwargs = {
+            "input": to_wire(body.input),
+            "command": to_wire(body.command.model_dump(exclude_none=True)) if body.command else None,
+            "stream_mode": [body.stream_mode] if isinstance(body.stream_mode, str) else list(body.stream_mode or []),
+            "stream_subgraphs": body.stream_subgraphs,
+            "interrupt_before": body.interrupt_before,
+            "interrupt_after": body.interrupt_after,
+            "config": to_wire(body.config or {}),
+            "context": to_wire(body.context or {}),
+            "checkpoint": to_wire(checkpoint) or None,
+            "protocol": protocol,
+            **to_wire(protocol_options or {}),
+        }
+        run_id = str(uuid.uuid4())
+        # refuse what the publisher cannot serve (an unknown stream mode...) before anything starts
+        publisher_for(run_id, thread.thread_id, kwargs, _discard, frozenset())
+        if protocol == "langgraph":
+            kwargs["stream_mode"] = requested_modes(kwargs["stream_mode"])
         busy = self.active_on(thread.thread_id)
         after: RunEntry | None = None
         if busy is not None:
@@ -269,7 +246,6 @@ class Runs:
             else:
                 while (running := self.active_on(thread.thread_id)) is not None:
                     await self.cancel(running, wait=True)
-        run_id = str(uuid.uuid4())
         metadata = {
             **(body.metadata or {}),
             "graph_id": assistant.graph_id,
@@ -277,15 +253,6 @@ class Runs:
             "thread_id": thread.thread_id,
             "run_id": run_id,
             "graphtape_run_id": run_id,
-        }
-        kwargs = {
-            "input": to_wire(body.input),
-            "command": to_wire(body.command.model_dump(exclude_none=True)) if body.command else None,
-            "stream_mode": modes,
-            "interrupt_before": body.interrupt_before,
-            "interrupt_after": body.interrupt_after,
-            "config": to_wire(body.config or {}),
-            "context": to_wire(body.context or {}),
         }
         run = RunEntry(
             run_id, thread.thread_id, assistant.assistant_id, assistant.graph_id, kwargs, metadata,
@@ -298,7 +265,7 @@ class Runs:
             thread.graph_id = assistant.graph_id
             thread.metadata.setdefault("graph_id", assistant.graph_id)
         thread.touch("busy")
-        run.task = asyncio.create_task(self._execute(run, thread, assistant, body, modes, after))
+        run.task = asyncio.create_task(self._execute(run, thread, assistant, after))
         run.task.add_done_callback(lambda task: _cancelled_before_start(run, thread))
         return run
 
@@ -307,43 +274,45 @@ class Runs:
         run: RunEntry,
         thread: ThreadEntry,
         assistant: AssistantEntry,
-        body: RunCreate,
-        modes: list[str],
         after: RunEntry | None = None,
     ) -> None:
-        await run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
+        """Execute ``run`` from its stored kwargs, its publisher turning the stream into its events."""
+        publisher = publisher_for(run.run_id, run.thread_id, run.kwargs, run.publish, run.redact_keys)
+        await publisher.started()
         try:
             # everything inside the try: whatever fails ends the run as failed, never leaves it hanging
             recorded = assistant.recorded
-            config = _graph_config(body, run)
-            kwargs: dict[str, Any] = {
-                "stream_mode": list(dict.fromkeys(GRAPH_STREAM_MODES.get(m, m) for m in modes)),
-                "subgraphs": body.stream_subgraphs,
-            }
-            if body.interrupt_before:
-                kwargs["interrupt_before"] = body.interrupt_before
-            if body.interrupt_after:
-                kwargs["interrupt_after"] = body.interrupt_after
-            if body.context:
-                kwargs["context"] = body.context
-            run_input: Any = body.input
-            if body.command is not None:
-                run_input = Command(**body.command.model_dump(exclude_none=True))
+            config = _graph_config(run)
+            kwargs: dict[str, Any] = {}
+            for key in ("interrupt_before", "interrupt_after", "context"):
+                if run.kwargs.get(key):
+                    kwargs[key] = run.kwargs[key]
+            run_input: Any = run.kwargs.get("input")
+            if run.kwargs.get("command") is not None:
+                run_input = Command(**run.kwargs["command"])
             if after is not None:
                 await after.wait()
                 thread.touch("busy")
             run.status = "running"
-            if modes == ["events"]:
-                del kwargs["stream_mode"], kwargs["subgraphs"]
+            if publisher.uses_events:
                 async for event in recorded.astream_events(run_input, config, version="v2", **kwargs):
-                    await run.publish("events", _redacted("events", event, run.redact_keys))
+                    await publisher.event(event)
             else:
-                parts = recorded.astream(run_input, config, **kwargs)
-                await _publish_parts(run, parts, body.stream_subgraphs, modes)
+                subgraphs = publisher.subgraphs()
+                parts = recorded.astream(
+                    run_input, config, stream_mode=publisher.graph_modes(), subgraphs=subgraphs, **kwargs
+                )
+                async for item in parts:
+                    if subgraphs:
+                        namespace, mode, chunk = item
+                    else:
+                        namespace, (mode, chunk) = (), item
+                    await publisher.part(tuple(namespace), mode, chunk)
             # the thread's values once the run has ended (``__interrupt__`` added when it paused)
             snap = await recorded.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
             values = to_wire(snap.values)
             interrupts = to_wire(list(getattr(snap, "interrupts", ())))
+            await publisher.ended(to_wire(snap.values), interrupts)
             if interrupts and isinstance(values, dict):
                 values["__interrupt__"] = interrupts
             run.result = values
@@ -353,12 +322,14 @@ class Runs:
             run.status = "interrupted"
             thread.touch("idle")
             run.result = {"__error__": {"error": "Cancelled", "message": "the run was cancelled"}}
+            with contextlib.suppress(Exception):
+                await publisher.cancelled()
         except Exception as exc:
             run.status = "error"
             thread.touch("error")
             error = {"error": type(exc).__name__, "message": str(exc)}
             run.result = {"__error__": error}
-            await run.publish("error", error)
+            await publisher.failed(error)
         finally:
             await run.finish()
 
