@@ -49,6 +49,8 @@ class AssistantEntry:
     metadata: dict[str, Any] = field(default_factory=dict)
     version: int = 1
     updated_at: str = field(default_factory=now_iso)
+    #: why the graph's file failed to load again after an edit (``graphtape dev`` keeps the graph it had)
+    load_error: str | None = None
     _schemas: dict[str, Any] | None = None
 
     @property
@@ -64,7 +66,8 @@ class AssistantEntry:
             "description": self.description,
             "config": self.config,
             "context": self.context,
-            "metadata": {"created_by": "system"} if system else self.metadata,
+            "metadata": ({"created_by": "system"} if system else self.metadata)
+            | ({"load_error": self.load_error} if self.load_error else {}),
             "version": self.version,
             "created_at": self.created_at,
             "updated_at": self.created_at if system else self.updated_at,
@@ -92,6 +95,7 @@ class Assistants:
     """The served graphs' assistants and the ones made over HTTP, found by id (or graph name)."""
 
     def __init__(self, tape: Any, graphs: dict[str, Any]):
+        self.tape = tape
         self.entries: dict[str, AssistantEntry] = {}
         for name, graph in graphs.items():
             self.entries[name] = AssistantEntry(name, graph, tape.record(graph, name=name))
@@ -114,3 +118,31 @@ class Assistants:
         entry = AssistantEntry(base.graph_id, base.graph, base.recorded, custom_id=assistant_id, **fields)
         self.custom[assistant_id] = entry
         return entry
+
+    def swap(self, graph_id: str, graph: Any | None, *, error: str | None = None) -> AssistantEntry:
+        """Serve ``graph`` as ``graph_id`` from now on (``graphtape dev``'s reload), or, with ``graph=None``,
+        keep the graph and note ``error`` (why its edited file did not load) in the assistant's metadata.
+
+        Call it on the server's event loop. Runs already started hold the graph they started with and
+        finish on it; runs started after this call use the new one. A graph not served yet is added.
+        Assistants made over HTTP on the graph follow it, keeping their own config and context.
+        """
+        entry = self.entries.get(graph_id)
+        if graph is None:
+            if entry is None:
+                raise KeyError(f"no graph {graph_id!r} is served")
+            for e in self._on(graph_id):
+                e.load_error = error
+            return entry
+        recorded = self.tape.record(graph, name=graph_id)
+        if entry is None:
+            entry = self.entries[graph_id] = AssistantEntry(graph_id, graph, recorded)
+            return entry
+        for e in self._on(graph_id):
+            # called on the server's event loop, so no request sees half a swap; a run reads ``recorded``
+            # once, when it starts
+            e.graph, e.recorded, e._schemas, e.load_error = graph, recorded, None, None
+        return entry
+
+    def _on(self, graph_id: str) -> list[AssistantEntry]:
+        return [e for e in self.all() if e.graph_id == graph_id]

@@ -10,6 +10,7 @@ describe a container build and are ignored.
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import json
 import os
@@ -39,25 +40,53 @@ class Project:
 
     def load_graphs(self) -> dict[str, Any]:
         """The compiled graphs, by name (a failure names the graph and the spec)."""
+        return {name: self.load_graph(name) for name in self.graphs}
+
+    def load_graph(self, name: str, *, fresh: bool = False) -> Any:
+        """The compiled graph ``name``; ``fresh``: executed again from its file even when its module
+        was imported before (a file spec always is), leaving the old module as it was on failure."""
         from graphtape.loading import load_graph
 
         root = str(self.root)
         if root not in sys.path:
             sys.path.insert(0, root)
-        graphs = {}
-        for name, spec in self.graphs.items():
+        spec = self.graphs[name]
+        module = None if _is_path_spec(spec) else spec.rpartition(":")[0]
+        previous = sys.modules.pop(module, None) if fresh and module else None
+        try:
+            return load_graph(spec)
+        except GraphLoadError as exc:
+            if previous is not None:
+                sys.modules[module or ""] = previous
+            raise GraphLoadError(f"graph {name!r}: {exc}") from exc
+
+    def graph_file(self, name: str) -> Path | None:
+        """The file graph ``name`` is defined in (a module spec's once it is imported, or found)."""
+        spec = self.graphs[name]
+        target = spec.rpartition(":")[0]
+        if _is_path_spec(spec):
+            return Path(target)
+        module = sys.modules.get(target)
+        file = getattr(module, "__file__", None)
+        if file is None:
             try:
-                graphs[name] = load_graph(spec)
-            except GraphLoadError as exc:
-                raise GraphLoadError(f"graph {name!r}: {exc}") from exc
-        return graphs
+                found = importlib.util.find_spec(target)
+            except (ImportError, ValueError):
+                return None
+            file = found.origin if found is not None else None
+        return Path(file).resolve() if file and file.endswith(".py") else None
+
+
+def _is_path_spec(spec: str) -> bool:
+    target = spec.rpartition(":")[0]
+    return target.endswith(".py") or "/" in target or "\\" in target
 
 
 def _resolve(spec: str, root: Path) -> str:
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
         raise GraphLoadError(f"graph spec {spec!r} must be 'path/to/file.py:attr' or 'module:attr'")
-    if target.endswith(".py") or "/" in target or "\\" in target:
+    if _is_path_spec(spec):
         path = Path(target)
         if not path.is_absolute():
             path = (root / path).resolve()
