@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ["benchmarks/run.py", "--quick", "--only", "2,3", "--turns", "10"],
         ["benchmarks/history.py", "--checkpoints", "200", "--reps", "2"],
         ["benchmarks/faults.py", "--trials", "1", "--backends", "sqlite"],
+        ["benchmarks/server.py", "--quick", "--viewers", "5"],
     ],
 )
 def test_benchmark_runs(args, tmp_path):
