@@ -1,10 +1,12 @@
 # Two entry points on a fresh machine: `make demo` and `make test`.
 # Both create .venv and install graphtape (editable, with test extras) on first use.
+# `make demo` records the examples (when the store has none), then serves them in the Studio until Ctrl-C;
+# `make demo-record` records and replays them, then exits (for scripts).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench
+.PHONY: demo demo-record test lint bench
 
 $(BIN)/graphtape: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,6 +16,9 @@ $(BIN)/graphtape: pyproject.toml
 
 demo: $(BIN)/graphtape
 	$(BIN)/python -m examples.demo
+
+demo-record: $(BIN)/graphtape
+	$(BIN)/python -m examples.demo --no-serve
 	@echo "graphtape is installed in $(VENV): run 'source $(BIN)/activate' to put it on your PATH, or call $(BIN)/graphtape"
 
 test: $(BIN)/graphtape

@@ -1,15 +1,23 @@
-"""The graphtape tour: record three agents, replay one strictly, re-run one after a prompt edit.
+"""The graphtape tour: record three agents, replay one strictly, re-run one after a prompt edit,
+then serve them in the Studio.
 
-Run it with ``make demo`` (or ``python -m examples.demo`` in the project's
-environment). It uses the embedded default store (``.graphtape/tape.db``
-in the working directory, or ``$GRAPHTAPE_URL``) and the offline seeded
-models, so it needs no network and no API key; set ``GRAPHTAPE_MODEL`` to
-use a real provider instead.
+``make demo`` (``python -m examples.demo``) records the examples when the
+store has no runs yet, tells that story in a few lines, then starts
+``graphtape dev`` on ``examples/langgraph.json`` and prints its address: the
+examples' graphs and their recorded runs, until Ctrl-C. ``make demo-record``
+(``python -m examples.demo --no-serve``) records and replays, then exits:
+the form for scripts. It uses the embedded default store
+(``.graphtape/tape.db`` in the working directory, or ``$GRAPHTAPE_URL``) and
+the offline seeded models, so it needs no network and no API key; set
+``GRAPHTAPE_MODEL`` to use a real provider instead.
 """
 
 from __future__ import annotations
 
+import argparse
+import socket
 import sys
+from pathlib import Path
 
 from langgraph.types import Command
 from rich.console import Console
@@ -64,11 +72,8 @@ def record_examples(tape: graphtape.Tape) -> dict[str, str]:
     return runs
 
 
-def main() -> int:
-    tape = graphtape.connect()
-    console.print(f"[bold]graphtape demo[/] — store: {tape.url}\n")
-    runs = record_examples(tape)
-
+def tour(tape: graphtape.Tape, runs: dict[str, str], *, short: bool = False) -> int:
+    """Replay the research assistant strictly, re-run two examples after a prompt edit; 1 if a replay went wrong."""
     # 1. Strict replay: the same code, every call served from the tape.
     console.rule("strict replay of the research assistant (the whole thread, human answer included)")
     result = tape.replay(runs["research_assistant"], research_assistant.build_graph(), mode="strict")
@@ -90,7 +95,7 @@ def main() -> int:
     )
     strict = tape.replay(runs["refund_agent"], edited, mode="strict")
     console.print(f"strict replay of the edited code: [yellow]{strict.status}[/]")
-    if strict.divergence:
+    if strict.divergence and not short:
         console.print(strict.divergence["diff"], markup=False, highlight=False)
     flight = tape.replay(runs["refund_agent"], edited, mode="flight")
     console.print(
@@ -108,6 +113,8 @@ def main() -> int:
     console.print(f"without permission: [yellow]{blocked.status}[/]: {blocked.error}")
     allowed = tape.replay(runs["doc_pipeline"], edited_doc, mode="flight", allow_live_effects=True)
     console.print(f"with allow_live_effects: {allowed.status}; served {allowed.served}, live {allowed.live}")
+    if short:
+        return 0
 
     console.rule("what next")
     console.print("source .venv/bin/activate            put `graphtape` on the PATH (or run .venv/bin/graphtape)")
@@ -118,8 +125,75 @@ def main() -> int:
         f"graphtape export {runs['refund_agent'][:8]} -o run.jsonl && graphtape import run.jsonl "
         "--into sqlite:///shared.db"
     )
-    tape.close()
+    console.print("make demo                            the Studio on these runs (graphtape dev)")
     return 0
+
+
+#: the port ``graphtape dev`` (and ``langgraph dev``) listen on by default
+DEFAULT_PORT = 2024
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _any_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(port: int) -> int:
+    """``graphtape dev`` on the examples' ``langgraph.json`` until Ctrl-C (another port when ``port`` is taken)."""
+    from graphtape.cli import main as graphtape_cli
+
+    if not _port_free(port):
+        taken, port = port, _any_free_port()
+        console.print(f"port {taken} is in use; serving on {port} instead")
+    console.rule("the Studio")
+    console.print(f"[bold]open http://127.0.0.1:{port}[/]: the examples' graphs and their recorded runs")
+    console.print(
+        "graphtape is installed in .venv: `source .venv/bin/activate`, then `graphtape runs` in another shell",
+        highlight=False,
+    )
+    config = Path(__file__).resolve().parent / "langgraph.json"
+    try:
+        graphtape_cli(["dev", "--config", str(config), "--port", str(port)])
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.demo",
+        description="Record the examples (when the store has no runs), replay them, then serve them in the Studio.",
+    )
+    parser.add_argument(
+        "--no-serve", action="store_true", help="record and replay the examples, then exit (for scripts)"
+    )
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the Studio's port (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    tape = graphtape.connect()
+    try:
+        console.print(f"[bold]graphtape demo[/] — store: {tape.url}\n")
+        if args.no_serve:
+            return tour(tape, record_examples(tape))
+        if tape.runs(limit=1):
+            console.print("the store has recorded runs already: serving them (`make demo-record` records more)")
+        else:
+            code = tour(tape, record_examples(tape), short=True)
+            if code:
+                return code
+    finally:
+        tape.close()
+    return serve(args.port)
 
 
 if __name__ == "__main__":
