@@ -1,0 +1,37 @@
+// Small formatting helpers shared by the views: durations, tokens, money, times, short ids.
+
+export function shortId(id: string | null | undefined, n = 8): string {
+  return id ? id.slice(0, n) : "";
+}
+
+export function seconds(s: number | null | undefined): string {
+  if (s === null || s === undefined || Number.isNaN(s)) return "–";
+  if (s < 0.001) return "0 ms";
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(2)} s`;
+  const m = Math.floor(s / 60);
+  return `${m} min ${Math.round(s - m * 60)} s`;
+}
+
+export function money(x: number | null | undefined): string {
+  if (x === null || x === undefined) return "–";
+  if (x === 0) return "$0";
+  return x < 0.01 ? `$${x.toFixed(5)}` : `$${x.toFixed(2)}`;
+}
+
+export function count(x: number | null | undefined): string {
+  if (x === null || x === undefined) return "–";
+  return x.toLocaleString("en-US");
+}
+
+export function when(ts: number | string | null | undefined): string {
+  if (ts === null || ts === undefined) return "–";
+  const d = typeof ts === "number" ? new Date(ts * 1000) : new Date(ts);
+  if (Number.isNaN(d.getTime())) return String(ts);
+  return d.toISOString().replace("T", " ").slice(0, 19);
+}
+
+/** JSON for display: indented, undefined as null. */
+export function pretty(v: unknown): string {
+  return JSON.stringify(v ?? null, null, 2);
+}

@@ -1,0 +1,65 @@
+// Lay out a LangGraph graph (GET /assistants/{id}/graph) top to bottom with dagre, as React Flow nodes and
+// edges: conditional edges dashed and labelled, the running node and the nodes with breakpoints marked.
+import dagre from "@dagrejs/dagre";
+import type { Edge, Node } from "@xyflow/react";
+import type { GraphShape } from "./api";
+
+export interface NodeData extends Record<string, unknown> {
+  label: string;
+  running: boolean;
+  breakpoint: boolean;
+  terminal: boolean;
+}
+
+const WIDTH = 170;
+const HEIGHT = 40;
+
+export function edgeLabel(data: unknown): string | undefined {
+  if (typeof data === "string") return data;
+  if (data && typeof data === "object" && "label" in data) return String((data as { label: unknown }).label);
+  return undefined;
+}
+
+export function layoutGraph(
+  shape: GraphShape,
+  running: ReadonlySet<string> = new Set(),
+  breakpoints: ReadonlySet<string> = new Set(),
+): { nodes: Node<NodeData>[]; edges: Edge[] } {
+  const g = new dagre.graphlib.Graph({ multigraph: true });
+  g.setGraph({ rankdir: "TB", nodesep: 40, ranksep: 60 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const n of shape.nodes) g.setNode(n.id, { width: WIDTH, height: HEIGHT });
+  shape.edges.forEach((e, i) => {
+    if (g.hasNode(e.source) && g.hasNode(e.target)) g.setEdge(e.source, e.target, {}, `e${i}`);
+  });
+  dagre.layout(g);
+  const nodes: Node<NodeData>[] = shape.nodes.map((n) => {
+    const p = g.node(n.id);
+    const terminal = n.id === "__start__" || n.id === "__end__";
+    return {
+      id: n.id,
+      position: { x: (p?.x ?? 0) - WIDTH / 2, y: (p?.y ?? 0) - HEIGHT / 2 },
+      data: {
+        label: terminal ? n.id.replace(/__/g, "") : n.id,
+        running: running.has(n.id),
+        breakpoint: breakpoints.has(n.id),
+        terminal,
+      },
+      type: "step",
+      ariaLabel: `node ${n.id}${running.has(n.id) ? " (running)" : ""}${breakpoints.has(n.id) ? " (breakpoint)" : ""}`,
+    };
+  });
+  const edges: Edge[] = shape.edges.map((e, i) => {
+    const label = edgeLabel(e.data);
+    return {
+      id: `e${i}-${e.source}-${e.target}`,
+      source: e.source,
+      target: e.target,
+      label: e.conditional ? label ?? "" : label,
+      animated: running.has(e.source),
+      className: e.conditional ? "edge-conditional" : "edge-plain",
+      style: e.conditional ? { strokeDasharray: "6 4" } : undefined,
+    };
+  });
+  return { nodes, edges };
+}

@@ -1,0 +1,60 @@
+// The diagram of a run's graph (React Flow, laid out by dagre): conditional edges dashed with their labels,
+// the running node highlighted; a click on a node toggles a breakpoint on it (used by the debugger).
+import { useMemo } from "react";
+import { Background, Controls, Handle, Position, ReactFlow, type Node, type NodeProps } from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
+import { api } from "../api";
+import { layoutGraph, type NodeData } from "../layout";
+import { ErrorLine, useLoad } from "../ui";
+
+function StepNode({ data }: NodeProps<Node<NodeData>>) {
+  return (
+    <div
+      className={`gnode${data.running ? " running" : ""}${data.breakpoint ? " has-bp" : ""}${data.terminal ? " terminal" : ""}`}
+    >
+      <Handle type="target" position={Position.Top} />
+      {data.breakpoint && <span className="bp-dot" aria-hidden="true" />}
+      {data.label}
+      <Handle type="source" position={Position.Bottom} />
+    </div>
+  );
+}
+
+const nodeTypes = { step: StepNode };
+
+export function GraphDiagram({
+  graph,
+  running,
+  breakpoints,
+  onToggleBreakpoint,
+}: {
+  graph: string;
+  running: ReadonlySet<string>;
+  breakpoints?: ReadonlySet<string>;
+  onToggleBreakpoint?: (node: string) => void;
+}) {
+  const shape = useLoad(() => api.graph(graph), `graph:${graph}`);
+  const { nodes, edges } = useMemo(
+    () => (shape.data ? layoutGraph(shape.data, running, breakpoints) : { nodes: [], edges: [] }),
+    [shape.data, running, breakpoints],
+  );
+  return (
+    <div className="graph-view" aria-label={`Graph ${graph}`}>
+      <ErrorLine error={shape.error} />
+      <ReactFlow
+        nodes={nodes}
+        edges={edges}
+        nodeTypes={nodeTypes}
+        fitView
+        nodesDraggable={false}
+        nodesConnectable={false}
+        onNodeClick={(_, n) => onToggleBreakpoint && !n.data.terminal && onToggleBreakpoint(n.id)}
+        proOptions={{ hideAttribution: true }}
+      >
+        <Background />
+        <Controls showInteractive={false} />
+      </ReactFlow>
+      {onToggleBreakpoint && <p className="muted">Click a node to set or clear a breakpoint before it.</p>}
+    </div>
+  );
+}

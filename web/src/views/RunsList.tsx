@@ -1,0 +1,142 @@
+// The runs list: every recorded run, replay and fork (branches under their parent), filtered by graph,
+// status and text; the served graphs beside it. Filters live in the URL so a filtered list can be shared.
+import { useMemo, useRef } from "react";
+import { Link, useSearchParams } from "react-router-dom";
+import { useVirtualizer } from "@tanstack/react-virtual";
+import { api } from "../api";
+import { count, seconds, shortId, when } from "../format";
+import { runKind, runTree } from "../runTree";
+import { ErrorLine, StatusBadge, useLoad } from "../ui";
+
+const STATUSES = ["", "running", "finished", "failed", "interrupted", "paused"];
+
+export function RunsList() {
+  const [params, setParams] = useSearchParams();
+  const graph = params.get("graph") ?? "";
+  const status = params.get("status") ?? "";
+  const text = params.get("q") ?? "";
+  const assistants = useLoad(() => api.assistants(), "assistants");
+  const runs = useLoad(() => api.runs({ graph, status, q: text, limit: 500 }), `${graph}|${status}|${text}`);
+  const rows = useMemo(() => runTree(runs.data?.runs ?? []), [runs.data]);
+  const set = (k: string, v: string) => {
+    const next = new URLSearchParams(params);
+    if (v) next.set(k, v);
+    else next.delete(k);
+    setParams(next, { replace: true });
+  };
+  const scroller = useRef<HTMLDivElement>(null);
+  const virtual = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => 36,
+    overscan: 10,
+  });
+
+  return (
+    <div className="runs-page">
+      <aside className="panel graphs" aria-label="Graphs">
+        <h2>Graphs</h2>
+        <ErrorLine error={assistants.error} />
+        <ul>
+          <li>
+            <button type="button" className={graph === "" ? "active" : ""} onClick={() => set("graph", "")}>
+              All graphs
+            </button>
+          </li>
+          {(assistants.data ?? []).map((a) => (
+            <li key={a.assistant_id}>
+              <button
+                type="button"
+                className={graph === a.graph_id ? "active" : ""}
+                aria-pressed={graph === a.graph_id}
+                onClick={() => set("graph", a.graph_id)}
+              >
+                {a.graph_id}
+              </button>
+              <Link to={`/ui/new?graph=${encodeURIComponent(a.graph_id)}`} aria-label={`Start a run of ${a.graph_id}`}>
+                ▶
+              </Link>
+            </li>
+          ))}
+        </ul>
+      </aside>
+      <section className="panel runs" aria-label="Runs">
+        <div className="filters" role="search">
+          <label>
+            Status{" "}
+            <select aria-label="Filter by status" value={status} onChange={(e) => set("status", e.target.value)}>
+              {STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {s || "any"}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Search{" "}
+            <input
+              aria-label="Search runs"
+              placeholder="run id, thread, graph, label"
+              defaultValue={text}
+              onKeyDown={(e) => e.key === "Enter" && set("q", (e.target as HTMLInputElement).value)}
+              onBlur={(e) => set("q", e.target.value)}
+            />
+          </label>
+          <button type="button" onClick={runs.reload} aria-label="Refresh the runs">
+            Refresh
+          </button>
+          <span className="muted">{runs.data ? `${runs.data.total} runs` : runs.loading ? "loading…" : ""}</span>
+        </div>
+        <ErrorLine error={runs.error} />
+        <div className="table-head run-row" aria-hidden="true">
+          <span>run</span>
+          <span>graph</span>
+          <span>kind</span>
+          <span>status</span>
+          <span>calls</span>
+          <span>tokens</span>
+          <span>duration</span>
+          <span>started</span>
+          <span>label</span>
+        </div>
+        <div ref={scroller} className="scroll runs-scroll" role="list" aria-label="Run list">
+          <div style={{ height: virtual.getTotalSize(), position: "relative" }}>
+            {virtual.getVirtualItems().map((item) => {
+              const { run, depth } = rows[item.index];
+              return (
+                <Link
+                  role="listitem"
+                  key={run.run_id}
+                  to={`/ui/runs/${run.run_id}`}
+                  className="run-row"
+                  data-run-id={run.run_id}
+                  style={{ position: "absolute", top: 0, left: 0, right: 0, transform: `translateY(${item.start}px)` }}
+                >
+                  <span className="mono" style={{ paddingLeft: depth * 16 }}>
+                    {depth > 0 ? "└ " : ""}
+                    {shortId(run.run_id)}
+                  </span>
+                  <span>{run.graph}</span>
+                  <span>{runKind(run)}</span>
+                  <span>
+                    <StatusBadge status={run.status} />
+                  </span>
+                  <span title="llm / tool / effect calls">
+                    {run.llm_calls}/{run.tool_calls}/{run.effect_calls}
+                  </span>
+                  <span>{count(run.tokens)}</span>
+                  <span>{seconds(run.duration)}</span>
+                  <span>{when(run.started_at)}</span>
+                  <span>{run.label ? <span className="label-chip">{run.label}</span> : ""}</span>
+                </Link>
+              );
+            })}
+          </div>
+          {!runs.loading && rows.length === 0 && !runs.error && (
+            <p className="muted">No runs yet. Start one, or record the examples (make demo).</p>
+          )}
+        </div>
+      </section>
+    </div>
+  );
+}
