@@ -28,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 import graphtape
 from graphtape.errors import GraphtapeError, ThreadBusy
@@ -160,6 +161,17 @@ class _Guard:
         await error_json(status, message, headers)(scope, receive, send)
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path. Starlette's own 405 names only the
+    first route that matched the path, when several routes share it with different methods."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route_methods - {"HEAD"}
+    return sorted(methods)
+
+
 _DOCS_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>graphtape Studio API</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}code{background:#f3f3f3;padding:0 .3em}
@@ -239,7 +251,12 @@ def create_app(
         if exc.status_code == 404:
             message = f"no route {request.method} {request.url.path}; the routes are listed at /docs"
         elif exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}; the routes are listed at /docs"
+            allowed = _allowed_methods(request)
+            message = (
+                f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)} "
+                "(the routes are listed at /docs)"
+            )
+            return error_json(405, message, {"Allow": ", ".join(allowed)})
         return error_json(exc.status_code, message, getattr(exc, "headers", None))
 
     @app.exception_handler(ThreadBusy)
