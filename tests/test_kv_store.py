@@ -329,6 +329,13 @@ def test_beside_a_tape_neither_disturbs_the_other(store_url):
         reopened.close()
         with kv_store_for(store_url) as kv:
             assert kv.get(("mem",), "k").value == {"v": 1}
+        # opened from the tape store itself: its connections shared, and still open after
+        with kv_store_for(tape.store) as shared:
+            assert shared.get(("mem",), "k").value == {"v": 1}
+            shared.put(("mem",), "k2", {"v": 2})
+        assert tape.runs() == []
+        with kv_store_for(store_url) as kv:
+            assert kv.get(("mem",), "k2").value == {"v": 2}
     finally:
         tape.close()
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sys
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ from langgraph.store.base import (
 
 from graphtape import clock
 from graphtape.errors import GraphtapeError, StoreError
+from graphtape.store.base import TapeStore
 
 __all__ = [
     "OPERATORS",
@@ -492,14 +494,19 @@ def _write(op: PutOp) -> Write:
 # -- opening and attaching -------------------------------------------------------------------
 
 
-def kv_store_for(url: str | None = None, *, ttl: TTLConfig | None = None) -> KVStore:
+def kv_store_for(url: str | TapeStore | None = None, *, ttl: TTLConfig | None = None) -> KVStore:
     """The LangGraph store kept in the graphtape store at ``url`` (the forms ``open_store`` takes).
 
     Its tables or keys are created on first use; the tape's are not touched
-    (nor need to exist).
+    (nor need to exist). ``url`` may also be an open tape store: the LangGraph
+    store then shares its connections (PostgreSQL pool, Redis client), which
+    carry the credentials its shown ``url`` leaves out; closing the LangGraph
+    store leaves them open.
     """
     from graphtape.store import _split, _sqlite_options, resolve_url, sqlite_file
 
+    if isinstance(url, TapeStore):
+        return _sharing(url, ttl)
     url = resolve_url(url)
     sqlite = sqlite_file(url)
     if sqlite is not None:
@@ -524,6 +531,28 @@ def kv_store_for(url: str | None = None, *, ttl: TTLConfig | None = None) -> KVS
         "use sqlite:///path/to/tape.db, postgresql://user@host:5432/dbname?schema=graphtape "
         "or redis://host:6379/0?prefix=graphtape:"
     )
+
+
+def _sharing(tape_store: TapeStore, ttl: TTLConfig | None) -> KVStore:
+    """A LangGraph store on the connections of an open tape store (their private attributes: same package)."""
+    from graphtape.store.sqlite import SqliteTapeStore
+
+    if isinstance(tape_store, SqliteTapeStore):  # a connection of its own: an SQLite file has no credentials
+        from graphtape.store.kv_sqlite import SqliteKVStore
+
+        return SqliteKVStore(tape_store.path, ttl=ttl, busy_timeout=tape_store.busy_timeout)
+    # a PostgreSQL or Redis tape store exists only if its module was imported: no import of a driver here
+    postgres = sys.modules.get("graphtape.store.postgres")
+    if postgres is not None and isinstance(tape_store, postgres.PostgresTapeStore):
+        from graphtape.store.kv_postgres import PostgresKVStore
+
+        return PostgresKVStore(tape_store.url, ttl=ttl, pool=tape_store._pool)
+    redis = sys.modules.get("graphtape.store.redis")
+    if redis is not None and isinstance(tape_store, redis.RedisTapeStore):
+        from graphtape.store.kv_redis import RedisKVStore
+
+        return RedisKVStore(tape_store.url, ttl=ttl, client=tape_store._redis)
+    return kv_store_for(tape_store.url, ttl=ttl)
 
 
 def attach_store(graph: Any, store: BaseStore) -> Any:

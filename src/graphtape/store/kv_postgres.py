@@ -15,8 +15,9 @@ Why it is built this way:
 * Values are ``text`` holding the JSON as written, not ``jsonb``, which
   rewrites numbers (``1e2`` comes back ``100``) and reorders keys; filters
   are evaluated by :mod:`graphtape.store.kv` anyway.
-* A pool of its own (1 to 4 connections, autocommit): the tape's pool is the
-  tape store's business; a write is one transaction, rows written in
+* The tape store's connection pool when opened from it (:func:`graphtape.store.kv.kv_store_for`
+  given the tape store: its connections carry the password the URL shown
+  leaves out), else a pool of its own (1 to 4 connections, autocommit). A write is one transaction, rows written in
   ``(ns, key)`` order so concurrent batches lock in the same order, and
   retried whole (three attempts in all) after a deadlock.
 """
@@ -84,9 +85,22 @@ class PostgresKVStore(KVStore):
         clock_fn: Callable[[], float] | None = None,
         max_size: int = 4,
         connect_timeout: float = 10.0,
+        pool: ConnectionPool | None = None,
     ):
+        """``pool``: the tape store's pool to share (its connections' search path is the schema already),
+        left open by :meth:`close`; without one the store opens a pool of its own."""
         super().__init__(ttl=ttl, clock_fn=clock_fn)
         self._conninfo, self.schema, self.url = parse_url(url)
+        self._owned = pool is None
+        if pool is not None:
+            self._pool = pool
+            try:
+                with pool.connection() as conn:
+                    self._search_path = sql.Identifier(self.schema).as_string(conn)
+                    self._migrate(conn)
+            except (psycopg.Error, PoolTimeout) as exc:
+                raise self._translate(exc) from None
+            return
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
         try:
             with psycopg.connect(self._conninfo, **kwargs) as conn:
@@ -94,7 +108,7 @@ class PostgresKVStore(KVStore):
                 self._migrate(conn)
         except psycopg.Error as exc:
             raise self._translate(exc) from None
-        self._pool: ConnectionPool = ConnectionPool(
+        self._pool = ConnectionPool(
             self._conninfo,
             kwargs=kwargs,
             min_size=1,
@@ -230,7 +244,8 @@ class PostgresKVStore(KVStore):
         return self._run(lambda conn: conn.execute("DELETE FROM gt_kv WHERE expires_at <= %s", (now,)).rowcount)
 
     def close(self) -> None:
-        self._pool.close()
+        if self._owned:
+            self._pool.close()
 
 
 def _in_prefix(prefix: str) -> tuple[str, list[Any]]:

@@ -55,7 +55,15 @@ _CHUNK = 500
 class RedisKVStore(KVStore):
     """LangGraph store items in Redis: ``redis://host:6379/0?prefix=graphtape:`` (the tape store's URL)."""
 
-    def __init__(self, url: str, *, ttl: TTLConfig | None = None, clock_fn: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: TTLConfig | None = None,
+        clock_fn: Callable[[], float] | None = None,
+        client: Any = None,
+    ):
+        """``client``: a redis-py client to share (the tape store's), left open by :meth:`close`."""
         super().__init__(ttl=ttl, clock_fn=clock_fn)
         client_url, prefix, self.url = split_url(url)
         if redis_client is None:
@@ -67,11 +75,11 @@ class RedisKVStore(KVStore):
         self._ns_key = p + "ns"
         self._items_ns = p + "items:"
         self._expiry_key = p + "expiry"
+        self._owned = client is None
         try:
-            # typed Any: with decode_responses=True every reply is a str, which redis-py's stubs cannot express
-            self._redis: Any = redis_client.Redis.from_url(
+            # typed Any: redis-py's stubs type a reply as a union of every reply's type
+            self._redis: Any = client or redis_client.Redis.from_url(
                 client_url,
-                decode_responses=True,
                 socket_connect_timeout=5,
                 socket_timeout=30,
                 retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
@@ -88,7 +96,7 @@ class RedisKVStore(KVStore):
                     f"v{LAYOUT_VERSION}; upgrade graphtape to use it"
                 )
         except BaseException:
-            self._redis.close()
+            self.close()
             raise
 
     @contextlib.contextmanager
@@ -110,14 +118,14 @@ class RedisKVStore(KVStore):
             for ns, key in addresses:
                 pipe.hget(self._items(ns), key)
             records = pipe.execute()
-        found = [(ns, key, rec) for (ns, key), rec in zip(addresses, records) if rec is not None]
+        found = [(ns, key, rec.decode()) for (ns, key), rec in zip(addresses, records) if rec is not None]
         return self._decode(found, now)
 
     def _in_range(self, prefix: str) -> list[str]:
         with self._errors():
             if not prefix:
-                return list(self._redis.zrangebylex(self._ns_key, "-", "+"))
-            names = self._redis.zrangebylex(self._ns_key, "[" + prefix, "(" + prefix + "/")
+                return [n.decode() for n in self._redis.zrangebylex(self._ns_key, "-", "+")]
+            names = [n.decode() for n in self._redis.zrangebylex(self._ns_key, "[" + prefix, "(" + prefix + "/")]
         return [n for n in names if n == prefix or n.startswith(prefix + ".")]
 
     def _rows_under(self, prefix: str, now: float, limit: int | None) -> list[Row]:
@@ -130,7 +138,7 @@ class RedisKVStore(KVStore):
                     pipe.hgetall(self._items(ns))
                 replies = pipe.execute()
             for ns, fields in zip(names[i : i + _CHUNK], replies):
-                found.extend((ns, key, rec) for key, rec in fields.items())
+                found.extend((ns, key.decode(), rec.decode()) for key, rec in fields.items())
         rows = self._decode(found, now)
         rows.sort(key=lambda r: (-r.updated_at, r.namespace, r.key))
         return rows if limit is None else rows[:limit]
@@ -179,7 +187,7 @@ class RedisKVStore(KVStore):
                             count -= 1
                         pipe.zrem(self._expiry_key, member)
                         continue
-                    created = old.split("\x00", 1)[0] if old is not None else repr(now)
+                    created = old.split(b"\x00", 1)[0].decode() if old is not None else repr(now)
                     ttl = "" if w.ttl is None else repr(w.ttl)
                     pipe.hset(self._items(ns), w.key, f"{created}\x00{now!r}\x00{ttl}\x00{w.value}")
                     count += old is None
@@ -206,7 +214,7 @@ class RedisKVStore(KVStore):
 
     def _sweep(self, now: float) -> int:
         with self._errors():
-            due = self._redis.zrangebyscore(self._expiry_key, "-inf", now)
+            due = [m.decode() for m in self._redis.zrangebyscore(self._expiry_key, "-inf", now)]
         if not due:
             return 0
         by_ns: dict[str, list[str]] = defaultdict(list)
@@ -239,4 +247,5 @@ class RedisKVStore(KVStore):
             )
 
     def close(self) -> None:
-        self._redis.close()
+        if self._owned:
+            self._redis.close()
