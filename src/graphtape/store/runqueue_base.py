@@ -1,0 +1,224 @@
+"""The run queue's interface and rows (see :mod:`graphtape.store.runqueue`, which opens one).
+
+Kept apart from the factory so that the backends import the interface
+without importing the module that imports them."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "ACTIVE",
+    "ENDED",
+    "RUN_STATUSES",
+    "AssistantRow",
+    "Enqueued",
+    "QueuedRun",
+    "RunEvent",
+    "RunQueue",
+    "ThreadRow",
+]
+
+#: the statuses of a queued run
+RUN_STATUSES = ("pending", "running", "success", "error", "interrupted", "timeout")
+#: a run that has not ended
+ACTIVE = ("pending", "running")
+#: a run that has ended
+ENDED = ("success", "error", "interrupted", "timeout")
+
+
+@dataclasses.dataclass
+class QueuedRun:
+    """One run of the queue. ``kwargs``, ``metadata`` and ``result`` are JSON values."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    graph_id: str
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    multitask_strategy: str = "reject"
+    status: str = "pending"
+    #: Unix times
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    #: the worker holding the run's lease (while it runs), and when that lease expires
+    worker: str | None = None
+    lease_expires: float | None = None
+    #: how many times a worker claimed the run (2 and more: it was recovered after a crash)
+    attempt: int = 0
+    cancel_requested: bool = False
+    result: Any = None
+    #: how many events the run has (the ``seq`` of its last one)
+    events: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.status in ENDED
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEvent:
+    """One event of a run's stream: its position (from 1), name and JSON text."""
+
+    run_id: str
+    seq: int
+    event: str
+    data: str
+
+
+@dataclasses.dataclass
+class ThreadRow:
+    """A thread as the server's API knows it (its checkpoints and runs are on the tape).
+
+    ``deleted`` rows hide a thread deleted over HTTP that the tape still has runs of."""
+
+    thread_id: str
+    graph_id: str | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    status: str = "idle"
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    deleted: bool = False
+
+
+@dataclasses.dataclass
+class AssistantRow:
+    """An assistant made over HTTP: a graph with its own config, context and metadata."""
+
+    assistant_id: str
+    graph_id: str
+    name: str | None = None
+    description: str | None = None
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    context: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    version: int = 1
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclasses.dataclass
+class Enqueued:
+    """What :meth:`RunQueue.enqueue` did: ``run`` is the queued row (None when refused);
+    ``active`` the thread's runs that had not ended, oldest first, as they were before."""
+
+    run: QueuedRun | None
+    active: list[QueuedRun]
+
+
+class RunQueue(abc.ABC):
+    """Runs, their events, threads and assistants of the Studio server, shared by its processes."""
+
+    #: the store URL (secrets removed)
+    url: str
+    #: only one process may execute runs (SQLite: a file on one machine, one writer)
+    single_process: bool = False
+
+    # -- runs --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        """Queue ``run`` (``pending``; ``created_at`` set when 0) on its thread, atomically with what
+        ``strategy`` asks when the thread has active runs: ``reject`` queues nothing;
+        ``enqueue`` queues behind them; ``interrupt``/``rollback`` cancel them first (a pending
+        one ends ``interrupted`` with ``cancel_result``, a running one gets ``cancel_requested``)."""
+
+    @abc.abstractmethod
+    def claim(self, worker: str, ttl: float) -> QueuedRun | None:
+        """Take the oldest claimable run for ``worker`` for ``ttl`` seconds, or None.
+
+        Claimable: the oldest active run of its thread, ``pending`` or ``running`` with an
+        expired lease. The claimed row is returned ``running``, ``attempt`` one higher."""
+
+    @abc.abstractmethod
+    def heartbeat(self, run_id: str, worker: str, ttl: float) -> bool | None:
+        """Renew ``worker``'s lease on the run for ``ttl`` seconds: the run's ``cancel_requested``,
+        or None when the worker no longer holds it (it expired and another worker claimed it)."""
+
+    @abc.abstractmethod
+    def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
+        """End the run with ``status`` and ``result`` if ``worker`` still holds it (else False)."""
+
+    @abc.abstractmethod
+    def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:
+        """Cancel runs: a pending one ends ``interrupted`` with ``cancel_result`` at once, a running
+        one gets ``cancel_requested`` (its worker stops it). Returns the rows as they are after."""
+
+    @abc.abstractmethod
+    def get(self, run_id: str) -> QueuedRun | None:
+        """The run, or None."""
+
+    @abc.abstractmethod
+    def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[QueuedRun]:
+        """Runs, newest first (by queue order), filtered by thread and status."""
+
+    @abc.abstractmethod
+    def delete_run(self, run_id: str) -> bool:
+        """Remove a run and its events; False when there was none."""
+
+    # -- events ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def append(self, run_id: str, worker: str, event: str, data: str) -> int:
+        """Append one event to the run's stream and return its ``seq``; only the worker holding the
+        run may (else :class:`~graphtape.errors.LeaseLost`)."""
+
+    @abc.abstractmethod
+    def events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """The run's events with ``seq`` greater than ``after``, in order."""
+
+    # -- threads -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_thread(self, row: ThreadRow) -> tuple[ThreadRow, bool]:
+        """Insert ``row`` unless a thread with its id exists (a deleted one is replaced):
+        ``(the stored row, whether it was created)``."""
+
+    @abc.abstractmethod
+    def put_thread(self, row: ThreadRow) -> None:
+        """Insert or replace the thread's row."""
+
+    @abc.abstractmethod
+    def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
+        """Change some fields (``status``, ``graph_id``, ``metadata``, ``deleted``) of an existing thread
+        and its ``updated_at``; the row after, or None when there is none."""
+
+    @abc.abstractmethod
+    def get_thread(self, thread_id: str) -> ThreadRow | None:
+        """The thread's row (deleted ones too), or None."""
+
+    @abc.abstractmethod
+    def list_threads(self) -> list[ThreadRow]:
+        """Every thread row, deleted ones too, newest first."""
+
+    # -- assistants --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def put_assistant(self, row: AssistantRow) -> None:
+        """Insert or replace an assistant."""
+
+    @abc.abstractmethod
+    def get_assistant(self, assistant_id: str) -> AssistantRow | None:
+        """The assistant, or None."""
+
+    @abc.abstractmethod
+    def list_assistants(self) -> list[AssistantRow]:
+        """Every assistant, oldest first."""
+
+    @abc.abstractmethod
+    def delete_assistant(self, assistant_id: str) -> bool:
+        """Remove an assistant; False when there was none."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections. Safe to call twice."""

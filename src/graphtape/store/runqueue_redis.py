@@ -1,0 +1,453 @@
+"""The run queue in Redis: keys ``P q:*`` under the tape store's prefix ``P``, on a client of its own.
+
+Every decision that must be atomic (enqueue against the thread's active runs,
+claim, heartbeat, finish, cancel, append) is one Lua script, which Redis runs
+alone. The layout (``P`` the store's prefix):
+
+=========================  ========  ================================================
+``P q:pos``                counter   the queue position of the newest run
+``P q:run:<id>``           hash      a run's fields (JSON text for kwargs/metadata/result)
+``P q:active``             zset      active (pending/running) run ids by position
+``P q:runs``               zset      every run id by position
+``P q:thread-runs:<tid>``  zset      a thread's run ids by position
+``P q:ev:<id>``            list      a run's events, ``event\\ndata``; ``seq`` = index + 1
+``P q:thread:<tid>``       hash      a thread row; ``P q:threads`` (zset by creation)
+``P q:asst:<id>``          string    an assistant row as JSON; ``P q:assts`` (zset by creation)
+=========================  ========  ================================================
+
+A claim walks ``q:active`` in order and takes the first run that is the
+oldest active run of its thread and pending or past its lease: O(active
+runs), which is small where a queue is healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import redis as redis_client
+
+from graphtape.errors import LeaseLost, StoreError
+from graphtape.store.runqueue_base import (
+    AssistantRow,
+    Enqueued,
+    QueuedRun,
+    RunEvent,
+    RunQueue,
+    ThreadRow,
+)
+
+if TYPE_CHECKING:
+    from graphtape.store.redis import RedisTapeStore
+
+__all__ = ["RedisRunQueue"]
+
+_ENQUEUE = """
+local p, rid, tid, strategy, now, cancelled = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local found = {}
+for _, other in ipairs(redis.call('ZRANGE', p .. 'q:active', 0, -1)) do
+  if redis.call('HGET', p .. 'q:run:' .. other, 'thread_id') == tid then table.insert(found, other) end
+end
+if #found > 0 and strategy == 'reject' then return {0, found} end
+if strategy == 'interrupt' or strategy == 'rollback' then
+  for _, other in ipairs(found) do
+    local key = p .. 'q:run:' .. other
+    local status = redis.call('HGET', key, 'status')
+    if status == 'pending' then
+      redis.call('HSET', key, 'status', 'interrupted', 'result', cancelled, 'updated_at', now)
+      redis.call('ZREM', p .. 'q:active', other)
+    elseif status == 'running' then
+      redis.call('HSET', key, 'cancel_requested', '1')
+    end
+  end
+end
+local pos = redis.call('INCR', p .. 'q:pos')
+local key = p .. 'q:run:' .. rid
+for i = 7, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', key, 'pos', pos)
+redis.call('ZADD', p .. 'q:active', pos, rid)
+redis.call('ZADD', p .. 'q:runs', pos, rid)
+redis.call('ZADD', p .. 'q:thread-runs:' .. tid, pos, rid)
+return {1, found}
+"""
+
+_CLAIM = """
+local p, worker, now, expires = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local seen = {}
+for _, rid in ipairs(redis.call('ZRANGE', p .. 'q:active', 0, -1)) do
+  local key = p .. 'q:run:' .. rid
+  local f = redis.call('HMGET', key, 'thread_id', 'status', 'lease_expires')
+  if not seen[f[1]] then
+    seen[f[1]] = true
+    if f[2] == 'pending' or (f[2] == 'running' and tonumber(f[3] or '0') < now) then
+      redis.call('HSET', key, 'status', 'running', 'worker', worker, 'lease_expires', expires, 'updated_at', ARGV[3])
+      redis.call('HINCRBY', key, 'attempt', 1)
+      return rid
+    end
+  end
+end
+return false
+"""
+
+_HEARTBEAT = """
+local f = redis.call('HMGET', KEYS[1], 'worker', 'status', 'cancel_requested')
+if f[1] ~= ARGV[1] or f[2] ~= 'running' then return -1 end
+redis.call('HSET', KEYS[1], 'lease_expires', ARGV[2])
+return tonumber(f[3] or '0')
+"""
+
+_FINISH = """
+local f = redis.call('HMGET', KEYS[1], 'worker', 'status')
+if f[1] ~= ARGV[1] or f[2] ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'updated_at', ARGV[4])
+redis.call('HDEL', KEYS[1], 'lease_expires')
+redis.call('ZREM', KEYS[2], ARGV[5])
+return 1
+"""
+
+_CANCEL = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'pending' then
+  redis.call('HSET', KEYS[1], 'status', 'interrupted', 'result', ARGV[1], 'updated_at', ARGV[2])
+  redis.call('ZREM', KEYS[2], ARGV[3])
+elseif status == 'running' then
+  redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+end
+return status
+"""
+
+_APPEND = """
+local f = redis.call('HMGET', KEYS[1], 'worker', 'status')
+if f[1] ~= ARGV[1] or f[2] ~= 'running' then return -1 end
+local seq = redis.call('HINCRBY', KEYS[1], 'events', 1)
+redis.call('RPUSH', KEYS[2], ARGV[2])
+return seq
+"""
+
+_CREATE_THREAD = """
+if redis.call('HGET', KEYS[1], 'deleted') == '0' then return 0 end
+redis.call('DEL', KEYS[1])
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3])
+return 1
+"""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _run(fields: dict[Any, Any]) -> QueuedRun | None:
+    f = {_text(k): _text(v) for k, v in fields.items()}
+    if not f.get("run_id"):
+        return None
+    lease = f.get("lease_expires")
+    result = f.get("result")
+    return QueuedRun(
+        run_id=f["run_id"] or "",
+        thread_id=f["thread_id"] or "",
+        assistant_id=f["assistant_id"] or "",
+        graph_id=f["graph_id"] or "",
+        kwargs=json.loads(f["kwargs"] or "{}"),
+        metadata=json.loads(f["metadata"] or "{}"),
+        multitask_strategy=f.get("multitask_strategy") or "reject",
+        status=f.get("status") or "pending",
+        created_at=float(f.get("created_at") or 0),
+        updated_at=float(f.get("updated_at") or 0),
+        worker=f.get("worker") or None,
+        lease_expires=float(lease) if lease else None,
+        attempt=int(f.get("attempt") or 0),
+        cancel_requested=f.get("cancel_requested") == "1",
+        result=json.loads(result) if result else None,
+        events=int(f.get("events") or 0),
+    )
+
+
+def _thread_fields(row: ThreadRow) -> dict[str, str]:
+    return {
+        "thread_id": row.thread_id,
+        "graph_id": _json(row.graph_id),
+        "metadata": _json(row.metadata),
+        "status": row.status,
+        "created_at": repr(row.created_at),
+        "updated_at": repr(row.updated_at),
+        "deleted": "1" if row.deleted else "0",
+    }
+
+
+def _thread(fields: dict[Any, Any]) -> ThreadRow | None:
+    f = {_text(k): _text(v) for k, v in fields.items()}
+    if not f.get("thread_id"):
+        return None
+    return ThreadRow(
+        f["thread_id"] or "",
+        json.loads(f.get("graph_id") or "null"),
+        json.loads(f.get("metadata") or "{}"),
+        f.get("status") or "idle",
+        float(f.get("created_at") or 0),
+        float(f.get("updated_at") or 0),
+        f.get("deleted") == "1",
+    )
+
+
+class RedisRunQueue(RunQueue):
+    """The run queue under the key prefix ``prefix`` of the Redis database ``client`` talks to."""
+
+    def __init__(self, client: redis_client.Redis, prefix: str, url: str):
+        self.url = url
+        self.p = prefix + "q:"
+        self._prefix = prefix
+        self._r = client
+        self._enqueue = client.register_script(_ENQUEUE)
+        self._claim = client.register_script(_CLAIM)
+        self._heartbeat = client.register_script(_HEARTBEAT)
+        self._finish = client.register_script(_FINISH)
+        self._cancel = client.register_script(_CANCEL)
+        self._append = client.register_script(_APPEND)
+        self._create_thread = client.register_script(_CREATE_THREAD)
+
+    @classmethod
+    def for_store(cls, store: RedisTapeStore) -> RedisRunQueue:
+        pool = store._redis.connection_pool
+        client = redis_client.Redis(
+            connection_pool=redis_client.ConnectionPool(
+                connection_class=pool.connection_class, **pool.connection_kwargs
+            )
+        )
+        return cls(client, store.prefix, store.url)
+
+    def _call(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return script(keys=list(keys), args=list(args))
+        except redis_client.RedisError as exc:
+            raise StoreError(f"{self.url}: the run queue failed: {exc}") from None
+
+    def _do(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except redis_client.RedisError as exc:
+            raise StoreError(f"{self.url}: the run queue failed: {exc}") from None
+
+    def _rows(self, ids: Sequence[Any]) -> list[QueuedRun]:
+        if not ids:
+            return []
+        pipe = self._r.pipeline(transaction=False)
+        for rid in ids:
+            pipe.hgetall(self.p + "run:" + (_text(rid) or ""))
+        rows = [_run(f) for f in self._do(pipe.execute)]
+        return [r for r in rows if r is not None]
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        now = time.time()
+        run.status, run.attempt, run.events, run.worker, run.lease_expires = "pending", 0, 0, None, None
+        run.created_at = run.created_at or now
+        run.updated_at = now
+        fields = {
+            "run_id": run.run_id,
+            "thread_id": run.thread_id,
+            "assistant_id": run.assistant_id,
+            "graph_id": run.graph_id,
+            "kwargs": _json(run.kwargs),
+            "metadata": _json(run.metadata),
+            "multitask_strategy": run.multitask_strategy,
+            "status": "pending",
+            "created_at": repr(run.created_at),
+            "updated_at": repr(run.updated_at),
+            "attempt": "0",
+            "cancel_requested": "1" if run.cancel_requested else "0",
+            "events": "0",
+        }
+        if run.result is not None:
+            fields["result"] = _json(run.result)
+        args: list[Any] = [self._prefix, run.run_id, run.thread_id, strategy, repr(now), _json(cancel_result)]
+        for name, value in fields.items():
+            args += [name, value]
+        done, found = self._call(self._enqueue, [], args)
+        active = self._rows(found)
+        return Enqueued(run if done else None, active)
+
+    def claim(self, worker: str, ttl: float) -> QueuedRun | None:
+        now = time.time()
+        rid = self._call(self._claim, [], [self._prefix, worker, repr(now), repr(now + ttl)])
+        if not rid:
+            return None
+        return self.get(_text(rid) or "")
+
+    def heartbeat(self, run_id: str, worker: str, ttl: float) -> bool | None:
+        out = self._call(self._heartbeat, [self.p + "run:" + run_id], [worker, repr(time.time() + ttl)])
+        return None if int(out) < 0 else bool(int(out))
+
+    def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
+        keys = [self.p + "run:" + run_id, self.p + "active"]
+        return bool(self._call(self._finish, keys, [worker, status, _json(result), repr(time.time()), run_id]))
+
+    def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:
+        for rid in run_ids:
+            keys = [self.p + "run:" + rid, self.p + "active"]
+            self._call(self._cancel, keys, [_json(cancel_result), repr(time.time()), rid])
+        return self._rows(list(run_ids))
+
+    def get(self, run_id: str) -> QueuedRun | None:
+        return _run(self._do(self._r.hgetall, self.p + "run:" + run_id))
+
+    def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[QueuedRun]:
+        key = self.p + ("runs" if thread_id is None else "thread-runs:" + thread_id)
+        if statuses is not None and set(statuses) <= {"pending", "running"}:
+            key = self.p + "active"
+        ids = self._do(self._r.zrevrange, key, 0, -1)
+        rows = [
+            r
+            for r in self._rows(ids)
+            if (thread_id is None or r.thread_id == thread_id) and (statuses is None or r.status in statuses)
+        ]
+        end = None if limit is None else max(offset, 0) + limit
+        return rows[max(offset, 0) : end]
+
+    def delete_run(self, run_id: str) -> bool:
+        run = self.get(run_id)
+        if run is None:
+            return False
+        pipe = self._r.pipeline(transaction=True)
+        pipe.delete(self.p + "run:" + run_id, self.p + "ev:" + run_id)
+        pipe.zrem(self.p + "active", run_id)
+        pipe.zrem(self.p + "runs", run_id)
+        pipe.zrem(self.p + "thread-runs:" + run.thread_id, run_id)
+        self._do(pipe.execute)
+        return True
+
+    # -- events ----------------------------------------------------------------------------
+
+    def append(self, run_id: str, worker: str, event: str, data: str) -> int:
+        keys = [self.p + "run:" + run_id, self.p + "ev:" + run_id]
+        seq = int(self._call(self._append, keys, [worker, event + "\n" + data]))
+        if seq < 0:
+            raise LeaseLost(f"run {run_id} is no longer held by worker {worker}; its events stop here")
+        return seq
+
+    def events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[RunEvent]:
+        start = max(after, 0)
+        end = -1 if limit is None else start + limit - 1
+        items = self._do(self._r.lrange, self.p + "ev:" + run_id, start, end)
+        out = []
+        for i, item in enumerate(items):
+            event, _, data = (_text(item) or "").partition("\n")
+            out.append(RunEvent(run_id, start + i + 1, event, data))
+        return out
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def create_thread(self, row: ThreadRow) -> tuple[ThreadRow, bool]:
+        now = time.time()
+        row.created_at = row.created_at or now
+        row.updated_at = row.updated_at or now
+        args: list[Any] = [repr(row.created_at)]
+        for name, value in _thread_fields(row).items():
+            args += [name, value]
+        keys = [self.p + "thread:" + row.thread_id, self.p + "threads"]
+        if self._call(self._create_thread, keys, args):
+            return row, True
+        found = self.get_thread(row.thread_id)
+        return (found or row), False
+
+    def put_thread(self, row: ThreadRow) -> None:
+        key = self.p + "thread:" + row.thread_id
+        row.created_at = row.created_at or time.time()
+        row.updated_at = row.updated_at or time.time()
+        pipe = self._r.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.hset(key, mapping=_thread_fields(row))  # type: ignore[arg-type]
+        pipe.zadd(self.p + "threads", {row.thread_id: row.created_at})
+        self._do(pipe.execute)
+
+    def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
+        unknown = set(fields) - {"status", "graph_id", "metadata", "deleted"}
+        if unknown:
+            raise TypeError(f"update_thread() cannot change {sorted(unknown)}")
+        key = self.p + "thread:" + thread_id
+        out: list[ThreadRow | None] = [None]
+
+        def change(pipe: Any) -> None:
+            row = _thread(pipe.hgetall(key))
+            out[0] = row
+            if row is None:
+                return
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.updated_at = time.time()
+            pipe.multi()
+            pipe.hset(key, mapping=_thread_fields(row))
+
+        self._do(lambda: self._r.transaction(change, key))
+        return out[0]
+
+    def get_thread(self, thread_id: str) -> ThreadRow | None:
+        return _thread(self._do(self._r.hgetall, self.p + "thread:" + thread_id))
+
+    def list_threads(self) -> list[ThreadRow]:
+        ids = self._do(self._r.zrevrange, self.p + "threads", 0, -1)
+        pipe = self._r.pipeline(transaction=False)
+        for tid in ids:
+            pipe.hgetall(self.p + "thread:" + (_text(tid) or ""))
+        rows = [_thread(f) for f in self._do(pipe.execute)] if ids else []
+        return [r for r in rows if r is not None]
+
+    # -- assistants ------------------------------------------------------------------------
+
+    def put_assistant(self, row: AssistantRow) -> None:
+        now = time.time()
+        row.created_at = row.created_at or now
+        row.updated_at = row.updated_at or now
+        body = _json(
+            {
+                "assistant_id": row.assistant_id,
+                "graph_id": row.graph_id,
+                "name": row.name,
+                "description": row.description,
+                "config": row.config,
+                "context": row.context,
+                "metadata": row.metadata,
+                "version": row.version,
+                "created_at": row.created_at,
+                "updated_at": row.updated_at,
+            }
+        )
+        pipe = self._r.pipeline(transaction=True)
+        pipe.set(self.p + "asst:" + row.assistant_id, body)
+        pipe.zadd(self.p + "assts", {row.assistant_id: row.created_at})
+        self._do(pipe.execute)
+
+    def get_assistant(self, assistant_id: str) -> AssistantRow | None:
+        body = self._do(self._r.get, self.p + "asst:" + assistant_id)
+        return AssistantRow(**json.loads(body)) if body else None
+
+    def list_assistants(self) -> list[AssistantRow]:
+        ids = self._do(self._r.zrange, self.p + "assts", 0, -1)
+        if not ids:
+            return []
+        bodies = self._do(self._r.mget, [self.p + "asst:" + (_text(i) or "") for i in ids])
+        return [AssistantRow(**json.loads(b)) for b in bodies if b]
+
+    def delete_assistant(self, assistant_id: str) -> bool:
+        pipe = self._r.pipeline(transaction=True)
+        pipe.delete(self.p + "asst:" + assistant_id)
+        pipe.zrem(self.p + "assts", assistant_id)
+        removed, _ = self._do(pipe.execute)
+        return bool(removed)
+
+    def close(self) -> None:
+        self._r.close()
