@@ -227,6 +227,7 @@ class Tape:
         from_checkpoint: str | None = None,
         raise_on_divergence: bool = False,
         progress: Any = None,
+        new_run_id: str | None = None,
     ):
         """Re-run ``graph`` (the current code) against the recorded run ``run_id``.
 
@@ -234,6 +235,8 @@ class Tape:
         divergence if the code asks anything else; ``mode="flight"`` serves
         unchanged calls and makes changed ones live. ``from_checkpoint``
         starts from one of the run's (root) checkpoints instead of its input.
+        ``new_run_id`` (a UUID string) is the id of the new run that replays
+        ``run_id``, chosen up front (a server answers with it before the run starts).
         Returns a
         :class:`~graphtape.replay.engine.ReplayResult`.
         """
@@ -249,6 +252,7 @@ class Tape:
             allow_live_effects=allow_live_effects,
             from_checkpoint=from_checkpoint,
             progress=progress,
+            new_run_id=new_run_id,
         )
         if raise_on_divergence:
             result.raise_for_divergence()
@@ -264,6 +268,7 @@ class Tape:
         from_checkpoint: str | None = None,
         raise_on_divergence: bool = False,
         progress: Any = None,
+        new_run_id: str | None = None,
     ):
         """:meth:`replay` in the running event loop (notebooks, FastAPI handlers, async tests).
 
@@ -283,6 +288,7 @@ class Tape:
             allow_live_effects=allow_live_effects,
             from_checkpoint=from_checkpoint,
             progress=progress,
+            new_run_id=new_run_id,
         )
         if raise_on_divergence:
             result.raise_for_divergence()
@@ -300,12 +306,14 @@ class Tape:
         mode: str = "flight",
         allow_live_effects: bool = False,
         run_id: str | None = None,
+        new_run_id: str | None = None,
     ):
         """Continue from a checkpoint in a new thread, optionally with an edited state.
 
         ``values`` are checked against the graph's state schema and applied as
         node ``as_node`` would have written them; ``mode`` is ``strict``,
-        ``flight`` or ``live``. The original run is not changed.
+        ``flight`` or ``live``. The original run is not changed. ``run_id``
+        looks the checkpoint up among that run's; ``new_run_id`` names the new run.
         """
         from graphtape.debug.inject import fork
 
@@ -318,6 +326,7 @@ class Tape:
             mode=mode,
             allow_live_effects=allow_live_effects,
             run_id=run_id,
+            new_run_id=new_run_id,
         )
 
     def override(
@@ -330,6 +339,7 @@ class Tape:
         mode: str = "flight",
         allow_live_effects: bool = False,
         from_start: bool = False,
+        new_run_id: str | None = None,
     ):
         """Re-run with one recorded LLM, tool or effect output replaced by ``output``.
 
@@ -347,13 +357,16 @@ class Tape:
             mode=mode,
             allow_live_effects=allow_live_effects,
             from_start=from_start,
+            new_run_id=new_run_id,
         )
 
-    def invalidate_from(self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False):
+    def invalidate_from(
+        self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False, new_run_id: str | None = None
+    ):
         """Re-run with every call from the first execution of ``node`` on made live, earlier ones served."""
         from graphtape.debug.inject import invalidate_from
 
-        return invalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
+        return invalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects, new_run_id=new_run_id)
 
     async def afork(
         self,
@@ -365,6 +378,7 @@ class Tape:
         mode: str = "flight",
         allow_live_effects: bool = False,
         run_id: str | None = None,
+        new_run_id: str | None = None,
     ):
         """:meth:`fork` in the running event loop."""
         from graphtape.debug.inject import afork
@@ -378,6 +392,7 @@ class Tape:
             mode=mode,
             allow_live_effects=allow_live_effects,
             run_id=run_id,
+            new_run_id=new_run_id,
         )
 
     async def aoverride(
@@ -390,6 +405,7 @@ class Tape:
         mode: str = "flight",
         allow_live_effects: bool = False,
         from_start: bool = False,
+        new_run_id: str | None = None,
     ):
         """:meth:`override` in the running event loop."""
         from graphtape.debug.inject import aoverride
@@ -403,13 +419,18 @@ class Tape:
             mode=mode,
             allow_live_effects=allow_live_effects,
             from_start=from_start,
+            new_run_id=new_run_id,
         )
 
-    async def ainvalidate_from(self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False):
+    async def ainvalidate_from(
+        self, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False, new_run_id: str | None = None
+    ):
         """:meth:`invalidate_from` in the running event loop."""
         from graphtape.debug.inject import ainvalidate_from
 
-        return await ainvalidate_from(self, run_id, node, graph, allow_live_effects=allow_live_effects)
+        return await ainvalidate_from(
+            self, run_id, node, graph, allow_live_effects=allow_live_effects, new_run_id=new_run_id
+        )
 
     def resume(
         self,

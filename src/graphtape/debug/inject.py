@@ -58,6 +58,7 @@ def fork(
     mode: str = "flight",
     allow_live_effects: bool = False,
     run_id: str | None = None,
+    new_run_id: str | None = None,
     _runner: Any = replay,
 ) -> ReplayResult:
     owner, event = find_checkpoint(tape, checkpoint_id, run_id)
@@ -78,6 +79,7 @@ def fork(
         edit=values,
         as_node=as_node,
         meta={"fork_of": event.checkpoint_id, **({"edit": serde.to_jsonable(values)} if values else {})},
+        new_run_id=new_run_id,
     )
 
 
@@ -122,6 +124,7 @@ def override(
     mode: str = "flight",
     allow_live_effects: bool = False,
     from_start: bool = False,
+    new_run_id: str | None = None,
     _runner: Any = replay,
 ) -> ReplayResult:
     call = find_call(tape, call_id, run_id)
@@ -139,11 +142,19 @@ def override(
         overrides={call.call_id: override_envelope(call, output)},
         from_checkpoint=checkpoint,
         meta={"override_of": call.call_id},
+        new_run_id=new_run_id,
     )
 
 
 def invalidate_from(
-    tape: Tape, run_id: str, node: str, graph: Any, *, allow_live_effects: bool = False, _runner: Any = replay
+    tape: Tape,
+    run_id: str,
+    node: str,
+    graph: Any,
+    *,
+    allow_live_effects: bool = False,
+    new_run_id: str | None = None,
+    _runner: Any = replay,
 ) -> ReplayResult:
     chain = run_chain(tape, tape.run(run_id))
     live: set[str] = set()
@@ -167,6 +178,7 @@ def invalidate_from(
         allow_live_effects=allow_live_effects,
         live_from=live,
         meta={"invalidate_from": node},
+        new_run_id=new_run_id,
     )
 
 

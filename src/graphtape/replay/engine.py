@@ -31,6 +31,7 @@ the caller's loop.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -193,6 +194,7 @@ def _core(
     meta: dict[str, Any] | None,
     progress: Any,
     debugger: Any,
+    new_run_id: str | None = None,
 ) -> Generator[Step, Any, ReplayResult]:
     """The replay itself, as a generator: it yields each run to execute and is sent its output.
 
@@ -212,7 +214,7 @@ def _core(
     state_check = None
     if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
         state_check = StateCheck.from_store(tape, [r.run_id for r in chain[start_index:]])
-    new_thread = thread_id or f"replay-{clock.new_id()}"
+    new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
     recorder = tape.record(graph, name=target.graph)
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
     # the debugger pauses at calls, tasks and checkpoints, and answers calls with what the user injects
@@ -243,6 +245,9 @@ def _core(
                 config["configurable"][key] = v
         if "recursion_limit" in rec_config:
             config["recursion_limit"] = rec_config["recursion_limit"]
+        if new_run_id is not None and index == len(chain) - 1:
+            # the run that replays the target gets the id the caller chose (a server answers with it at once)
+            config["run_id"] = uuid.UUID(new_run_id)
         recorder.plan = dataclasses.replace(plan, replay_of=original.run_id)
         if progress is not None:
             progress(index, len(chain), original)
@@ -329,6 +334,7 @@ def replay(
     meta: dict[str, Any] | None = None,
     progress: Any = None,
     debugger: Any = None,
+    new_run_id: str | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` on ``graph``; see the module docstring.
 
@@ -360,6 +366,7 @@ def replay(
         meta=meta,
         progress=progress,
         debugger=debugger,
+        new_run_id=new_run_id,
     )
     if _uses_async(runs) and loop_running():
         core.close()
@@ -390,6 +397,7 @@ async def areplay(
     as_node: str | None = None,
     meta: dict[str, Any] | None = None,
     progress: Any = None,
+    new_run_id: str | None = None,
 ) -> ReplayResult:
     """:func:`replay` in the caller's event loop (notebooks, web handlers, async tests).
 
@@ -413,6 +421,7 @@ async def areplay(
         meta=meta,
         progress=progress,
         debugger=None,
+        new_run_id=new_run_id,
     )
     return await adrive(core)
 
