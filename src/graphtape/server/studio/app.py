@@ -34,6 +34,7 @@ import graphtape
 from graphtape.errors import GraphtapeError, ThreadBusy
 from graphtape.server.studio import webui
 from graphtape.server.studio.assistants import Assistants
+from graphtape.server.studio.debug_sessions import DebugSessions
 from graphtape.server.studio.models import ErrorBody, ServerInfo
 from graphtape.server.studio.problems import StudioProblem
 from graphtape.server.studio.routes_agui import router as agui_router
@@ -43,6 +44,7 @@ from graphtape.server.studio.routes_store import router as store_router
 from graphtape.server.studio.routes_tape import router as tape_router
 from graphtape.server.studio.routes_threads import router as threads_router
 from graphtape.server.studio.runs import Runs
+from graphtape.server.studio.tape_actions import Actions
 from graphtape.server.studio.threads import Threads
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Studio", "create_app"]
@@ -67,6 +69,9 @@ class Studio:
         self.assistants = Assistants(tape, graphs)
         self.threads = Threads(tape)
         self.runs = Runs()
+        #: the tape API's background replays/forks and its debugger sessions (routes_tape.py)
+        self.actions = Actions()
+        self.debug_sessions = DebugSessions()
 
 
 def error_json(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -214,6 +219,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await studio.runs.shutdown()
+        await studio.actions.shutdown()
+        await studio.debug_sessions.shutdown()
 
     app = FastAPI(
         title="graphtape Studio",
@@ -280,7 +287,7 @@ def create_app(
     async def info() -> dict[str, Any]:
         return {
             "version": graphtape.__version__,
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": False},
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "store": True},
             "graphtape": {"store": tape.url, "graphs": sorted(graphs)},
         }
 

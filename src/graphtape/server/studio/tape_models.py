@@ -1,0 +1,270 @@
+"""Request and response models of the tape API (``/graphtape/...``): what the OpenAPI document describes.
+
+The shapes are the contract the web UI codes against (see docs/server-api.md).
+Values recorded on the tape (inputs, outputs, states, requests) are free JSON
+(``Any``); everything graphtape itself produces is typed. Models of graphtape's
+own ``to_dict()`` forms allow extra keys, so a field added to the library later
+reaches clients without a server change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ActionStarted",
+    "BreakpointSpec",
+    "BreakpointsBody",
+    "CallDetail",
+    "CallList",
+    "CallSummary",
+    "CheckpointState",
+    "DebugCreate",
+    "DebugPause",
+    "DebugSession",
+    "EventItem",
+    "EventPage",
+    "ForkBody",
+    "ImportResult",
+    "InvalidateBody",
+    "LabelBody",
+    "OverrideBody",
+    "PendingInterrupt",
+    "ReplayBody",
+    "RunDetail",
+    "RunList",
+    "RunSummary",
+    "Savings",
+    "Timeline",
+    "TimelineStep",
+    "TimelineTask",
+    "UseBody",
+]
+
+_OPEN = ConfigDict(extra="allow")
+_CLOSED = ConfigDict(extra="forbid")
+
+
+class RunSummary(BaseModel):
+    """A recorded run (``RunRecord.to_dict()``) with its latest label and its duration."""
+
+    model_config = _OPEN
+    run_id: str
+    thread_id: str
+    graph: str
+    status: str
+    started_at: float
+    ended_at: float | None = None
+    parent_run_id: str | None = None
+    replay_of: str | None = None
+    mode: str
+    llm_calls: int = 0
+    tool_calls: int = 0
+    effect_calls: int = 0
+    served_calls: int = 0
+    live_calls: int = 0
+    tokens: int = 0
+    error: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+    duration: float | None = None
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary]
+    total: int
+
+
+class Savings(BaseModel):
+    served: int
+    live: int
+    tokens_saved: int
+    cost_saved: float
+    time_saved: float
+
+
+class PendingInterrupt(BaseModel):
+    id: str | None
+    value: Any = None
+    node: str | None = None
+
+
+class RunDetail(BaseModel):
+    run: RunSummary
+    input: Any = None
+    output: Any = None
+    children: list[RunSummary]
+    savings: Savings | None = None
+    interrupts: list[PendingInterrupt]
+    divergence: dict[str, Any] | None = None
+
+
+CallSource = Literal["tape", "live", "override", "diverged", "recorded"]
+
+
+class CallSummary(BaseModel):
+    call_id: str | None
+    kind: Literal["llm", "tool", "effect"]
+    name: str | None = None
+    node_path: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    duration: float | None = None
+    source: CallSource
+    tokens: int | None = None
+    cost: float | None = None
+    error: dict[str, Any] | None = None
+
+
+class CallList(BaseModel):
+    calls: list[CallSummary]
+
+
+class CallDetail(BaseModel):
+    call: CallSummary
+    request: Any = None
+    response: Any = None
+    usage: dict[str, Any] | None = None
+    latency: float | None = None
+    recorded_in: str
+
+
+class TimelineTask(BaseModel):
+    task_id: str
+    node: str
+    node_path: str
+    started_at: float | None = None
+    ended_at: float | None = None
+    status: Literal["finished", "failed", "interrupted", "running"]
+    error: str | None = None
+    calls: list[CallSummary]
+
+
+class TimelineStep(BaseModel):
+    step: int | None
+    checkpoint_id: str | None = None
+    tasks: list[TimelineTask]
+
+
+class Timeline(BaseModel):
+    run_id: str
+    started_at: float
+    ended_at: float | None = None
+    steps: list[TimelineStep]
+
+
+class EventItem(BaseModel):
+    seq: int
+    kind: str
+    ts: float
+    data: dict[str, Any]
+
+
+class EventPage(BaseModel):
+    events: list[EventItem]
+    done: bool
+
+
+class LabelBody(BaseModel):
+    model_config = _CLOSED
+    label: str | None = None
+    note: str | None = None
+
+
+class ImportResult(BaseModel):
+    run_ids: list[str]
+
+
+class CheckpointState(BaseModel):
+    checkpoint_id: str
+    thread_id: str
+    values: Any = None
+    next: list[str]
+    metadata: dict[str, Any]
+    parent_id: str | None = None
+    step: int | None = None
+
+
+class ReplayBody(BaseModel):
+    model_config = _CLOSED
+    mode: Literal["strict", "flight"] = "strict"
+    from_checkpoint: str | None = None
+    allow_live_effects: bool = False
+
+
+class ForkBody(BaseModel):
+    model_config = _CLOSED
+    values: dict[str, Any] | None = None
+    as_node: str | None = None
+    mode: Literal["flight", "strict"] = "flight"
+    allow_live_effects: bool = False
+
+
+class OverrideBody(BaseModel):
+    model_config = _CLOSED
+    output: Any
+    mode: Literal["flight", "strict"] = "flight"
+    from_start: bool = False
+
+
+class InvalidateBody(BaseModel):
+    model_config = _CLOSED
+    node: str = Field(min_length=1)
+    allow_live_effects: bool = False
+
+
+class ActionStarted(BaseModel):
+    """A background action's new run: follow it at ``/graphtape/runs/{run_id}/stream``."""
+
+    model_config = _OPEN
+    run_id: str
+    thread_id: str | None = None
+    status: str = "running"
+
+
+class BreakpointSpec(BaseModel):
+    model_config = _CLOSED
+    type: Literal["before", "after", "call"]
+    node: str | None = None
+    kind: Literal["llm", "tool", "effect"] | None = None
+    name: str | None = None
+
+
+class DebugCreate(BaseModel):
+    model_config = _CLOSED
+    run_id: str = Field(min_length=1)
+    mode: Literal["strict", "flight"] = "strict"
+    breakpoints: list[BreakpointSpec] = Field(default_factory=list)
+
+
+class BreakpointsBody(BaseModel):
+    model_config = _CLOSED
+    breakpoints: list[BreakpointSpec]
+
+
+class UseBody(BaseModel):
+    model_config = _CLOSED
+    output: Any
+
+
+class DebugPause(BaseModel):
+    kind: Literal["before", "after", "call", "checkpoint", "end"]
+    node: str | None = None
+    node_path: str | None = None
+    step: int | None = None
+    call: CallSummary | None = None
+    request: Any = None
+    recorded_output: Any = None
+    state: Any = None
+    description: str
+
+
+class DebugSession(BaseModel):
+    session_id: str
+    run_id: str | None = None
+    status: Literal["paused", "running", "finished", "stopped", "failed"]
+    pause: DebugPause | None = None
+    breakpoints: list[BreakpointSpec]
+    result: dict[str, Any] | None = None

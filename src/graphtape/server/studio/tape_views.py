@@ -1,0 +1,244 @@
+"""Recorded runs and calls as the tape API shows them, read through the library only (no SQL).
+
+Each function takes the :class:`~graphtape.Tape` and returns plain JSON-able
+dicts shaped like the models of :mod:`graphtape.server.studio.tape_models`.
+Recorded values are shown the way ``graphtape show --json`` shows them (the
+CLI's ``display_value``: no user class is imported to show a value), and
+whatever echoes a config or metadata goes through :func:`graphtape.serde.redact`
+with the tape's extra keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from graphtape import events, serde
+from graphtape.calls import RecordedCall
+from graphtape.cli.explain import counted_calls
+from graphtape.cli.render import display_value
+from graphtape.debug.branches import LABEL_KIND
+from graphtape.errors import RunNotFound
+from graphtape.store.base import EventRow, RunRecord
+
+if TYPE_CHECKING:
+    from graphtape.tape import Tape
+
+__all__ = [
+    "call_detail",
+    "call_summary",
+    "labels_of",
+    "list_runs",
+    "run_calls",
+    "run_detail",
+    "run_summary",
+    "shown",
+]
+
+
+def shown(tape: Tape, address: str | None) -> Any:
+    """The recorded value (or view) at ``address`` as JSON, messages expanded; ``None`` for none."""
+    if address is None:
+        return None
+    try:
+        return serde.to_jsonable(display_value(tape.payload(address)))
+    except Exception as exc:  # a missing or damaged payload: say so in place of the value
+        return {"__unreadable__": f"{type(exc).__name__}: {exc}"}
+
+
+def labels_of(tape: Tape, run_ids: Iterable[str]) -> dict[str, str | None]:
+    """The latest label of each run that has one (the label with the highest seq wins)."""
+    ids = list(run_ids)
+    latest: dict[str, tuple[int, str | None]] = {}
+    for listed in tape.store.listed_events(ids, [LABEL_KIND]):
+        run_id, seq, data = listed[0], listed[1], listed[7]
+        if run_id not in latest or seq > latest[run_id][0]:
+            latest[run_id] = (seq, (data or {}).get("label"))
+    return {rid: label for rid, (_, label) in latest.items()}
+
+
+def run_summary(tape: Tape, run: RunRecord, label: str | None = None) -> dict[str, Any]:
+    """``RunRecord.to_dict()`` (counters counted from the tape for a run that never ended) + label, duration."""
+    run = counted_calls(tape, run)
+    out = run.to_dict()
+    out["meta"] = serde.redact(out.get("meta") or {}, tape.redact_keys)
+    out["label"] = label
+    out["duration"] = run.duration
+    return out
+
+
+def _matches(run: RunRecord, label: str | None, q: str) -> bool:
+    needle = q.lower()
+    return any(needle in (v or "").lower() for v in (run.run_id, run.thread_id, run.graph, label))
+
+
+def list_runs(
+    tape: Tape,
+    *,
+    graph: str | None = None,
+    status: str | None = None,
+    thread_id: str | None = None,
+    q: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    mode: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """The runs matching every filter given, newest first, one page of them, and how many matched."""
+    runs = tape.store.list_runs(thread_id=thread_id, status=status, limit=None)
+    runs = [
+        r
+        for r in runs
+        if (graph is None or r.graph == graph)
+        and (mode is None or r.mode == mode)
+        and (since is None or r.started_at >= since)
+        and (until is None or r.started_at <= until)
+    ]
+    labels = labels_of(tape, [r.run_id for r in runs]) if q else {}
+    if q:
+        runs = [r for r in runs if _matches(r, labels.get(r.run_id), q)]
+    page = runs[offset : offset + limit]
+    if not q:
+        labels = labels_of(tape, [r.run_id for r in page])
+    return [run_summary(tape, r, labels.get(r.run_id)) for r in page], len(runs)
+
+
+# -- calls ----------------------------------------------------------------------------
+
+
+def call_source(run: RunRecord, call: events.CallEvent) -> str:
+    """Where a call's answer came from, in the API's words (a live call of a recording is ``recorded``)."""
+    source = call.source or "live"
+    if source in ("tape", "override"):
+        return source
+    return "recorded" if run.mode in ("record", "recover") else "live"
+
+
+def call_summary(run: RunRecord, row: EventRow) -> dict[str, Any]:
+    """A call event as a ``CallSummary``: its time span ends when it was written."""
+    call = events.parse(row)
+    latency = float(call.latency) if call.latency is not None else None
+    return {
+        "call_id": call.call_id,
+        "kind": call.CALL_KIND,
+        "name": call.title,
+        "node_path": call.node_path,
+        "started_at": row.ts - latency if latency is not None else None,
+        "ended_at": row.ts,
+        "duration": latency,
+        "source": call_source(run, call),
+        "tokens": call.tokens,
+        "cost": call.cost,
+        "error": call.error,
+    }
+
+
+def run_calls(tape: Tape, run_id: str) -> list[dict[str, Any]]:
+    run = tape.run(run_id)
+    return [call_summary(run, row) for row in tape.store.events(run.run_id, events.CALL_EVENT_KINDS)]
+
+
+def _request(tape: Tape, row: EventRow) -> Any:
+    """The call's request, messages included; an LLM request split into ``messages``, ``params``, ``tools``."""
+    try:
+        recorded = RecordedCall.from_event(row)
+    except ValueError:  # an incomplete call (no request recorded)
+        return None
+    request = serde.redact(tape.expand(tape.request(recorded)), tape.redact_keys)
+    if recorded.kind != "llm":
+        return request
+    model = request.pop("model", None)
+    params = dict(model) if isinstance(model, dict) else {}
+    tools = params.pop("tools", None) or request.pop("tools", None)
+    return {"messages": request.pop("messages", []), "params": params, "tools": tools or [], **request}
+
+
+def _usage(response: Any) -> dict[str, Any] | None:
+    """The token usage an LLM answer reported (``usage_metadata`` of its message), if any."""
+    items = response if isinstance(response, list) else [response]
+    for item in items:
+        if isinstance(item, dict):
+            inner = item.get("kwargs")
+            usage = (inner if isinstance(inner, dict) else item).get("usage_metadata")
+            if isinstance(usage, dict):
+                return usage
+    return None
+
+
+def call_detail(tape: Tape, run_id: str, call_id: str) -> dict[str, Any]:
+    """One call of a run (exact id or unique prefix of 6+ characters): request and response expanded."""
+    run = tape.run(run_id)
+    rows = tape.store.events(run.run_id, events.CALL_EVENT_KINDS)
+    found = [r for r in rows if str(r.data.get("call_id") or "").startswith(call_id)]
+    exact = [r for r in found if r.data.get("call_id") == call_id]
+    if exact:
+        found = exact
+    elif len(found) > 1 or (found and len(call_id) < 6):
+        raise RunNotFound(f"call id prefix {call_id!r} is ambiguous or too short; give the whole call id")
+    if not found:
+        raise RunNotFound(
+            f"no call {call_id!r} in run {run.run_id}; list its calls with GET /graphtape/runs/{run.run_id}/calls"
+        )
+    row = found[0]
+    call = events.parse(row)
+    response = shown(tape, call.response)
+    return {
+        "call": call_summary(run, row),
+        "request": _request(tape, row),
+        "response": response,
+        "usage": _usage(response) if call.CALL_KIND == "llm" else None,
+        "latency": call.latency,
+        "recorded_in": run.run_id,
+    }
+
+
+# -- one run ---------------------------------------------------------------------------
+
+
+def _pending_interrupts(typed: list[tuple[EventRow, Any]]) -> list[dict[str, Any]]:
+    """The run's interrupts; the node is known when one task was interrupted."""
+    started = {ev.task: ev.node_path for _, ev in typed if isinstance(ev, events.TaskStarted)}
+    stopped = [started.get(ev.task) for _, ev in typed if isinstance(ev, events.TaskInterrupted)]
+    node = stopped[0] if len(set(stopped)) == 1 else None
+    return [
+        {"id": ev.interrupt_id, "value": ev.value, "node": node} for _, ev in typed if isinstance(ev, events.Interrupt)
+    ]
+
+
+def run_detail(tape: Tape, run_id: str) -> dict[str, Any]:
+    """A run with its input, output, children, savings, pending interrupts and divergence."""
+    run = tape.run(run_id)
+    rows = tape.store.events(run.run_id)
+    typed = [(row, events.parse(row)) for row in rows]
+    input_value: Any = None
+    output: Any = None
+    divergence: dict[str, Any] | None = None
+    for _, ev in typed:
+        if isinstance(ev, events.Resume):
+            input_value = {"resume": shown(tape, ev.value)}
+        elif isinstance(ev, events.RunStarted) and input_value is None:
+            input_value = shown(tape, ev.input)
+        elif isinstance(ev, events.RunFinished):
+            output = shown(tape, ev.output)
+        elif isinstance(ev, events.Divergence) and divergence is None:
+            divergence = ev.to_data()
+    children = [
+        r
+        for r in tape.store.list_runs(limit=None, newest_first=False)
+        if r.run_id != run.run_id and run.run_id in (r.parent_run_id, r.replay_of)
+    ]
+    labels = labels_of(tape, [run.run_id, *(c.run_id for c in children)])
+    savings = None
+    if run.mode not in ("record", "recover"):
+        stats = events.replay_stats(row for row, _ in typed if row.kind in events.CALL_EVENT_KINDS).to_dict()
+        savings = {k: stats[k] for k in ("served", "live", "tokens_saved", "cost_saved", "time_saved")}
+    return {
+        "run": run_summary(tape, run, labels.get(run.run_id)),
+        "input": input_value,
+        "output": output,
+        "children": [run_summary(tape, c, labels.get(c.run_id)) for c in children],
+        "savings": savings,
+        "interrupts": _pending_interrupts(typed) if run.status == "interrupted" else [],
+        "divergence": divergence,
+    }

@@ -1,0 +1,490 @@
+"""The tape API (``/graphtape/...``) in process, on every store backend.
+
+Runs recorded through the Studio's LangGraph API (so their graph is served)
+are listed, shown, timed, labelled, exported and imported; their history,
+states and diffs read; replayed, forked, overridden and invalidated in the
+background; and stepped through in the debugger. Every bad request is a JSON
+4xx that says what to fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+import httpx
+
+import graphtape
+from graphtape.server.studio import create_app
+from tests.graphs import build_linear
+from tests.studio_graphs import studio_graphs
+from tests.test_server_studio import assert_error
+
+HOSTILE = Path(__file__).parent / "tapes" / "hostile"
+
+
+def parse_tape_sse(text: str) -> list[dict]:
+    """(id, event, data) of each SSE message of a tape stream; comments (heartbeats) left out."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(":"))
+        if fields:
+            out.append({"id": fields.get("id"), "event": fields["event"], "data": json.loads(fields["data"])})
+    return out
+
+
+@pytest.fixture
+async def client(tape):
+    app = create_app(tape, studio_graphs(), max_body_bytes=256 * 1024)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
+            c.app = app  # type: ignore[attr-defined]
+            yield c
+
+
+async def record(client, graph: str, value: dict) -> tuple[str, str]:
+    """(thread id, run id) of a run of a served graph, recorded through the LangGraph API."""
+    tid = (await client.post("/threads", json={})).json()["thread_id"]
+    r = await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": graph, "input": value})
+    assert r.status_code == 200, r.text
+    r = await client.get(f"/graphtape/runs?thread_id={tid}")
+    return tid, r.json()["runs"][0]["run_id"]
+
+
+async def agent_run(client) -> tuple[str, str]:
+    return await record(client, "agent", {"messages": [{"role": "user", "content": "hi"}]})
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+async def test_runs_listed_newest_first_with_every_filter(client):
+    t1, agent = await agent_run(client)
+    _, doc = await record(client, "doc", {"topic": "tides"})
+    body = (await client.get("/graphtape/runs")).json()
+    assert body["total"] == 2 and [r["run_id"] for r in body["runs"]] == [doc, agent]
+    first = body["runs"][1]
+    assert first["graph"] == "agent" and first["status"] == "finished" and first["mode"] == "record"
+    assert first["llm_calls"] == 2 and first["tool_calls"] == 1 and first["label"] is None
+    assert first["duration"] == pytest.approx(first["ended_at"] - first["started_at"])
+
+    async def ids(**params) -> list[str]:
+        r = await client.get("/graphtape/runs", params=params)
+        assert r.status_code == 200, r.text
+        return [run["run_id"] for run in r.json()["runs"]]
+
+    assert await ids(graph="doc") == [doc]
+    assert await ids(status="interrupted") == [doc]
+    assert await ids(thread_id=t1) == [agent]
+    assert await ids(mode="record") == [doc, agent]
+    assert await ids(mode="strict") == []
+    assert await ids(q=agent[:8]) == [agent]
+    assert await ids(q="DOC") == [doc]
+    assert await ids(since=first["started_at"] + 3600) == []
+    assert await ids(until=first["started_at"]) == [agent]
+    assert await ids(limit=1, offset=1) == [agent]
+    page = (await client.get("/graphtape/runs", params={"limit": 1})).json()
+    assert page["total"] == 2 and len(page["runs"]) == 1
+    assert_error(await client.get("/graphtape/runs", params={"limit": 0}), 422, "limit")
+
+
+async def test_run_detail_input_output_interrupts_and_children(client):
+    _, agent = await agent_run(client)
+    _, doc = await record(client, "doc", {"topic": "tides"})
+    detail = (await client.get(f"/graphtape/runs/{doc[:8]}")).json()  # a unique prefix is enough
+    assert detail["run"]["run_id"] == doc and detail["input"] == {"topic": "tides"}
+    (pending,) = detail["interrupts"]
+    assert pending["node"] == "approve" and pending["id"]
+    assert pending["value"]["question"] == "publish?"
+    assert detail["savings"] is None and detail["divergence"] is None and detail["children"] == []
+
+    r = await client.post(f"/graphtape/runs/{agent}/replay?wait=true", json={"mode": "strict"})
+    assert r.status_code == 200, r.text
+    replay = r.json()
+    detail = (await client.get(f"/graphtape/runs/{agent}")).json()
+    assert [c["run_id"] for c in detail["children"]] == [replay["run_id"]]
+    assert detail["output"]["messages"][-1]["kwargs"]["type"] == "ai"
+    child = (await client.get(f"/graphtape/runs/{replay['run_id']}")).json()
+    assert child["run"]["replay_of"] == agent and child["run"]["mode"] == "strict"
+    assert child["savings"]["served"] == 3 and child["savings"]["live"] == 0
+    assert child["savings"]["tokens_saved"] == 48
+
+
+async def test_unknown_runs_are_404_saying_what_to_do(client):
+    for path in ("", "/timeline", "/events", "/calls", "/calls/abc", "/export", "/stream"):
+        assert_error(await client.get(f"/graphtape/runs/no-such-run{path}"), 404, "no run")
+    assert_error(await client.put("/graphtape/runs/no-such-run/label", json={"label": "x"}), 404, "graphtape runs")
+
+
+async def test_timeline_steps_tasks_and_calls(client):
+    _, run_id = await agent_run(client)
+    tl = (await client.get(f"/graphtape/runs/{run_id}/timeline")).json()
+    assert tl["run_id"] == run_id and tl["ended_at"] >= tl["started_at"]
+    tasks = [t for s in tl["steps"] for t in s["tasks"]]
+    assert [t["node"] for t in tasks] == ["agent", "tools", "agent"]
+    assert all(t["status"] == "finished" and t["ended_at"] >= t["started_at"] for t in tasks)
+    assert [[c["kind"] for c in t["calls"]] for t in tasks] == [["llm"], ["tool"], ["llm"]]
+    assert {c["source"] for t in tasks for c in t["calls"]} == {"recorded"}
+    assert all(s["checkpoint_id"] for s in tl["steps"])
+    history = (await client.get(f"/graphtape/history/{run_id}")).json()
+    assert [s["checkpoint_id"] for s in tl["steps"]] == [e["checkpoint_id"] for e in history["entries"]]
+
+    replay = (await client.post(f"/graphtape/runs/{run_id}/replay?wait=true", json={})).json()
+    tl = (await client.get(f"/graphtape/runs/{replay['run_id']}/timeline")).json()
+    assert {c["source"] for s in tl["steps"] for t in s["tasks"] for c in t["calls"]} == {"tape"}
+
+
+async def test_timeline_shows_an_interrupted_task(client):
+    _, doc = await record(client, "doc", {"topic": "tides"})
+    tl = (await client.get(f"/graphtape/runs/{doc}/timeline")).json()
+    statuses = {t["node"]: t["status"] for s in tl["steps"] for t in s["tasks"]}
+    assert statuses == {"draft": "finished", "approve": "interrupted"}
+
+
+async def test_events_paged_by_seq(client):
+    _, run_id = await agent_run(client)
+    body = (await client.get(f"/graphtape/runs/{run_id}/events")).json()
+    kinds = [e["kind"] for e in body["events"]]
+    assert body["done"] is True and kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    assert [e["seq"] for e in body["events"]] == list(range(len(kinds)))
+    first = body["events"][0]
+    assert isinstance(first["data"]["input"], str)  # payload references are not expanded
+    page = (await client.get(f"/graphtape/runs/{run_id}/events", params={"after": 2, "limit": 3})).json()
+    assert [e["seq"] for e in page["events"]] == [3, 4, 5] and page["done"] is False
+    rest = (await client.get(f"/graphtape/runs/{run_id}/events", params={"after": 5})).json()
+    assert rest["done"] is True and rest["events"][-1]["kind"] == "run_finished"
+
+
+async def test_calls_and_one_call_expanded(client):
+    _, run_id = await agent_run(client)
+    calls = (await client.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
+    assert [(c["kind"], c["name"], c["node_path"]) for c in calls] == [
+        ("llm", "graphtape-fake-test", "agent"),
+        ("tool", "search", "tools"),
+        ("llm", "graphtape-fake-test", "agent"),
+    ]
+    assert calls[0]["tokens"] == 24 and calls[0]["source"] == "recorded"
+    assert calls[0]["duration"] == pytest.approx(calls[0]["ended_at"] - calls[0]["started_at"], abs=1e-6)
+    one = (await client.get(f"/graphtape/runs/{run_id}/calls/{calls[0]['call_id']}")).json()
+    assert one["call"] == calls[0] and one["recorded_in"] == run_id
+    assert one["request"]["messages"] == [{"type": "human", "content": "hi"}]
+    assert [t["function"]["name"] for t in one["request"]["tools"]] == ["search"]
+    assert one["request"]["params"]["model_name"] == "graphtape-fake-test"
+    assert one["response"][0]["kwargs"]["tool_calls"][0]["name"] == "search"
+    assert one["usage"]["total_tokens"] == 24 and one["latency"] >= 0
+    tool = (await client.get(f"/graphtape/runs/{run_id}/calls/{calls[1]['call_id'][:8]}")).json()
+    assert tool["request"]["tool"] == "search" and tool["usage"] is None
+    assert_error(await client.get(f"/graphtape/runs/{run_id}/calls/nope"), 404, "GET /graphtape/runs/")
+
+
+async def test_label_shows_in_lists_and_clears(client):
+    _, run_id = await agent_run(client)
+    r = await client.put(f"/graphtape/runs/{run_id}/label", json={"label": "good one", "note": "baseline"})
+    assert r.status_code == 200 and r.json()["label"] == "good one" and r.json()["run_id"] == run_id
+    listed = (await client.get("/graphtape/runs", params={"q": "good"})).json()
+    assert listed["total"] == 1 and listed["runs"][0]["label"] == "good one"
+    history = (await client.get(f"/graphtape/history/{run_id}")).json()
+    assert history["branches"][0]["runs"][0]["label"] == "good one"
+    r = await client.put(f"/graphtape/runs/{run_id}/label", json={"label": None})
+    assert r.json()["label"] is None
+    assert (await client.get("/graphtape/runs", params={"q": "good"})).json()["total"] == 0
+    assert_error(await client.put(f"/graphtape/runs/{run_id}/label", json={"label": 5}), 422, "label")
+    assert_error(await client.put(f"/graphtape/runs/{run_id}/label", json={"colour": "x"}), 422, "colour")
+
+
+# -- moving tapes -----------------------------------------------------------------------------
+
+
+async def test_export_then_import_into_another_store(client, new_store_url):
+    tid, run_id = await agent_run(client)
+    r = await client.get(f"/graphtape/runs/{run_id}/export")
+    exported = r.content
+    assert r.status_code == 200 and r.headers["content-disposition"].startswith("attachment;")
+    assert json.loads(r.content.splitlines()[0])["format"] == "graphtape-tape"
+    thread = await client.get(f"/graphtape/threads/{tid}/export")
+    assert thread.status_code == 200 and f'filename="thread-{tid}.jsonl"' in thread.headers["content-disposition"]
+    assert_error(await client.get("/graphtape/threads/no-thread/export"), 404, "no runs on thread")
+
+    other = graphtape.connect(new_store_url())
+    try:
+        app = create_app(other, studio_graphs())
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://other") as c2:
+                refused = (HOSTILE / "os_system.must_refuse.jsonl").read_bytes()
+                assert_error(await c2.post("/graphtape/import", content=refused), 400, "refused", "nothing")
+                assert other.runs() == []
+                assert_error(await c2.post("/graphtape/import", content=b"not a tape"), 400, "not a graphtape tape")
+                assert_error(await c2.post("/graphtape/import", content=b"\xff\xfe"), 400, "UTF-8")
+                r = await c2.post("/graphtape/import", content=exported)
+                assert r.status_code == 200 and r.json() == {"run_ids": [run_id]}
+                assert_error(await c2.post("/graphtape/import", content=exported), 409, "already")
+                calls = (await c2.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
+                assert len(calls) == 3
+    finally:
+        other.close()
+
+
+async def test_import_is_limited_by_the_body_limit(client):
+    big = b"x" * (300 * 1024)
+    assert_error(await client.post("/graphtape/import", content=big), 413, "larger than")
+
+
+# -- time travel ------------------------------------------------------------------------------
+
+
+async def test_history_checkpoint_state_and_diff(client):
+    tid, run_id = await agent_run(client)
+    history = (await client.get(f"/graphtape/history/{run_id}")).json()
+    assert history["kind"] == "run" and history["thread_id"] == tid
+    entries = history["entries"]
+    assert [e["writers"] for e in entries][2:] == [["agent"], ["tools"], ["agent"]]
+    by_thread = (await client.get(f"/graphtape/history/{tid}", params={"namespaces": True})).json()
+    assert by_thread["kind"] == "thread" and len(by_thread["entries"]) == len(entries)
+    assert_error(await client.get("/graphtape/history/nothing-here"), 404, "graphtape runs")
+
+    first, last = entries[1]["checkpoint_id"], entries[-1]["checkpoint_id"]
+    state = (await client.get(f"/graphtape/threads/{tid}/checkpoints/{first}")).json()
+    assert state["checkpoint_id"] == first and state["thread_id"] == tid and state["next"] == ["agent"]
+    assert state["values"]["messages"][0]["kwargs"]["content"] == "hi"
+    assert state["parent_id"] == entries[0]["checkpoint_id"] and state["step"] == 0
+    assert state["metadata"]["source"] == "loop"
+    end = (await client.get(f"/graphtape/threads/{tid}/checkpoints/{last[:-6]}")).json()
+    assert end["next"] == [] and len(end["values"]["messages"]) == 4
+    assert_error(await client.get(f"/graphtape/threads/other/checkpoints/{first}"), 404, "no checkpoint")
+    assert_error(await client.get(f"/graphtape/threads/{tid}/checkpoints/short"), 404, "too short")
+
+    diff = (await client.get("/graphtape/diff", params={"a": first, "b": last, "thread_id": tid})).json()
+    assert diff["a"] == first and diff["b"] == last and diff["equal"] is False
+    assert [c["op"] for c in diff["changes"]] == ["appended"] and len(diff["changes"][0]["new"]) == 3
+    assert [op["path"] for op in diff["patch"]] == ["/messages/1", "/messages/2", "/messages/3"]
+    same = (await client.get("/graphtape/diff", params={"a": first, "b": first})).json()
+    assert same["equal"] is True and same["changes"] == []
+    assert_error(await client.get("/graphtape/diff", params={"a": first, "b": "ffffffffffff"}), 404, "no checkpoint")
+    assert_error(await client.get("/graphtape/diff", params={"a": first}), 422, "b")
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+async def follow(client, run_id: str) -> list[dict]:
+    r = await client.get(f"/graphtape/runs/{run_id}/stream")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    return parse_tape_sse(r.text)
+
+
+async def test_replay_answers_202_then_the_run_streams_to_its_end(client, tape):
+    _, run_id = await agent_run(client)
+    r = await client.post(f"/graphtape/runs/{run_id}/replay", json={"mode": "strict"})
+    assert r.status_code == 202, r.text
+    started = r.json()
+    assert started["status"] == "running" and started["thread_id"] == f"replay-{started['run_id']}"
+    messages = await follow(client, started["run_id"])
+    assert messages[0]["event"] == "run_started" and messages[-1]["event"] == "run_finished"
+    assert [int(m["id"]) for m in messages] == [m["data"]["seq"] for m in messages]
+    assert [m["data"]["seq"] for m in messages] == list(range(len(messages)))
+    run = tape.run(started["run_id"])
+    assert run.replay_of == run_id and run.thread_id == started["thread_id"] and run.status == "finished"
+    # a replay from one of its checkpoints, and the whole result with wait=true
+    cps = [e["checkpoint_id"] for e in (await client.get(f"/graphtape/history/{run_id}")).json()["entries"]]
+    body = {"mode": "flight", "from_checkpoint": cps[2]}
+    done = await client.post(f"/graphtape/runs/{run_id}/replay", params={"wait": True}, json=body)
+    assert done.status_code == 200, done.text
+    result = done.json()
+    assert result["status"] == "finished" and result["mode"] == "flight" and result["served"] == 2
+    assert result["replay_of"] == run_id and result["run_id"] == result["run_ids"][-1]
+
+
+async def test_replay_refusals(client, tape):
+    _, run_id = await agent_run(client)
+    assert_error(await client.post(f"/graphtape/runs/{run_id}/replay", json={"mode": "fast"}), 422, "mode")
+    assert_error(await client.post("/graphtape/runs/nope/replay", json={}), 404, "no run")
+    bad = {"from_checkpoint": "ffffffff-ffff"}
+    assert_error(await client.post(f"/graphtape/runs/{run_id}/replay", json=bad), 404, "no checkpoint")
+    rec = tape.record(build_linear(), name="linear")
+    rec.invoke({"topic": "x"})
+    r = await client.post(f"/graphtape/runs/{rec.last_run_id}/replay", json={})
+    assert_error(r, 409, "graph 'linear' is not served by this server")
+    r = await client.post(
+        f"/graphtape/runs/{run_id}/replay", content=b"{", headers={"content-type": "application/json"}
+    )
+    assert_error(r, 400, "not valid JSON")
+
+
+async def test_fork_with_an_edit_checked_against_the_state_schema(client, tape):
+    tid, doc = await record(client, "doc", {"topic": "tides"})
+    entries = (await client.get(f"/graphtape/history/{doc}")).json()["entries"]
+    before_approve = next(e["checkpoint_id"] for e in entries if e["writers"] == ["draft"])
+    url = f"/graphtape/threads/{tid}/checkpoints/{before_approve}/fork"
+    assert_error(await client.post(url, json={"values": {"nope": 1}}), 422, "unknown state key 'nope'")
+    assert_error(await client.post(url, json={"values": {"topic": 5}}), 422, "'topic'")
+    assert_error(await client.post(url, json={"mode": "sideways"}), 422, "mode")
+    assert_error(await client.post(url, json={"values": {"draft": "x"}, "as_node": "nowhere"}), 422, "as_node")
+    other = f"/graphtape/threads/not-{tid}/checkpoints/{before_approve}/fork"
+    assert_error(await client.post(other, json={}), 404, "not on thread")
+    assert_error(await client.post(f"/graphtape/threads/{tid}/checkpoints/ffffffffff/fork", json={}), 404)
+    assert len(tape.runs(limit=None)) == 1  # nothing started
+
+    r = await client.post(url, json={"values": {"draft": "an edited draft"}, "as_node": "draft"})
+    assert r.status_code == 202, r.text
+    fork_id = r.json()["run_id"]
+    messages = await follow(client, fork_id)
+    assert messages[-1]["event"] == "run_finished" and messages[-1]["data"]["data"]["status"] == "interrupted"
+    fork = tape.run(fork_id)
+    assert fork.meta["fork_of"] == before_approve and fork.meta["edit"] == {"draft": "an edited draft"}
+    detail = (await client.get(f"/graphtape/runs/{fork_id}")).json()
+    assert detail["interrupts"][0]["value"]["draft"] == "an edited draft"
+
+
+async def test_override_a_call_and_invalidate_from_a_node(client, tape):
+    _, run_id = await agent_run(client)
+    calls = (await client.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
+    url = f"/graphtape/runs/{run_id}/calls/{calls[0]['call_id']}/override"
+    assert_error(await client.post(url, json={"output": 5}), 422, "LLM override")
+    assert_error(await client.post(url, json={}), 422, "output")
+    assert_error(await client.post(f"/graphtape/runs/{run_id}/calls/nope/override", json={"output": "x"}), 404)
+    r = await client.post(url, params={"wait": "true"}, json={"output": "no tools needed", "mode": "flight"})
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert result["status"] == "finished" and result["served"] == 1 and result["live"] == 0
+    overridden = (await client.get(f"/graphtape/runs/{result['run_id']}/calls")).json()["calls"]
+    assert [c["source"] for c in overridden] == ["override"]
+    assert result["output"]["messages"][-1]["kwargs"]["content"] == "no tools needed"
+
+    assert_error(await client.post(f"/graphtape/runs/{run_id}/invalidate", json={"node": "nowhere"}), 404, "never ran")
+    assert_error(await client.post(f"/graphtape/runs/{run_id}/invalidate", json={}), 422, "node")
+    r = await client.post(f"/graphtape/runs/{run_id}/invalidate", json={"node": "tools"})
+    assert r.status_code == 202 and set(r.json()) == {"run_id", "thread_id", "status"}
+    new_id = r.json()["run_id"]
+    assert (await follow(client, new_id))[-1]["event"] == "run_finished"
+    sources = [c["source"] for c in (await client.get(f"/graphtape/runs/{new_id}/calls")).json()["calls"]]
+    assert sources == ["tape", "live", "live"]
+    assert tape.run(new_id).meta["invalidate_from"] == "tools"
+
+
+async def test_a_failed_action_ends_the_stream_with_an_error(client):
+    app = client.app  # type: ignore[attr-defined]
+
+    async def boom(new_run_id: str):
+        raise RuntimeError("graph exploded")
+
+    action = app.state.studio.actions.start("replay", boom)
+    messages = await follow(client, action.run_id)
+    assert messages == [{"id": None, "event": "error", "data": {"error": messages[0]["data"]["error"]}}]
+    assert "graph exploded" in messages[0]["data"]["error"]
+
+
+# -- the stream from the store ----------------------------------------------------------------
+
+
+async def test_stream_of_an_ended_run_resumes_after_last_event_id(client):
+    _, run_id = await agent_run(client)
+    whole = await follow(client, run_id)
+    assert whole[-1]["event"] == "run_finished"
+    r = await client.get(f"/graphtape/runs/{run_id}/stream", headers={"Last-Event-ID": "5"})
+    rest = parse_tape_sse(r.text)
+    assert [m["data"]["seq"] for m in rest] == [m["data"]["seq"] for m in whole[6:]]
+    by_query = parse_tape_sse((await client.get(f"/graphtape/runs/{run_id}/stream?after=5")).text)
+    assert by_query == rest
+    r = await client.get(f"/graphtape/runs/{run_id}/stream", headers={"Last-Event-ID": "five"})
+    assert_error(r, 400, "Last-Event-ID")
+
+
+async def test_stream_follows_a_run_written_while_watching_and_sends_heartbeats(tape):
+    app = create_app(tape, studio_graphs(), heartbeat_seconds=0.2)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
+            tid = (await c.post("/threads", json={})).json()["thread_id"]
+            body = {"assistant_id": "slow", "input": {"seconds": 0.8}}
+            run = (await c.post(f"/threads/{tid}/runs", json=body)).json()
+            await asyncio.sleep(0.1)
+            r = await c.get(f"/graphtape/runs/{run['run_id']}/stream")
+            assert ": heartbeat" in r.text
+            messages = parse_tape_sse(r.text)
+            assert messages[0]["event"] == "run_started" and messages[-1]["event"] == "run_finished"
+
+
+# -- the debugger -----------------------------------------------------------------------------
+
+
+async def test_debugger_breakpoints_step_use_and_end(client, tape):
+    _, run_id = await agent_run(client)
+    bad = {"run_id": run_id, "breakpoints": [{"type": "before", "node": "nowhere"}]}
+    assert_error(await client.post("/graphtape/debug", json=bad), 400, "no node 'nowhere'")
+    assert_error(await client.post("/graphtape/debug", json={"run_id": run_id, "mode": "x"}), 422, "mode")
+    assert_error(await client.post("/graphtape/debug", json={"run_id": "nope"}), 404, "no run")
+
+    body = {"run_id": run_id, "mode": "flight", "breakpoints": [{"type": "before", "node": "tools"}]}
+    r = await client.post("/graphtape/debug", json=body)
+    assert r.status_code == 201, r.text
+    session = r.json()
+    sid = session["session_id"]
+    assert session["status"] == "paused" and session["pause"]["kind"] == "before"
+    assert session["pause"]["node"] == "tools" and session["pause"]["step"] == 2
+    assert len(session["pause"]["state"]["messages"]) == 2 and session["run_id"]
+    assert session["breakpoints"] == [{"type": "before", "node": "tools", "kind": None, "name": None}]
+    assert (await client.get(f"/graphtape/debug/{sid}")).json() == session
+
+    assert_error(await client.post(f"/graphtape/debug/{sid}/use", json={"output": "x"}), 409, "not paused at a call")
+    s = (await client.post(f"/graphtape/debug/{sid}/step_call")).json()
+    assert s["pause"]["kind"] == "call" and s["pause"]["call"]["name"] == "search"
+    assert s["pause"]["call"]["source"] == "tape" and '"tool": "search"' in s["pause"]["request"]
+    assert s["pause"]["recorded_output"] is not None
+    s = (await client.post(f"/graphtape/debug/{sid}/use", json={"output": "an injected result"})).json()
+    assert s["status"] == "finished" and s["pause"]["kind"] == "end"
+    assert s["result"]["status"] == "finished"
+    assert_error(await client.post(f"/graphtape/debug/{sid}/continue"), 409, "has ended")
+    assert "an injected result" in json.dumps(s["result"]["output"])
+    r = await client.put(f"/graphtape/debug/{sid}/breakpoints", json={"breakpoints": [{"type": "call"}]})
+    assert r.status_code == 200 and r.json()["breakpoints"][0]["type"] == "call"
+    assert (await client.delete(f"/graphtape/debug/{sid}")).status_code == 204
+    assert_error(await client.get(f"/graphtape/debug/{sid}"), 404, "POST /graphtape/debug")
+    assert_error(await client.post(f"/graphtape/debug/{sid}/step"), 404)
+    assert_error(await client.post("/graphtape/debug/x/dance"), 422, "command")
+
+
+async def test_debugger_step_live_stop_and_the_session_limit(client):
+    _, run_id = await agent_run(client)
+    studio = client.app.state.studio  # type: ignore[attr-defined]
+    studio.debug_sessions.max_active = 1
+    first = (await client.post("/graphtape/debug", json={"run_id": run_id, "breakpoints": [{"type": "call"}]})).json()
+    sid = first["session_id"]
+    assert first["pause"]["kind"] == "call" and first["pause"]["call"]["kind"] == "llm"
+    assert_error(await client.post("/graphtape/debug", json={"run_id": run_id}), 409, "already open")
+    r = await client.put(
+        f"/graphtape/debug/{sid}/breakpoints", json={"breakpoints": [{"type": "after", "node": "nowhere"}]}
+    )
+    assert_error(r, 400, "nowhere")
+    r = await client.put(f"/graphtape/debug/{sid}/breakpoints", json={"breakpoints": []})
+    assert r.json()["breakpoints"] == []
+    s = (await client.post(f"/graphtape/debug/{sid}/step")).json()
+    assert s["pause"]["kind"] == "checkpoint" and s["status"] == "paused"
+    s = (await client.post(f"/graphtape/debug/{sid}/step_node")).json()
+    assert s["pause"]["kind"] in ("before", "after")
+    s = (await client.post(f"/graphtape/debug/{sid}/stop")).json()
+    assert s["status"] == "stopped" and s["pause"]["kind"] == "end"
+    second = await client.post("/graphtape/debug", json={"run_id": run_id})  # the stopped one no longer counts
+    assert second.status_code == 201 and second.json()["status"] == "finished"
+
+
+async def test_the_tape_api_is_in_the_openapi_document(client):
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for path in (
+        "/graphtape/runs",
+        "/graphtape/runs/{run_id}/timeline",
+        "/graphtape/runs/{run_id}/stream",
+        "/graphtape/runs/{run_id}/calls/{call_id}",
+        "/graphtape/import",
+        "/graphtape/history/{run_or_thread_id}",
+        "/graphtape/diff",
+        "/graphtape/threads/{thread_id}/checkpoints/{checkpoint_id}/fork",
+        "/graphtape/debug/{session_id}/use",
+    ):
+        assert path in paths, path
