@@ -219,7 +219,7 @@ def parse_text(raw: str, p: Path | str) -> tuple[dict[str, Any], WriteBatch]:
             raise TapeFormatError(f"{p}: chain node {cid} does not match its content (damaged file)")
         if item not in batch.blobs:
             raise TapeFormatError(f"{p}: chain node {cid} names a blob the file does not hold")
-    if not batch.new_runs:
+    if not batch.new_runs and not (archive and batch.checkpoints):  # an archive of a thread without runs
         raise TapeFormatError(f"{p} holds no runs")
     check_names(batch, p)
     for blob in batch.blobs.values():

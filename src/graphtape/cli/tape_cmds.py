@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -472,6 +473,20 @@ def _remove_new_sqlite(path: Path, folders: list[Path]) -> None:
             folder.rmdir()
 
 
+@contextlib.contextmanager
+def new_store_removed_on_error(url: str | None) -> Iterator[None]:
+    """Around a command that may create the store at ``url`` (``import``, ``restore``): when the
+    command fails, a SQLite store it created is removed again, with the folders made for it, so a
+    failed command leaves no empty store behind."""
+    new_file = _new_sqlite_file(url)
+    try:
+        yield
+    except BaseException:
+        if new_file is not None:
+            _remove_new_sqlite(*new_file)
+        raise
+
+
 @app.command("import")
 def import_cmd(
     ctx: typer.Context,
@@ -490,22 +505,16 @@ def import_cmd(
     url = into or (ctx.obj or {}).get("url")
     with handle_errors():
         _, batch = read_file(file)  # a damaged or foreign file is refused before any store is created
-        new_file = _new_sqlite_file(url)
-        try:
-            with open_tape(ctx, create=True, url=url) as tape:
-                present = [r.run_id for r in batch.new_runs if tape.store.get_run(r.run_id) is not None]
-                if present:
-                    raise CliError(
-                        f"run {present[0]} is already in {tape.url}; nothing was imported (it is the same run: "
-                        "to copy it into another store, give that store with --into URL)"
-                    )
-                ids = tape.import_file(file)
-                runs = [tape.store.get_run(i) for i in ids]
-                url = tape.url
-        except BaseException:
-            if new_file is not None:
-                _remove_new_sqlite(*new_file)
-            raise
+        with new_store_removed_on_error(url), open_tape(ctx, create=True, url=url) as tape:
+            present = [r.run_id for r in batch.new_runs if tape.store.get_run(r.run_id) is not None]
+            if present:
+                raise CliError(
+                    f"run {present[0]} is already in {tape.url}; nothing was imported (it is the same run: "
+                    "to copy it into another store, give that store with --into URL)"
+                )
+            ids = tape.import_file(file)
+            runs = [tape.store.get_run(i) for i in ids]
+            url = tape.url
     if as_json:
         echo_json({"path": str(file), "imported": ids, "into": url})
         return

@@ -19,6 +19,16 @@ a thread whose lease another process holds is skipped, and a thread whose
 runs are replayed by runs of another thread still in the store waits until
 that thread is archived first (the command does so in the same pass).
 
+Threads paused at an interrupt. ``older_than`` is their rule too: a thread
+whose run paused for an answer less than ``older_than`` ago is not selected.
+``keep_interrupted_for`` keeps them longer than the others (archive finished
+conversations after 30 days, but leave one waiting for a human for 90).
+
+Threads with checkpoints and no recorded run (a copied thread, a graph run
+on graphtape's saver without recording) go with their checkpoints, by the
+age of their newest one, unless ``statuses`` filters by run status: their
+archive holds no run, restores whole, and resumes like any other.
+
 :func:`restore` reads an archive, refuses it with
 :class:`~graphtape.errors.TapeFormatError` when it is unreadable or altered
 (nothing written), and writes the whole thread back in one transaction.
@@ -149,6 +159,7 @@ def archive(
     statuses: Iterable[str] | None = None,
     dry_run: bool = False,
     expire_after: float | None = None,
+    keep_interrupted_for: float | None = None,
     now: float | None = None,
 ) -> ArchiveResult:
     """Archive every thread that went quiet more than ``older_than`` seconds ago; see the module docstring.
@@ -158,19 +169,38 @@ def archive(
     index entries (only files the index names: nothing else in ``to`` is
     ever touched). Run from cron, one command keeps a store to its last
     month and its archives to their last year.
+
+    ``keep_interrupted_for`` (seconds): a thread paused at an interrupt
+    (waiting for an answer) more recently than that stays, however old
+    ``older_than`` would let it be; without it, ``older_than`` is the rule
+    for paused threads as for the others.
     """
     if older_than is None or older_than < 0:
         raise GraphtapeError(f"older_than must be 0 seconds or more, not {older_than}")
     if expire_after is not None and expire_after < 0:
         raise GraphtapeError(f"expire_after must be 0 seconds or more, not {expire_after}")
+    if keep_interrupted_for is not None and keep_interrupted_for < 0:
+        raise GraphtapeError(f"keep_interrupted_for must be 0 seconds or more, not {keep_interrupted_for}")
     store = tape.store
     dest = str(to)
-    plan = plan_prune(tape, older_than=older_than, statuses=statuses, truncate_threads=False, now=now)
+    current = clock.now() if now is None else now
+    plan = plan_prune(tape, older_than=older_than, statuses=statuses, truncate_threads=False, now=current)
     skipped: dict[str, str] = {}
     for kept in plan.kept:
         if kept.run.thread_id not in skipped:
             skipped[kept.run.thread_id] = kept.reason
     todo = [t for t in plan.threads]
+    # threads with checkpoints and no recorded run (copies, a saver used without recording): by the
+    # age of their newest checkpoint; a status filter is about runs, so it selects none of them
+    bare: set[str] = set()
+    if statuses is None:
+        with_runs = {r.thread_id for r in store.list_runs(limit=None)}
+        for thread, newest in sorted(_threads_without_runs(store, with_runs).items()):
+            if newest is None:
+                skipped[thread] = "checkpoints without a recorded run, and no readable time on them"
+            elif newest <= current - older_than:
+                todo.append(thread)
+                bare.add(thread)
     done: list[ArchivedThread] = []
     before = None if dry_run else store.used_bytes()
     owner = f"graphtape-archive:{os.getpid()}:{clock.new_id()[:8]}"
@@ -181,6 +211,13 @@ def archive(
         waiting: list[str] = []
         for thread in todo:
             runs = store.list_runs(thread_id=thread, limit=None, newest_first=False)
+            paused = _paused_for(store, thread, runs, current)
+            if keep_interrupted_for is not None and paused is not None and paused < keep_interrupted_for:
+                skipped[thread] = (
+                    f"paused at an interrupt {_age(paused)} ago, less than the {_age(keep_interrupted_for)} "
+                    "paused threads are kept for"
+                )
+                continue
             needed = _needed_elsewhere(needs, thread, runs, gone)
             if needed is not None:
                 waiting.append(thread)
@@ -207,8 +244,11 @@ def archive(
             try:
                 # read again under the lease: a run may have started since the plan
                 runs = store.list_runs(thread_id=thread, limit=None, newest_first=False)
-                if not runs or any(r.status == "running" for r in runs):
+                if bool(runs) == (thread in bare) or any(r.status == "running" for r in runs):
                     skipped[thread] = "a run started on it meanwhile"
+                    continue
+                if thread in bare and not store.has_checkpoints(thread):
+                    skipped[thread] = "its checkpoints were removed meanwhile"
                     continue
                 # a fork or replay of it may have started in another thread since the dependents were read
                 needs, needs_at = _refresh(store, needs, needs_at)
@@ -232,7 +272,7 @@ def archive(
     archived = {t.thread_id for t in done}
     expired: list[ArchiveEntry] = []
     if expire_after is not None:
-        cutoff = (clock.now() if now is None else now) - expire_after
+        cutoff = current - expire_after
         expired = [e for e in store.archived_threads() if e.archived_at < cutoff and e.thread_id not in archived]
         if not dry_run:
             for e in expired:
@@ -255,6 +295,69 @@ def _dependents(store: TapeStore) -> dict[str, list[RunRecord]]:
         for target in {r.replay_of, recovers if isinstance(recovers, str) else None} - {None}:
             needs.setdefault(str(target), []).append(r)
     return needs
+
+
+#: Checkpoints read per page when looking for threads that have checkpoints but no recorded run.
+CHECKPOINT_PAGE = 1000
+
+
+def _threads_without_runs(store: TapeStore, with_runs: set[str]) -> dict[str, float | None]:
+    """Threads whose checkpoints are in the store but none of whose runs is, and when the newest
+    root checkpoint of each was written (None when its time is unreadable).
+
+    Reads every root checkpoint once, a page at a time (keeping only thread ids and times), since the
+    store has no listing of threads: the price of finding threads that no run names.
+    """
+    found: dict[str, float | None] = {}
+    before = None
+    while True:
+        page = store.list_checkpoints(checkpoint_ns="", before=before, limit=CHECKPOINT_PAGE)
+        for cp in page:  # newest first: a thread's first row is its newest
+            if cp.thread_id not in with_runs and cp.thread_id not in found:
+                found[cp.thread_id] = _timestamp(cp.created_at)
+        if len(page) < CHECKPOINT_PAGE:
+            return found
+        before = page[-1].checkpoint_id
+
+
+#: The pending write LangGraph records for an ``interrupt()`` waiting for its answer.
+INTERRUPT = "__interrupt__"
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
+
+
+def _paused_for(store: TapeStore, thread: str, runs: list[RunRecord], now: float) -> float | None:
+    """Seconds the thread has waited at an interrupt for an answer (None when it is not waiting).
+
+    A thread waits when its newest run ended ``interrupted`` by an ``interrupt()`` (not stopped from
+    outside: those have ``stopped_by``); a thread without runs, when its newest checkpoint has a
+    pending interrupt.
+    """
+    if runs:
+        last = runs[-1]
+        if last.status != "interrupted" or (last.meta or {}).get("stopped_by"):
+            return None
+        return max(0.0, now - (last.ended_at or last.started_at))
+    newest = store.list_checkpoints(thread_id=thread, checkpoint_ns="", limit=1)
+    if not newest or not any(w.channel == INTERRUPT for w in store.get_writes(thread, "", newest[0].checkpoint_id)):
+        return None
+    when = _timestamp(newest[0].created_at)
+    return None if when is None else max(0.0, now - when)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 #: Runs read to find the ones started since the dependents were read; more new runs than this: read all again.
@@ -327,7 +430,7 @@ def _join(dest: str, name: str) -> str:
 
 def _fs(url: str) -> Any:
     try:
-        import fsspec  # type: ignore[import-not-found]
+        import fsspec  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         raise GraphtapeError(
             f"{url} is a URL: archiving to object storage needs fsspec (pip install 'graphtape[archive]' "
@@ -409,7 +512,7 @@ def restore(tape: Tape, thread_or_file: str, *, from_: str | os.PathLike[str] | 
     header, batch = parse_text(text, path)
     if header.get("kind") != ARCHIVE_KIND:
         raise TapeFormatError(f"{path} is a tape export, not an archive; load it with `graphtape import`")
-    threads = {r.thread_id for r in batch.new_runs}
+    threads = {r.thread_id for r in batch.new_runs} | {cp.thread_id for cp in batch.checkpoints}
     if len(threads) != 1:
         raise TapeFormatError(f"{path} holds {len(threads)} threads; an archive holds one")
     thread = threads.pop()
