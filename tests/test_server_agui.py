@@ -1,0 +1,409 @@
+"""The AG-UI endpoint (``/agui/{graph}``): every event validated against the ``ag_ui.core`` models.
+
+A graph whose model streams text and calls a tool (its arguments arriving in
+the chunk that names it, where the reference adapter dropped them), then
+pauses at an ``interrupt()``: the run ends with an interrupt outcome carrying
+LangGraph's interrupt id, a second POST with ``resume`` finishes it, the
+state deltas rebuild the final state, graphtape's calls arrive as CUSTOM
+events. Then reconnecting with ``Last-Event-ID``, errors before the stream,
+failures after it, and viewers on a real uvicorn server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import socket
+import threading
+import time
+import uuid
+from typing import Annotated, Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("ag_ui")
+
+import httpx
+import jsonpatch
+from ag_ui.core import Event, EventType, RunAgentInput
+from ag_ui.encoder import EventEncoder
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import interrupt
+from pydantic import TypeAdapter
+
+from graphtape.server.studio import create_app
+from graphtape.server.studio.agui import state_of
+from graphtape.server.studio.routes_agui import CANCELLED_MARK
+from graphtape.testing.models import SeededChatModel
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+@tool
+def search(query: str) -> str:
+    """Search the notes."""
+    return f"notes about {query}"
+
+
+def answer(messages, rng, tools):
+    """A tool call (with its arguments in the same chunk as its name) after a human, else text."""
+    if isinstance(messages[-1], HumanMessage):
+        return AIMessage(
+            content="Let me look that up.", tool_calls=[{"name": "search", "args": {"query": "tides"}, "id": "call_1"}]
+        )
+    return AIMessage(content="The tides follow the moon, twice a day.")
+
+
+class Chat(MessagesState):
+    approved: Any
+    notes: Annotated[list, operator.add]
+    topic: str
+
+
+def build_assistant(latency: float = 0.0):
+    """agent (streams text, calls ``search``) -> tools -> agent (streams text) -> approve (interrupt)."""
+    model = SeededChatModel(seed=1, responder=answer, latency=latency).bind_tools([search])
+
+    def agent(s: Chat):
+        return {"messages": [model.invoke(s["messages"])], "notes": [f"agent {len(s['messages'])}"]}
+
+    def approve(s: Chat):
+        return {"approved": interrupt({"question": "send it?", "message": "Send the answer?"})}
+
+    b = StateGraph(Chat)
+    b.add_node(agent)
+    b.add_node("tools", ToolNode([search]))
+    b.add_node(approve)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", tools_condition, {"tools": "tools", "__end__": "approve"})
+    b.add_edge("tools", "agent")
+    b.add_edge("approve", END)
+    return b.compile()
+
+
+def build_broken():
+    def fail(s: Chat):
+        raise RuntimeError("the model is down")
+
+    b = StateGraph(Chat)
+    b.add_node(fail)
+    b.add_edge(START, "fail")
+    b.add_edge("fail", END)
+    return b.compile()
+
+
+def graphs(latency: float = 0.0) -> dict[str, Any]:
+    return {"assistant": build_assistant(latency), "broken": build_broken()}
+
+
+def run_input(thread_id: str, run_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    body = {"threadId": thread_id, "runId": run_id or str(uuid.uuid4()), "messages": [], **extra}
+    RunAgentInput.model_validate(body)  # what the tests post is a valid AG-UI input
+    return body
+
+
+def hello(thread_id: str, run_id: str | None = None) -> dict[str, Any]:
+    return run_input(thread_id, run_id, messages=[{"id": "u1", "role": "user", "content": "Tell me about tides"}])
+
+
+def agui_events(text: str) -> list[tuple[int, Any]]:
+    """(id, typed event) of each SSE message: ``id:`` + ``data:`` lines only, every event a valid AG-UI
+    event of its type, with no field the model does not know, serialised as the encoder would."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = block.splitlines()
+        if all(line.startswith(":") for line in lines):
+            continue  # a heartbeat
+        assert [line.split(":", 1)[0] for line in lines] == ["id", "data"], block
+        data = lines[1].removeprefix("data: ")
+        event = EVENTS.validate_json(data)
+        assert not event.model_extra, f"{event.type}: unknown fields {event.model_extra}"
+        assert EventEncoder().encode(event) == f"data: {data}\n\n" or json.loads(data) == json.loads(
+            event.model_dump_json(by_alias=True)
+        )
+        out.append((int(lines[0].removeprefix("id: ")), event))
+    return out
+
+
+def of(evs: list[tuple[int, Any]], kind: EventType) -> list[Any]:
+    return [e for _, e in evs if e.type == kind]
+
+
+def customs(evs: list[tuple[int, Any]], name: str) -> list[Any]:
+    return [e.value for e in of(evs, EventType.CUSTOM) if e.name == name]
+
+
+def replayed_state(evs: list[tuple[int, Any]]) -> Any:
+    """The state a client holds: the snapshot with every later delta applied in order."""
+    state: Any = None
+    for _, e in evs:
+        if e.type == EventType.STATE_SNAPSHOT:
+            state = e.snapshot
+        elif e.type == EventType.STATE_DELTA:
+            state = jsonpatch.apply_patch(state, [op.model_dump(by_alias=True) for op in e.delta])
+    return state
+
+
+@pytest.fixture
+async def client(tape):
+    app = create_app(tape, graphs(), heartbeat_seconds=5)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
+            yield c
+
+
+async def post_run(client, body: dict[str, Any], graph: str = "assistant", **headers: str) -> httpx.Response:
+    r = await client.post(f"/agui/{graph}", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    return r
+
+
+async def test_a_run_streams_text_tool_calls_and_an_interrupt_then_a_resume_finishes_it(client, tape):
+    thread, first = f"t-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    r = await post_run(client, hello(thread, first))
+    evs = agui_events(r.text)
+    assert [i for i, _ in evs] == list(range(1, len(evs) + 1))
+    types = [e.type for _, e in evs]
+    assert types[0] == EventType.RUN_STARTED and types[-1] == EventType.RUN_FINISHED
+    assert types[1] == EventType.STATE_SNAPSHOT and types[-2] != EventType.RUN_ERROR
+    started = evs[0][1]
+    assert (started.thread_id, started.run_id, started.protocol_version) == (thread, first, "1.0")
+    studio_run = started.metadata["graphtape"]["run_id"]
+    assert r.headers["content-location"] == f"/agui/assistant/runs/{studio_run}"
+
+    # steps: one per node task, each started before it finished
+    steps = [(e.type, e.step_name) for _, e in evs if e.type in (EventType.STEP_STARTED, EventType.STEP_FINISHED)]
+    assert steps == [
+        (t, n)
+        for n in ("agent", "tools", "agent", "approve")
+        for t in (EventType.STEP_STARTED, EventType.STEP_FINISHED)
+    ]
+    # model text as it streamed: several deltas per message, each message started and ended once
+    starts = of(evs, EventType.TEXT_MESSAGE_START)
+    assert len(starts) == 2 and all(s.role == "assistant" for s in starts)
+    texts = {
+        s.message_id: "".join(c.delta for c in of(evs, EventType.TEXT_MESSAGE_CONTENT) if c.message_id == s.message_id)
+        for s in starts
+    }
+    assert list(texts.values()) == ["Let me look that up.", "The tides follow the moon, twice a day."]
+    assert len(of(evs, EventType.TEXT_MESSAGE_CONTENT)) > 2
+    assert sorted(e.message_id for e in of(evs, EventType.TEXT_MESSAGE_END)) == sorted(texts)
+    # the tool call: its arguments came in the chunk that named it, and are not dropped
+    (call,) = of(evs, EventType.TOOL_CALL_START)
+    assert (call.tool_call_id, call.tool_call_name, call.parent_message_id) == (
+        "call_1",
+        "search",
+        starts[0].message_id,
+    )
+    assert json.loads("".join(a.delta for a in of(evs, EventType.TOOL_CALL_ARGS))) == {"query": "tides"}
+    assert [e.tool_call_id for e in of(evs, EventType.TOOL_CALL_END)] == ["call_1"]
+    (result,) = of(evs, EventType.TOOL_CALL_RESULT)
+    assert (result.tool_call_id, result.content, result.role) == ("call_1", "notes about tides", "tool")
+    order = [e.type for _, e in evs]
+    assert order.index(EventType.TOOL_CALL_END) < order.index(EventType.TOOL_CALL_RESULT)
+
+    # the interrupt outcome carries LangGraph's interrupt id
+    state = (await client.get(f"/threads/{thread}/state")).json()
+    (pending,) = state["interrupts"]
+    finished = evs[-1][1]
+    assert finished.run_id == first and finished.outcome.type == "interrupt"
+    (paused,) = finished.outcome.interrupts
+    assert (paused.id, paused.reason, paused.message) == (pending["id"], "langgraph:interrupt", "Send the answer?")
+    assert paused.metadata["value"] == {"question": "send it?", "message": "Send the answer?"}
+    # the snapshot and its deltas rebuild the thread's state (messages travel as messages)
+    assert replayed_state(evs) == state_of(state["values"]) == {"notes": ["agent 1", "agent 3"]}
+    (snapshot,) = of(evs, EventType.MESSAGES_SNAPSHOT)
+    assert [(m.role, m.id) for m in snapshot.messages] == [
+        ("user", "u1"),
+        ("assistant", starts[0].message_id),
+        ("tool", result.message_id),
+        ("assistant", starts[1].message_id),
+    ]
+    assert snapshot.messages[1].tool_calls[0].function.arguments == json.dumps({"query": "tides"})
+    # graphtape's facts: each recorded call once, made live
+    calls = customs(evs, "graphtape.call")
+    assert [(c["kind"], c["source"], c["served"]) for c in calls] == [
+        ("llm", "live", False),
+        ("tool", "live", False),
+        ("llm", "live", False),
+    ]
+    assert [c["node_path"] for c in calls] == ["agent", "tools", "agent"]
+    assert not customs(evs, "graphtape.savings")
+
+    # resume: the interrupt answered by id, the run finishes, parentRunId is the paused run
+    second = str(uuid.uuid4())
+    messages = [m.model_dump(by_alias=True, exclude_none=True) for m in snapshot.messages]
+    body = run_input(
+        thread, second, messages=messages, resume=[{"interruptId": paused.id, "status": "resolved", "payload": "yes"}]
+    )
+    evs2 = agui_events((await post_run(client, body)).text)
+    assert evs2[0][1].parent_run_id == first and evs2[0][1].run_id == second
+    assert [e.step_name for e in of(evs2, EventType.STEP_FINISHED)] == ["approve"]
+    assert evs2[-1][1].outcome.type == "success"
+    assert replayed_state(evs2) == {"notes": ["agent 1", "agent 3"], "approved": "yes"}
+    assert not customs(evs2, "graphtape.call") and not of(evs2, EventType.TEXT_MESSAGE_START)
+    assert len(of(evs2, EventType.MESSAGES_SNAPSHOT)[0].messages) == 4
+    final = (await client.get(f"/threads/{thread}/state")).json()
+    assert final["values"]["approved"] == "yes" and final["next"] == []
+    # both runs are on the tape, the HTTP run id being the recorded run's id
+    recorded = tape.runs(thread_id=thread)
+    assert [r.status for r in recorded] == ["finished", "interrupted"]
+    assert recorded[1].run_id == studio_run
+
+
+async def test_a_cancelled_interrupt_and_the_legacy_forwarded_resume(client):
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    evs = agui_events((await post_run(client, hello(thread))).text)
+    (paused,) = evs[-1][1].outcome.interrupts
+    cancel = run_input(thread, resume=[{"interruptId": paused.id, "status": "cancelled"}])
+    evs2 = agui_events((await post_run(client, cancel)).text)
+    assert replayed_state(evs2)["approved"] == {CANCELLED_MARK: True, "interrupt_id": paused.id}
+
+    other = f"t-{uuid.uuid4().hex[:8]}"
+    agui_events((await post_run(client, hello(other))).text)
+    legacy = run_input(other, forwardedProps={"command": {"resume": None}})
+    evs3 = agui_events((await post_run(client, legacy)).text)
+    assert evs3[-1][1].outcome.type == "success"
+    assert replayed_state(evs3)["approved"] is None and "approved" in replayed_state(evs3)
+
+
+async def test_state_from_the_client_is_written_with_the_new_messages_only(client):
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    evs = agui_events((await post_run(client, {**hello(thread), "state": {"topic": "tides"}})).text)
+    assert evs[1][1].snapshot == {"notes": [], "topic": "tides"}
+    # a second run: the client sends the whole conversation and its state back; only the new message counts
+    (paused,) = evs[-1][1].outcome.interrupts
+    agui_events(
+        (await post_run(client, run_input(thread, resume=[{"interruptId": paused.id, "status": "resolved"}]))).text
+    )
+    state = (await client.get(f"/threads/{thread}/state")).json()["values"]
+    history = [m for _, e in evs if e.type == EventType.MESSAGES_SNAPSHOT for m in e.messages]
+    again = [m.model_dump(by_alias=True, exclude_none=True) for m in history]
+    again.append({"id": "u2", "role": "user", "content": "And the moon?"})
+    body = run_input(thread, messages=again, state={"topic": "tides", "notes": state["notes"]})
+    evs2 = agui_events((await post_run(client, body)).text)
+    after = (await client.get(f"/threads/{thread}/state")).json()["values"]
+    assert [m["id"] for m in after["messages"]][:5] == ["u1", *[m["id"] for m in again[1:4]], "u2"]
+    assert after["notes"] == ["agent 1", "agent 3", "agent 5", "agent 7"]  # not doubled by the echoed state
+    assert evs2[-1][1].outcome.type == "interrupt"
+
+
+async def test_reconnecting_with_last_event_id_gets_the_rest_once(client, tape):
+    thread, run_id = f"t-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    whole = (await post_run(client, hello(thread, run_id))).text
+    blocks = [b for b in whole.strip().split("\n\n") if b.startswith("id: ")]
+    assert len(blocks) > 20
+    # a re-POST of the same threadId + runId is the same run, from the event after Last-Event-ID
+    again = await post_run(client, hello(thread, run_id), **{"Last-Event-ID": "7"})
+    assert [b for b in again.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[7:]
+    # or the run's stream, by the client's runId or by the Studio run id
+    studio_run = agui_events(whole)[0][1].metadata["graphtape"]["run_id"]
+    for rid in (run_id, studio_run):
+        joined = await client.get(f"/agui/assistant/runs/{rid}/stream", headers={"Last-Event-ID": "20"})
+        assert joined.status_code == 200
+        assert [b for b in joined.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[20:]
+    assert len(tape.runs(thread_id=thread)) == 1  # never started twice
+
+
+async def test_errors_before_the_stream_are_json_and_a_failure_after_it_is_run_error(client):
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+
+    async def refused(path: str, body: Any, status: int, *words: str, **headers: str) -> None:
+        r = await client.post(path, json=body, headers=headers)
+        assert r.status_code == status, r.text
+        assert r.headers["content-type"].startswith("application/json")
+        for word in words:
+            assert word in r.json()["error"], r.json()["error"]
+
+    await refused("/agui/nope", hello(thread), 404, "nope", "assistant")
+    await refused("/agui/assistant", {"threadId": thread}, 422, "runId", "messages")
+    await refused("/agui/assistant", hello(thread), 400, "Last-Event-ID", **{"Last-Event-ID": "x"})
+    resume = run_input(thread, resume=[{"interruptId": "0" * 32, "status": "resolved", "payload": 1}])
+    await refused("/agui/assistant", resume, 409, "no pending interrupt")
+    await refused("/agui/assistant", run_input(thread, state={"nope": 1}), 400, "'nope'", "notes")
+    evs = agui_events((await post_run(client, hello(thread))).text)
+    await refused("/agui/assistant", resume, 400, "0" * 32, evs[-1][1].outcome.interrupts[0].id)
+    await refused("/agui/broken", hello(thread), 409, "belongs to graph 'assistant'")
+    assert (await client.get("/agui/assistant/runs/nope/stream")).status_code == 404
+    assert (await client.get("/agui/nope/health")).status_code == 404
+    assert (await client.get("/agui/assistant/health")).json() == {
+        "status": "ok",
+        "protocolVersion": "1.0",
+        "graph": "assistant",
+    }
+    assert (await client.get("/agui/health")).json()["graphs"] == ["assistant", "broken"]
+
+    failed = agui_events((await post_run(client, hello(f"t-{uuid.uuid4().hex[:8]}"), graph="broken")).text)
+    assert failed[0][1].type == EventType.RUN_STARTED
+    error = failed[-1][1]
+    assert (error.type, error.code, error.message) == (EventType.RUN_ERROR, "RuntimeError", "the model is down")
+    assert not of(failed, EventType.RUN_FINISHED)
+
+
+# -- a real server on 127.0.0.1 --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server_url(tmp_path):
+    """The Studio with a slow-streaming model on uvicorn at 127.0.0.1, stopped after the test."""
+    uvicorn = pytest.importorskip("uvicorn")
+    import graphtape
+
+    tape = graphtape.connect(f"sqlite:///{tmp_path}/agui.db")
+    port = free_port()
+    app = create_app(tape, graphs(latency=0.6), heartbeat_seconds=0.05)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none"))
+    thread = threading.Thread(target=server.run, name="agui-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", tape
+    server.should_exit = True
+    thread.join(timeout=20)
+    tape.close()
+
+
+def test_viewers_on_a_real_server_a_disconnect_does_not_stop_the_run(server_url):
+    url, tape = server_url
+    thread, run_id = f"t-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    with httpx.Client(base_url=url, timeout=30) as http:
+        # the first viewer reads the first events, then goes away mid-run
+        with http.stream("POST", "/agui/assistant", json=hello(thread, run_id)) as first:
+            assert first.status_code == 200
+            lines = first.iter_lines()
+            seen = [next(lines) for _ in range(3)]
+        assert seen[0] == "id: 1" and json.loads(seen[1].removeprefix("data: "))["type"] == "RUN_STARTED"
+        # several viewers join while it runs, each from where it wants
+        results: dict[str, str] = {}
+
+        def watch(name: str, after: str) -> None:
+            with httpx.Client(base_url=url, timeout=30) as own:
+                r = own.get(f"/agui/assistant/runs/{run_id}/stream", headers={"Last-Event-ID": after})
+                results[name] = r.text
+
+        viewers = [threading.Thread(target=watch, args=(str(n), str(n))) for n in range(3)]
+        for v in viewers:
+            v.start()
+        for v in viewers:
+            v.join(timeout=30)
+    whole = agui_events(results["0"])
+    assert whole[-1][1].type == EventType.RUN_FINISHED and whole[-1][1].outcome.type == "interrupt"
+    assert ": heartbeat" in results["0"]  # the model is slow: comments keep the stream alive meanwhile
+    for n in ("1", "2"):
+        assert [i for i, _ in agui_events(results[n])] == [i for i, _ in whole][int(n) :]
+    (recorded,) = tape.runs(thread_id=thread)
+    assert recorded.status == "interrupted"  # the run went on to its interrupt without its first viewer
