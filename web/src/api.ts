@@ -313,6 +313,11 @@ export const api = {
       assistant_id: assistant,
       ...body,
     }),
+  threadState: (threadId: string) =>
+    request<{ next: string[]; interrupts?: { id?: string; value: unknown }[] }>(
+      "GET",
+      `/threads/${enc(threadId)}/state`,
+    ),
   cancel: (threadId: string, runId: string) =>
     request<unknown>("POST", `/threads/${enc(threadId)}/runs/${enc(runId)}/cancel`),
   debugStart: (runId: string, mode: "strict" | "flight", breakpoints: Breakpoint[]) =>

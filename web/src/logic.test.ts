@@ -51,7 +51,7 @@ describe("runTree", () => {
       run("a", 1),
       run("b", 5),
       run("a-replay", 3, { replay_of: "a", mode: "flight" }),
-      run("a-fork", 2, { parent_run_id: "a" }),
+      run("a-fork", 2, { replay_of: "a", mode: "flight", meta: { fork_of: "cp1" } }),
       run("orphan", 4, { replay_of: "gone" }),
     ]);
     expect(rows.map((r) => [r.run.run_id, r.depth])).toEqual([
@@ -62,7 +62,8 @@ describe("runTree", () => {
       ["a-replay", 1],
     ]);
     expect(runKind(rows[4].run)).toBe("replay (flight)");
-    expect(runKind(rows[3].run)).toBe("fork");
+    expect(runKind(rows[3].run)).toBe("fork (flight)");
+    expect(runKind(run("c", 1, { parent_run_id: "a" }))).toBe("continued");
   });
 });
 

@@ -37,9 +37,15 @@ export function runTree(runs: RunSummary[]): RunRow[] {
   return out;
 }
 
-/** The kind of a run as a word: recording, replay, fork, ... */
+/** The kind of a run as a word: recording, replay, fork, override, continued, ... */
 export function runKind(r: RunSummary): string {
-  if (r.replay_of) return r.mode && r.mode !== "record" ? `replay (${r.mode})` : "replay";
-  if (r.parent_run_id) return "fork";
+  const meta = r.meta ?? {};
+  const mode = r.mode && r.mode !== "record" ? ` (${r.mode})` : "";
+  if (meta.fork_of) return `fork${mode}`;
+  if (meta.override_of) return `override${mode}`;
+  if (meta.invalidate_from) return `invalidate${mode}`;
+  if (r.mode === "recover" || meta.recovers) return "recovery";
+  if (r.replay_of) return `replay${mode}`;
+  if (r.parent_run_id) return "continued";
   return r.mode || "record";
 }

@@ -8,6 +8,10 @@ describe("chatMessage", () => {
     expect(chatMessage({ role: "assistant", content: [{ type: "text", text: "a" }, "b"] }).text).toBe("a\nb");
     const ai = chatMessage({ type: "ai", content: "", tool_calls: [{ name: "lookup", args: { id: 1 } }] });
     expect(ai.toolCalls).toHaveLength(1);
+    const lc = chatMessage({ lc: 1, type: "constructor", id: ["langchain", "schema", "messages", "AIMessage"], kwargs: { content: "done", type: "ai" } });
+    expect(lc).toEqual({ role: "ai", text: "done", toolCalls: [] });
+    const untyped = chatMessage({ lc: 1, type: "constructor", id: ["x", "HumanMessage"], kwargs: { content: "q" } });
+    expect(untyped.role).toBe("human");
   });
 });
 

@@ -16,7 +16,13 @@ interface ChatMessage {
 /** A LangChain message dict ({type, content, tool_calls}) or an OpenAI-style one ({role, content}). */
 export function chatMessage(m: unknown): ChatMessage {
   const o = (m && typeof m === "object" ? m : { content: m }) as Record<string, unknown>;
-  const data = (o.data && typeof o.data === "object" ? o.data : o) as Record<string, unknown>;
+  // LangChain's serialised form {lc, type: "constructor", id, kwargs}, or the message dict {type, data}
+  const inner = o.lc !== undefined && o.kwargs && typeof o.kwargs === "object" ? o.kwargs : o.data;
+  const data = (inner && typeof inner === "object" ? inner : o) as Record<string, unknown>;
+  if (data === o.kwargs && data.type === undefined && Array.isArray(o.id)) {
+    const cls = String(o.id[o.id.length - 1] ?? "");
+    return chatMessage({ ...data, type: cls.replace(/Message(Chunk)?$/, "").toLowerCase() || "message" });
+  }
   const role = String(data.type ?? data.role ?? o.type ?? "message");
   const content = data.content;
   let text: string;
@@ -47,7 +53,10 @@ export function CallPanel({
   const d = call.data;
   const req = (d?.request ?? {}) as Record<string, unknown>;
   const messages = Array.isArray(req.messages) ? req.messages.map(chatMessage) : null;
-  const responseMsg = d && d.call.kind === "llm" && d.response && typeof d.response === "object" ? chatMessage(d.response) : null;
+  const responseMsgs =
+    d && d.call.kind === "llm" && d.response && typeof d.response === "object"
+      ? (Array.isArray(d.response) ? d.response : [d.response]).map(chatMessage)
+      : null;
   const diverged =
     divergence && (divergence.recorded_call_id === callId || d?.call.source === "diverged") ? divergence : null;
   return (
@@ -90,10 +99,12 @@ export function CallPanel({
               {messages.map((m, i) => (
                 <ChatBubble key={i} m={m} />
               ))}
-              {responseMsg && (
+              {responseMsgs && (
                 <>
                   <h3>Response</h3>
-                  <ChatBubble m={{ ...responseMsg, role: responseMsg.role === "message" ? "ai" : responseMsg.role }} />
+                  {responseMsgs.map((r, i) => (
+                    <ChatBubble key={i} m={{ ...r, role: r.role === "message" ? "ai" : r.role }} />
+                  ))}
                 </>
               )}
             </div>
@@ -116,7 +127,7 @@ export function CallPanel({
               <JsonTree value={d.request} label="request" />
             </details>
           )}
-          <details open={!responseMsg}>
+          <details open={!responseMsgs}>
             <summary>Response (JSON)</summary>
             <JsonTree value={d.response} label="response" />
           </details>

@@ -55,10 +55,13 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
   };
 
   const pause = session?.pause;
+  const pausedNode = pause?.node ?? null;
+  const running = useMemo(() => new Set(pausedNode ? [pausedNode] : []), [pausedNode]);
+  const nodeSet = useMemo(() => new Set(nodes), [nodes]);
   return (
     <div className="debugger">
       <div className="debug-graph">
-        <GraphDiagram graph={run.graph} running={new Set(pause?.node ? [pause.node] : [])} breakpoints={new Set(nodes)} onToggleBreakpoint={toggle} />
+        <GraphDiagram graph={run.graph} running={running} breakpoints={nodeSet} onToggleBreakpoint={toggle} />
       </div>
       <div className="debug-side">
         <fieldset disabled={Boolean(active)}>

@@ -3,7 +3,7 @@
 import { useState } from "react";
 import { api, type PendingInterrupt, type RunSummary } from "../api";
 import { pretty } from "../format";
-import { ErrorLine, JsonEditor, JsonTree } from "../ui";
+import { ErrorLine, JsonEditor, JsonTree, useLoad } from "../ui";
 
 export function InterruptForm({
   run,
@@ -15,6 +15,8 @@ export function InterruptForm({
   onStarted: (runId: string) => void;
 }) {
   const first = interrupts[0];
+  // the run's interrupts are those pending when it ended; answer only those the thread still waits on
+  const thread = useLoad(() => api.threadState(run.thread_id), `thread-state:${run.thread_id}:${run.run_id}`);
   const [text, setText] = useState(pretty("approve"));
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -31,6 +33,8 @@ export function InterruptForm({
       setBusy(false);
     }
   };
+  const pending = thread.data?.interrupts ?? [];
+  if (!thread.data || !pending.length || (first.id && !pending.some((p) => p.id === first.id))) return null;
   return (
     <section className="panel interrupt" aria-label="Pending interrupt">
       <h3>Waiting for an answer{first.node ? ` at ${first.node}` : ""}</h3>

@@ -143,7 +143,7 @@ export function RunView() {
     <div className="run-page">
       <ErrorLine error={detail.error} />
       {run && (
-        <header className="panel run-head" aria-label="Run">
+        <section className="panel run-head" aria-label="Run">
           <div className="run-title">
             <h1>
               <span className="mono">{shortId(run.run_id)}</span> · {run.graph}
@@ -207,7 +207,7 @@ export function RunView() {
               Diverged: {String(detail.data.divergence.message ?? detail.data.divergence.reason ?? "")}
             </div>
           )}
-          {detail.data && detail.data.interrupts.length > 0 && (
+          {detail.data && detail.data.interrupts.length > 0 && run.status !== "running" && (
             <InterruptForm
               run={run}
               interrupts={detail.data.interrupts}
@@ -225,7 +225,7 @@ export function RunView() {
               ))}
             </div>
           )}
-        </header>
+        </section>
       )}
       <div className="run-body">
         <div className="run-main">
