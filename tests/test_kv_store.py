@@ -225,6 +225,10 @@ def test_a_batch_reads_before_it_writes_and_the_last_put_wins(kv):
         (lambda s: s.batch([PutOp(("langgraph", "x"), "k", {})]), InvalidNamespaceError),
         (lambda s: s.batch([GetOp(("a.b",), "k")]), InvalidNamespaceError),
         (lambda s: s.get(("a",), "nul\x00key"), InvalidStoreOp),
+        (lambda s: s.put(("a",), "lone \ud800", {}), InvalidStoreOp),
+        (lambda s: s.put(("a", "\udfff"), "k", {}), InvalidStoreOp),
+        (lambda s: s.put(("a",), "k", {"v": "\ud800"}), InvalidStoreOp),
+        (lambda s: s.search(("\ud800",)), InvalidStoreOp),
         (lambda s: s.put(("a",), "k", {"x": math.inf}), InvalidStoreOp),
         (lambda s: s.put(("a",), "k", {"x": object()}), InvalidStoreOp),
         (lambda s: s.batch([PutOp(("a",), "k", ["not", "a", "dict"])]), InvalidStoreOp),  # type: ignore[arg-type]

@@ -64,7 +64,7 @@ import json
 import math
 import sys
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -446,6 +446,15 @@ def _check_key(key: Any) -> None:
         raise InvalidStoreOp(f"an item key is a string, not {type(key).__name__}")
     if "\x00" in key:
         raise InvalidStoreOp(f"item key {key!r} contains a NUL character; remove it")
+    _check_unicode(key, "item key")
+
+
+def _check_unicode(text: str, what: str) -> None:
+    """Refuse a lone surrogate: no database stores it as text, and no JSON answer could carry it back."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidStoreOp(f"{what} {text!r} is not valid Unicode (it holds a lone surrogate)") from None
 
 
 def _check_op(op: Any) -> None:
@@ -455,6 +464,8 @@ def _check_op(op: Any) -> None:
             f"unknown store operation {type(op).__name__}; use GetOp, PutOp, SearchOp or ListNamespacesOp"
         )
     validate_op_namespace(op)
+    for label in _labels_of(op):
+        _check_unicode(label, "namespace label")
     if isinstance(op, GetOp):
         _check_key(op.key)
     elif isinstance(op, PutOp):
@@ -480,6 +491,16 @@ def _check_op(op: Any) -> None:
                 raise InvalidStoreOp(f"match_type is 'prefix' or 'suffix', not {condition.match_type!r}")
 
 
+def _labels_of(op: Op) -> Iterator[str]:
+    if isinstance(op, (GetOp, PutOp)):
+        yield from op.namespace
+    elif isinstance(op, SearchOp):
+        yield from op.namespace_prefix
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            yield from condition.path
+
+
 def _write(op: PutOp) -> Write:
     address = (namespace_text(op.namespace), op.key)
     if op.value is None:
@@ -488,6 +509,7 @@ def _write(op: PutOp) -> Write:
         text = json.dumps(dict(op.value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidStoreOp(f"the value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
+    _check_unicode(text, f"the value of {op.namespace}/{op.key!r}:")
     return Write(*address, text, None if op.ttl is None else float(op.ttl))
 
 
