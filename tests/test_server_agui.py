@@ -149,8 +149,12 @@ def replayed_state(evs: list[tuple[int, Any]]) -> Any:
 
 
 @pytest.fixture
-async def client(tape):
-    app = create_app(tape, graphs(), heartbeat_seconds=5)
+def app(tape):
+    return create_app(tape, graphs(), heartbeat_seconds=5)
+
+
+@pytest.fixture
+async def client(app):
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
@@ -407,3 +411,38 @@ def test_viewers_on_a_real_server_a_disconnect_does_not_stop_the_run(server_url)
         assert [i for i, _ in agui_events(results[n])] == [i for i, _ in whole][int(n) :]
     (recorded,) = tape.runs(thread_id=thread)
     assert recorded.status == "interrupted"  # the run went on to its interrupt without its first viewer
+
+
+async def test_a_replay_run_reports_served_calls_and_its_savings(app, client, tape):
+    """A run whose recording session replays an earlier run (flight mode, as the replay routes run it):
+    its calls are served from the tape, and it ends with graphtape.savings."""
+    from graphtape.record.answer import ReplayPlan
+    from graphtape.replay.answerer import TapeAnswerer
+    from graphtape.replay.matcher import Matcher
+
+    recorded = agui_events((await post_run(client, hello(f"t-{uuid.uuid4().hex[:8]}"))).text)
+    original = recorded[0][1].metadata["graphtape"]["run_id"]
+    assistant = app.state.studio.assistants.find("assistant")
+    answerer = TapeAnswerer(Matcher.from_store(tape.store, [original]), "flight")
+    assistant.recorded.plan = ReplayPlan(answerer, "flight", replay_of=original)
+    try:
+        evs = agui_events((await post_run(client, hello(f"t-{uuid.uuid4().hex[:8]}"))).text)
+    finally:
+        assistant.recorded.plan = None
+    calls = customs(evs, "graphtape.call")
+    assert [(c["kind"], c["source"], c["served"]) for c in calls] == [
+        ("llm", "tape", True),
+        ("tool", "tape", True),
+        ("llm", "tape", True),
+    ]
+    assert {c["served_from"] for c in calls} == {c["call_id"] for c in customs(recorded, "graphtape.call")}
+    (savings,) = customs(evs, "graphtape.savings")
+    assert (savings["mode"], savings["replay_of"], savings["served"], savings["live"]) == ("flight", original, 3, 0)
+    assert savings["tokens_saved"] == sum(c.get("tokens", 0) for c in customs(recorded, "graphtape.call")) > 0
+    names = [getattr(e, "name", e.type) for _, e in evs]
+    assert names[-3:] == [EventType.MESSAGES_SNAPSHOT, "graphtape.savings", EventType.RUN_FINISHED]
+    # served answers still reach the client as messages and tool calls
+    texts = "".join(e.delta for e in of(evs, EventType.TEXT_MESSAGE_CONTENT))
+    assert texts == "Let me look that up.The tides follow the moon, twice a day."
+    assert json.loads("".join(a.delta for a in of(evs, EventType.TOOL_CALL_ARGS))) == {"query": "tides"}
+    assert evs[-1][1].outcome.type == "interrupt"

@@ -112,10 +112,12 @@ def _now_ms() -> int:
 
 
 def state_of(values: Any) -> Any:
-    """The AG-UI state of a graph's values: the values as JSON, without ``messages`` (sent as messages)."""
+    """The AG-UI state of a graph's values: the values as JSON, without ``messages`` (sent as messages)
+    and ``__interrupt__`` (LangGraph's, sent in ``RUN_FINISHED``'s outcome)."""
     state = to_wire(values)
     if isinstance(state, dict):
         state.pop("messages", None)
+        state.pop("__interrupt__", None)
     return state if state is not None else {}
 
 
