@@ -198,7 +198,7 @@ def restore_cmd(
 ) -> None:
     """Bring an archived thread back, whole: it resumes, replays and forks like before (the store is created
     if needed)."""
-    from graphtape.cli.tape_cmds import new_store_removed_on_error
+    from graphtape.cli.new_store import new_store_removed_on_error
 
     url = into or (ctx.obj or {}).get("url")
     with handle_errors():
