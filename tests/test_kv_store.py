@@ -455,3 +455,39 @@ def test_kv_stores_are_base_stores(kv):
     from langgraph.store.base import BaseStore
 
     assert isinstance(kv, KVStore) and isinstance(kv, BaseStore) and kv.supports_ttl
+
+
+def test_concurrent_writers_on_one_database(store_url):
+    """Writers on separate connections, each batch touching the same keys in its own order: nothing lost."""
+    import random
+
+    stores = [kv_store_for(store_url) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def writer(n: int, store: KVStore) -> None:
+        rng = random.Random(n)
+        try:
+            for round_ in range(15):
+                names = [f"k{i}" for i in range(6)]
+                rng.shuffle(names)
+                store.batch([PutOp(("race", k), "v", {"by": n, "round": round_}) for k in names])
+                store.put(("race", "own"), f"w{n}", {"round": round_})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n, s)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    try:
+        assert not errors, errors
+        assert {i.key: i.value for i in stores[0].search(("race", "own"))} == {f"w{n}": {"round": 14} for n in range(4)}
+        last = stores[0].search(("race",), filter={"round": 14}, limit=100)
+        assert len(last) == 6 + 4
+        assert stores[0].list_namespaces(prefix=("race",)) == sorted(
+            [("race", f"k{i}") for i in range(6)] + [("race", "own")]
+        )
+    finally:
+        for s in stores:
+            s.close()
