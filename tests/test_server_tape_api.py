@@ -25,7 +25,8 @@ from tests.graphs import build_linear
 from tests.studio_graphs import studio_graphs
 from tests.test_server_studio import assert_error
 
-HOSTILE = Path(__file__).parent / "tapes" / "hostile"
+TAPES = Path(__file__).parent / "tapes"
+HOSTILE = TAPES / "hostile"
 
 
 def parse_tape_sse(text: str) -> list[dict]:
@@ -380,6 +381,56 @@ async def test_a_failed_action_ends_the_stream_with_an_error(client):
     assert "graph exploded" in messages[0]["data"]["error"]
 
 
+async def test_a_strict_replay_that_diverges_shows_where(tape):
+    app = create_app(tape, {"linear": build_linear()})
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
+            golden = (TAPES / "linear_old_prompt.must_diverge.jsonl").read_bytes()
+            (run_id,) = (await c.post("/graphtape/import", content=golden)).json()["run_ids"]
+            result = (await c.post(f"/graphtape/runs/{run_id}/replay?wait=true", json={"mode": "strict"})).json()
+            assert result["status"] == "diverged" and result["divergence"]["node"] == "write"
+            detail = (await c.get(f"/graphtape/runs/{result['run_id']}")).json()
+            assert detail["run"]["status"] == "diverged" and detail["divergence"]["node"] == "write"
+            assert "-[human] Write a sonnet about cats" in detail["divergence"]["diff"]
+            tl = (await c.get(f"/graphtape/runs/{result['run_id']}/timeline")).json()
+            calls = [call for s in tl["steps"] for t in s["tasks"] for call in t["calls"]]
+            diverged = [call for call in calls if call["source"] == "diverged"]
+            assert [(d["kind"], d["node_path"]) for d in diverged] == [("llm", "write")]
+            assert diverged[0]["error"]["type"] == "Divergence"
+
+
+async def test_echoed_config_and_metadata_are_redacted(store_url):
+    tape = graphtape.connect(store_url, redact=["customer_id"])
+    try:
+        app = create_app(tape, studio_graphs())
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
+                tid = (await c.post("/threads", json={})).json()["thread_id"]
+                body = {
+                    "assistant_id": "agent",
+                    "input": {"messages": [{"role": "user", "content": "hi"}]},
+                    "metadata": {"customer_id": "c-4242"},
+                    "config": {"configurable": {"api_key": "sk-very-secret"}},
+                }
+                assert (await c.post(f"/threads/{tid}/runs/wait", json=body)).status_code == 200
+                (run,) = (await c.get("/graphtape/runs")).json()["runs"]
+                entries = (await c.get(f"/graphtape/history/{run['run_id']}")).json()["entries"]
+                texts = [
+                    (await c.get(f"/graphtape/runs/{run['run_id']}")).text,
+                    (await c.get(f"/graphtape/history/{tid}")).text,
+                    (await c.get(f"/graphtape/threads/{tid}/checkpoints/{entries[-1]['checkpoint_id']}")).text,
+                    (await c.get(f"/graphtape/runs/{run['run_id']}/events")).text,
+                ]
+                for text in texts:
+                    assert "c-4242" not in text and "sk-very-secret" not in text
+                state = (await c.get(f"/graphtape/threads/{tid}/checkpoints/{entries[-1]['checkpoint_id']}")).json()
+                assert state["metadata"].get("customer_id") in (None, "**redacted**")
+    finally:
+        tape.close()
+
+
 # -- the stream from the store ----------------------------------------------------------------
 
 
@@ -454,9 +505,12 @@ async def test_debugger_step_live_stop_and_the_session_limit(client):
     _, run_id = await agent_run(client)
     studio = client.app.state.studio  # type: ignore[attr-defined]
     studio.debug_sessions.max_active = 1
-    first = (await client.post("/graphtape/debug", json={"run_id": run_id, "breakpoints": [{"type": "call"}]})).json()
+    body = {"run_id": run_id, "mode": "flight", "breakpoints": [{"type": "call"}]}
+    first = (await client.post("/graphtape/debug", json=body)).json()
     sid = first["session_id"]
     assert first["pause"]["kind"] == "call" and first["pause"]["call"]["kind"] == "llm"
+    s = (await client.post(f"/graphtape/debug/{sid}/live")).json()  # the model answers anew
+    assert s["pause"]["kind"] == "call" and s["pause"]["call"]["kind"] == "tool"
     assert_error(await client.post("/graphtape/debug", json={"run_id": run_id}), 409, "already open")
     r = await client.put(
         f"/graphtape/debug/{sid}/breakpoints", json={"breakpoints": [{"type": "after", "node": "nowhere"}]}
