@@ -1,0 +1,341 @@
+"""The Studio web UI in a real browser (Debian's Chromium driven by Playwright) against a real server.
+
+A module-wide ``graphtape dev`` serves the examples from a temporary SQLite
+store where they were recorded (as ``make demo`` records them); each test
+drives the UI the way a user would and checks what the page shows against
+what the API says. Screenshots of the main views go to a temporary folder
+(``GRAPHTAPE_UI_SHOTS`` names a folder to keep them).
+
+Skipped when Chromium or Playwright is missing (CI installs both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"the browser tests need Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright (pip install it)")
+pytest.importorskip("uvicorn")
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+class Server:
+    """``graphtape dev`` on the examples, in a subprocess; restartable on the same port."""
+
+    def __init__(self, store: str, port: int, log: Path):
+        self.store, self.port, self.log = store, port, log
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        path = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+        env.pop("GRAPHTAPE_URL", None)
+        code = "import sys; from graphtape.cli.app import main; sys.exit(main())"
+        cmd = [sys.executable, "-c", code, "dev", "--url", self.store, "--port", str(self.port)]
+        cmd += ["--no-browser", "--no-reload"]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT / "examples", env=env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"graphtape dev exited: {self.log.read_text()[-2000:]}")
+            try:
+                if _get(self.base, "/ok") == {"ok": True}:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"graphtape dev did not start: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    """A SQLite store with the examples recorded: (url, example name -> run id)."""
+    folder = tmp_path_factory.mktemp("webui")
+    url = f"sqlite:///{folder / 'tape.db'}"
+    code = (
+        "import json, sys, graphtape\n"
+        "from examples.demo import record_examples\n"
+        f"t = graphtape.connect({url!r})\n"
+        "runs = record_examples(t)\n"
+        "t.close()\n"
+        "sys.stdout.write('RUNS=' + json.dumps(runs))\n"
+    )
+    path = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=True
+    ).stdout
+    return url, json.loads(out.rsplit("RUNS=", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def server(recorded, tmp_path_factory) -> Iterator[Server]:
+    srv = Server(recorded[0], _free_port(), tmp_path_factory.mktemp("log") / "server.log")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    keep = os.environ.get("GRAPHTAPE_UI_SHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        return Path(keep)
+    return tmp_path_factory.mktemp("shots")
+
+
+@pytest.fixture
+def page(browser, server) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.set_default_timeout(15_000)
+    yield pg
+    context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def expect(locator: Any) -> Any:
+    return sync_api.expect(locator)
+
+
+def _open_run(page: Any, server: Server, run_id: str, query: str = "") -> None:
+    page.goto(f"{server.base}/ui/runs/{run_id}{query}")
+    expect(page.get_by_role("region", name="Run")).to_be_visible()
+
+
+def _wait_run_ended(server: Server, run_id: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            run = _get(server.base, f"/graphtape/runs/{run_id}")["run"]
+        except urllib.error.HTTPError as exc:  # a background run is on the tape a moment after its 202
+            if exc.code != 404:
+                raise
+        else:
+            if run["status"] != "running":
+                return run
+        time.sleep(0.2)
+    raise AssertionError(f"run {run_id} still running after {timeout} s")
+
+
+def _new_run_id(page: Any, old: str) -> str:
+    page.wait_for_url(lambda url: "/ui/runs/" in url and old not in url)
+    return page.url.split("/ui/runs/", 1)[1].split("?", 1)[0]
+
+
+def test_the_runs_list_shows_the_recorded_runs_and_filters_by_graph(page, server, recorded, shots):
+    _, runs = recorded
+    page.goto(server.base + "/")
+    page.wait_for_url("**/ui")
+    rows = page.get_by_role("list", name="Run list")
+    for run_id in runs.values():
+        expect(rows.locator(f'[data-run-id="{run_id}"]')).to_be_visible()
+    page.screenshot(path=str(shots / "runs.png"))
+    page.get_by_role("button", name="refund_agent", exact=True).click()
+    page.wait_for_url("**graph=refund_agent")
+    expect(rows.locator(f'[data-run-id="{runs["doc_pipeline"]}"]')).to_have_count(0)
+    expect(rows.locator(f'[data-run-id="{runs["refund_agent"]}"]')).to_be_visible()
+
+
+def test_open_a_run_and_inspect_a_checkpoint(page, server, recorded, shots):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    page.goto(server.base + "/ui")
+    page.locator(f'[data-run-id="{run_id}"]').click()
+    page.wait_for_url(f"**/ui/runs/{run_id}")
+    timeline = page.get_by_role("tree", name="Timeline")
+    calls = _get(server.base, f"/graphtape/runs/{run_id}/calls")["calls"]
+    first = calls[0]
+    row = timeline.locator(f'[data-call-id="{first["call_id"]}"]')
+    expect(row).to_contain_text(f"{first['kind']} {first['name']}")
+    expect(row).to_contain_text(first["source"])
+    page.screenshot(path=str(shots / "timeline.png"))
+    # the call detail, deep-linked in the URL
+    row.click()
+    page.wait_for_url(f"**call={first['call_id']}")
+    detail = page.get_by_role("complementary", name="Call detail")
+    expect(detail.get_by_role("heading", name="Messages")).to_be_visible()
+    expect(detail.locator(".role-human")).to_contain_text("order A-1001")
+    page.screenshot(path=str(shots / "call.png"))
+    # the state at a checkpoint
+    page.get_by_role("tab", name="State").click()
+    history = _get(server.base, f"/graphtape/history/{run_id}")["entries"]
+    target = history[3]
+    page.get_by_role("button", name=f"Checkpoint step {target['step']} {target['checkpoint_id'][:8]}").click()
+    page.wait_for_url(f"**checkpoint={target['checkpoint_id']}")
+    inspector = page.get_by_role("region", name="State inspector")
+    state = _get(server.base, f"/graphtape/threads/{target['thread_id']}/checkpoints/{target['checkpoint_id']}")
+    first_key = next(iter(state["values"]))
+    expect(inspector.get_by_role("list", name="state tree")).to_contain_text(first_key)
+    inspector.get_by_role("button", name="Raw JSON").click()
+    expect(inspector.locator(".cm-content")).to_contain_text(f'"{first_key}"')
+    page.screenshot(path=str(shots / "state.png"))
+    # a reload keeps the checkpoint (deep link)
+    page.reload()
+    expect(page.get_by_role("region", name="State inspector")).to_contain_text(target["checkpoint_id"][:12])
+
+
+def test_diff_two_checkpoints(page, server, recorded, shots):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    history = _get(server.base, f"/graphtape/history/{run_id}")["entries"]
+    a, b = history[2], history[-1]
+    _open_run(page, server, run_id, f"?tab=state&checkpoint={b['checkpoint_id']}")
+    radio = page.get_by_role("radio", name=f"Compare with step {a['step']} {a['checkpoint_id'][:8]}")
+    radio.click()
+    expect(radio).to_be_checked()
+    page.wait_for_url(f"**compare={a['checkpoint_id']}")
+    diff = page.get_by_role("region", name="Checkpoint diff")
+    query = f"a={a['checkpoint_id']}&b={b['checkpoint_id']}&thread_id={a['thread_id']}"
+    expected = _get(server.base, f"/graphtape/diff?{query}")
+    assert expected["changes"], "the two checkpoints should differ"
+    for change in expected["changes"][:3]:
+        expect(diff).to_contain_text(change["path"])
+    page.screenshot(path=str(shots / "diff.png"))
+    diff.get_by_role("button", name="Side by side").click()
+    expect(diff.locator(".jsondiffpatch-delta").first).to_be_visible()
+
+
+def test_replay_flight_shows_the_savings(page, server, recorded):
+    _, runs = recorded
+    run_id = runs["doc_pipeline"]
+    _open_run(page, server, run_id)
+    page.get_by_role("button", name="Replay flight").click()
+    new_id = _new_run_id(page, run_id)
+    run = _wait_run_ended(server, new_id)
+    assert run["replay_of"] == run_id and run["status"] == "finished"
+    savings = page.get_by_label("Savings")
+    expect(savings).to_contain_text(f"{run['served_calls']} calls served from the tape")
+    assert run["served_calls"] > 0
+    expect(page.get_by_role("tree", name="Timeline").locator(".src-tape").first).to_be_visible()
+    # the replay is a branch under its parent in the runs list
+    page.goto(server.base + "/ui")
+    parent_row = page.locator(f'[data-run-id="{run_id}"]')
+    child_row = page.locator(f'[data-run-id="{new_id}"]')
+    expect(child_row).to_contain_text("└")
+    assert child_row.bounding_box()["y"] > parent_row.bounding_box()["y"]
+
+
+def _set_editor(page: Any, editor: Any, text: str) -> None:
+    editor.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    editor.locator(".cm-content").fill(text)
+
+
+def test_fork_with_an_edit_starts_a_new_branch(page, server, recorded):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    history = _get(server.base, f"/graphtape/history/{run_id}")["entries"]
+    cp = next(e for e in history if "classify" in e["writers"])
+    state = _get(server.base, f"/graphtape/threads/{cp['thread_id']}/checkpoints/{cp['checkpoint_id']}")
+    assert state["values"]["decision"] == "refund"
+    _open_run(page, server, run_id, f"?tab=state&checkpoint={cp['checkpoint_id']}")
+    page.get_by_role("button", name="Fork from here").click()
+    editor = page.get_by_label("Fork state editor")
+    expect(editor.locator(".cm-content")).to_contain_text('"decision": "refund"')
+    _set_editor(page, editor, '{"decision": "other"}')
+    page.get_by_role("button", name="Start fork").click()
+    new_id = _new_run_id(page, run_id)
+    run = _wait_run_ended(server, new_id)
+    assert run["status"] == "finished", run
+    expect(page.get_by_role("region", name="Run")).to_contain_text("fork")
+    final = _get(server.base, f"/threads/{run['thread_id']}/state")["values"]
+    assert final["decision"] == "other"
+    # the fork is a branch of the run it came from
+    detail = _get(server.base, f"/graphtape/runs/{run_id}")
+    assert new_id in [c["run_id"] for c in detail["children"]]
+    _open_run(page, server, run_id)
+    expect(page.get_by_role("region", name="Run").locator(f'a[href="/ui/runs/{new_id}"]')).to_contain_text("fork")
+
+
+def test_answer_an_interrupt_from_a_new_run(page, server):
+    page.goto(server.base + "/ui/new?graph=research_assistant")
+    page.get_by_label("Topic").fill("Do tides affect coastal wind?")
+    page.get_by_role("button", name="Start run").click()
+    run_id = _new_run_id(page, "/new")
+    run = _wait_run_ended(server, run_id)
+    assert run["status"] in ("interrupted", "paused"), run
+    form = page.get_by_role("region", name="Pending interrupt")
+    expect(form).to_contain_text("approve?")
+    form.get_by_role("button", name="Approve").click()
+    resumed = _new_run_id(page, run_id)
+    run2 = _wait_run_ended(server, resumed)
+    assert run2["status"] == "finished", run2
+    assert run2["thread_id"] == run["thread_id"]
+    expect(page.get_by_role("region", name="Run").locator(".status-finished").first).to_be_visible()
+    assert _get(server.base, f"/threads/{run['thread_id']}/state")["interrupts"] == []
+
+
+def test_watch_a_live_run_stream(page, server):
+    page.goto(server.base + "/ui/new?graph=doc_pipeline")
+    page.get_by_label("Raw JSON").check()
+    from examples import doc_pipeline
+
+    _set_editor(page, page.get_by_label("Run input JSON"), json.dumps(doc_pipeline.EXAMPLE_INPUT))
+    page.get_by_role("button", name="Start run").click()
+    run_id = _new_run_id(page, "/new")
+    page.get_by_role("tab", name="Events").click()
+    run = _wait_run_ended(server, run_id)
+    assert run["status"] == "finished", run
+    total = len(_get(server.base, f"/graphtape/runs/{run_id}/events?limit=10000")["events"])
+    expect(page.get_by_test_id("event-count")).to_have_text(str(total))
+    expect(page.get_by_role("region", name="Run").locator(".status-finished").first).to_be_visible()
