@@ -284,3 +284,28 @@ def test_no_reload_keeps_the_graph_it_started_with(tmp_path):
         assert not any(w in line for line in server.seen for w in ("reloading graphs", "reloaded")), server.seen
     finally:
         server.stop()
+
+
+async def test_a_module_spec_is_imported_afresh_and_a_failure_keeps_the_module(sqlite_tape, tmp_path, monkeypatch):
+    name = f"reload_mod_{uuid.uuid4().hex[:8]}"
+    file = tmp_path / f"{name}.py"
+    write_graph(file, "m1")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    project = Project({"m": f"{name}:graph"}, root=tmp_path)
+    app = create_app(sqlite_tape, project.load_graphs())
+    lines: list[str] = []
+    reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
+    assert set(reloader.files()) == {os.path.realpath(file)}
+    first = sys.modules[name]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as client:
+            file.write_text("raise RuntimeError('half-written')\n", encoding="utf-8")
+            await reload(reloader, file)
+            assert "RuntimeError: half-written" in lines[-1] and sys.modules[name] is first
+            write_graph(file, "m2")
+            await reload(reloader, file)
+            assert lines[-1].startswith("reloaded graph 'm'") and sys.modules[name] is not first
+            assert await wait_run(client, "m") == "m2"
+    sys.modules.pop(name, None)
