@@ -306,10 +306,15 @@ async def test_reconnecting_with_last_event_id_gets_the_rest_once(client, tape):
     # a re-POST of the same threadId + runId is the same run, from the event after Last-Event-ID
     again = await post_run(client, hello(thread, run_id), **{"Last-Event-ID": "7"})
     assert [b for b in again.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[7:]
-    # or the run's stream, by the client's runId or by the Studio run id
+    # or the run's stream: by the Studio run id, or the client's runId with its threadId
     studio_run = agui_events(whole)[0][1].metadata["graphtape"]["run_id"]
-    for rid in (run_id, studio_run):
-        joined = await client.get(f"/agui/assistant/runs/{rid}/stream", headers={"Last-Event-ID": "20"})
+    assert again.headers["location"] == f"/agui/assistant/runs/{studio_run}/stream?threadId={thread}"
+    for path in (
+        f"{studio_run}/stream",
+        f"{run_id}/stream?threadId={thread}",
+        f"{studio_run}/stream?threadId={thread}",
+    ):
+        joined = await client.get(f"/agui/assistant/runs/{path}", headers={"Last-Event-ID": "20"})
         assert joined.status_code == 200
         assert [b for b in joined.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[20:]
     assert len(tape.runs(thread_id=thread)) == 1  # never started twice
@@ -335,6 +340,7 @@ async def test_errors_before_the_stream_are_json_and_a_failure_after_it_is_run_e
     await refused("/agui/assistant", resume, 400, "0" * 32, evs[-1][1].outcome.interrupts[0].id)
     await refused("/agui/broken", hello(thread), 409, "belongs to graph 'assistant'")
     assert (await client.get("/agui/assistant/runs/nope/stream")).status_code == 404
+    assert (await client.get(f"/agui/assistant/runs/nope/stream?threadId={thread}")).status_code == 404
     assert (await client.get("/agui/nope/health")).status_code == 404
     assert (await client.get("/agui/assistant/health")).json() == {
         "status": "ok",
@@ -396,7 +402,8 @@ def test_viewers_on_a_real_server_a_disconnect_does_not_stop_the_run(server_url)
 
         def watch(name: str, after: str) -> None:
             with httpx.Client(base_url=url, timeout=30) as own:
-                r = own.get(f"/agui/assistant/runs/{run_id}/stream", headers={"Last-Event-ID": after})
+                path = f"/agui/assistant/runs/{run_id}/stream?threadId={thread}"
+                r = own.get(path, headers={"Last-Event-ID": after})
                 results[name] = r.text
 
         viewers = [threading.Thread(target=watch, args=(str(n), str(n))) for n in range(3)]

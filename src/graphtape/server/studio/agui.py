@@ -217,6 +217,8 @@ class AguiPublisher(Publisher):
         self.steps: dict[str, str] = {}
         #: interrupt id -> the response schema LangGraph attached to it
         self.schemas: dict[str, Any] = {}
+        #: the recorded run whose tape events are read (another one when a worker recovered the run)
+        self.graphtape_run_id = run_id
         self.session: Any = None
         self.tape_seq = -1
 
@@ -247,7 +249,7 @@ class AguiPublisher(Publisher):
 
     async def part(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
         if self.session is None:
-            self.session = session_for_run(self.run_id)
+            self.session = session_for_run(self.graphtape_run_id)
         if mode == "tasks":
             await self._task(namespace, chunk)
         elif mode == "messages":
@@ -261,6 +263,15 @@ class AguiPublisher(Publisher):
                 await self.send(CustomEvent(name=chunk["name"], value=to_wire(chunk["value"])))
             else:
                 await self.send(CustomEvent(name="langgraph.custom", value=to_wire(chunk)))
+
+    async def resumed(self, attempt: int, graphtape_run_id: str) -> None:
+        """The run goes on in another worker after its first one died (the durable queue's hook):
+        ``graphtape.resumed``, then the recovery run's calls (those already made are served)."""
+        self.graphtape_run_id = graphtape_run_id
+        self.session = None
+        self.tape_seq = -1
+        value = {"attempt": attempt, "graphtape_run_id": graphtape_run_id}
+        await self.send(CustomEvent(name="graphtape.resumed", value=value))
 
     async def ended(self, values: Any, interrupts: list[dict[str, Any]]) -> None:
         await self._close_all()
@@ -440,11 +451,11 @@ class AguiPublisher(Publisher):
     async def _tape_facts(self, final: bool = False) -> None:
         """``graphtape.call`` and ``graphtape.divergence`` for the run's tape events written since the
         last look; at the end, ``graphtape.savings`` when the run is a replay or was served calls."""
-        session = self.session or session_for_run(self.run_id)
+        session = self.session or session_for_run(self.graphtape_run_id)
         if session is None:
             return
         self.session = session
-        rows = await asyncio.to_thread(session.store.events, self.run_id, _TAPE_KINDS)
+        rows = await asyncio.to_thread(session.store.events, self.graphtape_run_id, _TAPE_KINDS)
         for row in rows:
             if row.seq <= self.tape_seq:
                 continue

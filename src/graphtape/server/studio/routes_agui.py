@@ -32,7 +32,7 @@ from ag_ui.core import (
     ToolMessage,
     UserMessage,
 )
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from graphtape.server.studio.agui import AGUI_PROTOCOL, AGUI_PROTOCOL_VERSION, state_of
@@ -139,7 +139,7 @@ async def _agui_sse(stream: AsyncIterator[str]) -> AsyncIterator[str]:
 
 def _stream(request: Request, graph_id: str, run: RunEntry, after: int) -> StreamingResponse:
     base = f"/agui/{graph_id}/runs/{run.run_id}"
-    headers = {**_SSE_HEADERS, "Content-Location": base, "Location": f"{base}/stream"}
+    headers = {**_SSE_HEADERS, "Content-Location": base, "Location": f"{base}/stream?threadId={run.thread_id}"}
     stream = run.sse(request.app.state.studio.heartbeat_seconds, after=after)
     return StreamingResponse(_agui_sse(stream), media_type="text/event-stream", headers=headers)
 
@@ -154,14 +154,27 @@ def _runs_of(request: Request, thread_id: str) -> list[RunEntry]:
     return runs
 
 
-def _find_run(request: Request, run_id: str) -> RunEntry:
-    """A run by its Studio id or by the client's AG-UI ``runId``."""
+def _find_run(request: Request, run_id: str, thread_id: str | None) -> RunEntry:
+    """A run by its Studio id or by the client's AG-UI ``runId`` (the latter needs its thread)."""
+    if thread_id is not None:
+        for run in _runs_of(request, thread_id):
+            if run_id in (run.run_id, _agui_run_id(run)):
+                return run
+        raise NotFound(f"no run {run_id!r} on thread {thread_id!r}; give the runId the client posted")
     runs = request.app.state.studio.runs
-    found = runs.entries.get(run_id)
+    # a Studio run id alone: the runs kept by this process, or the store's run queue when runs are queued
+    entries = getattr(runs, "entries", None)
+    found = entries.get(run_id) if isinstance(entries, dict) else None
+    if found is None and isinstance(entries, dict):
+        found = next((r for r in entries.values() if _agui_run_id(r) == run_id), None)
+    queue = getattr(runs, "queue", None)
+    if found is None and queue is not None:
+        row = queue.get(run_id)
+        found = RunEntry(runs, row) if row is not None else None  # type: ignore[call-arg,arg-type,unused-ignore]
     if found is None:
-        found = next((r for r in runs.entries.values() if (r.kwargs.get("agui") or {}).get("run_id") == run_id), None)
-    if found is None:
-        raise NotFound(f"no run {run_id!r}; give the run id of Content-Location or the runId the client posted")
+        raise NotFound(
+            f"no run {run_id!r}; give the run id of Content-Location, or the client's runId with ?threadId=..."
+        )
     return found
 
 
@@ -270,11 +283,14 @@ async def agui_run(request: Request, graph_id: str, body: RunAgentInput) -> Stre
 
 
 @router.get("/agui/{graph_id}/runs/{run_id}/stream", response_class=StreamingResponse)
-async def agui_join_stream(request: Request, graph_id: str, run_id: str) -> StreamingResponse:
-    """Watch an AG-UI run (by its Studio id or the client's ``runId``) from ``Last-Event-ID``."""
+async def agui_join_stream(
+    request: Request, graph_id: str, run_id: str, thread_id: str | None = Query(None, alias="threadId")
+) -> StreamingResponse:
+    """Watch an AG-UI run from ``Last-Event-ID``: by its Studio run id, or by the client's ``runId``
+    with its ``threadId``."""
     after = _last_event_id(request)
     assistant = find_assistant(request, graph_id)
-    run = _find_run(request, run_id)
+    run = _find_run(request, run_id, thread_id)
     if run.graph_id != assistant.graph_id:
         raise NotFound(f"run {run_id!r} is a run of graph {run.graph_id!r}; watch it at /agui/{run.graph_id}")
     return _stream(request, graph_id, run, after)
