@@ -23,7 +23,8 @@ import graphtape
 from graphtape import clock
 from graphtape.errors import StoreError
 from graphtape.store import open_store
-from graphtape.store.kv import InvalidStoreOp, KVStore, attach_store, json_equal, kv_store_for
+from graphtape.store.kv import InvalidStoreOp, KVStore, attach_store, kv_store_for
+from graphtape.store.kv_base import json_equal
 
 
 class FakeTime:

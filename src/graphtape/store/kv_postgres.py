@@ -14,7 +14,7 @@ Why it is built this way:
   every backend whatever the database's locale.
 * Values are ``text`` holding the JSON as written, not ``jsonb``, which
   rewrites numbers (``1e2`` comes back ``100``) and reorders keys; filters
-  are evaluated by :mod:`graphtape.store.kv` anyway.
+  are evaluated by :mod:`graphtape.store.kv_base` anyway.
 * The tape store's connection pool when opened from it (:func:`graphtape.store.kv.kv_store_for`
   given the tape store: its connections carry the password the URL shown
   leaves out), else a pool of its own (1 to 4 connections, autocommit). A write is one transaction, rows written in
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
-from graphtape.store.kv import KVStore, Row, Write, under
+from graphtape.store.kv_base import KVStore, Row, Write, under
 
 try:
     import psycopg

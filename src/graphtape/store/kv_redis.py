@@ -33,7 +33,7 @@ from typing import Any
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import SchemaTooNew, StoreError
-from graphtape.store.kv import KVStore, Row, Write
+from graphtape.store.kv_base import KVStore, Row, Write
 
 try:  # inside graphtape.store, ``import redis`` is still the top-level redis-py package
     import redis as redis_client

@@ -7,7 +7,7 @@ the table, its indexes and its version row (``gt_kv_schema``, the tape's
 file at once create them once. Namespaces are compared as text in SQLite's
 default BINARY collation: byte order of UTF-8, which is code point order,
 the order Python sorts strings in, so a namespace range scan and the search
-order agree with :mod:`graphtape.store.kv`'s.
+order agree with :mod:`graphtape.store.kv_base`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
-from graphtape.store.kv import KVStore, Row, Write, under
+from graphtape.store.kv_base import KVStore, Row, Write, under
 
 __all__ = ["MIGRATIONS", "SqliteKVStore"]
 
