@@ -453,7 +453,7 @@ async def test_stream_follows_a_run_written_while_watching_and_sends_heartbeats(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
             tid = (await c.post("/threads", json={})).json()["thread_id"]
-            body = {"assistant_id": "slow", "input": {"seconds": 0.8}}
+            body = {"assistant_id": "slow", "input": {"seconds": 1.5}}
             run = (await c.post(f"/threads/{tid}/runs", json=body)).json()
             await asyncio.sleep(0.1)
             r = await c.get(f"/graphtape/runs/{run['run_id']}/stream")
