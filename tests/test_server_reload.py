@@ -309,3 +309,18 @@ async def test_a_module_spec_is_imported_afresh_and_a_failure_keeps_the_module(s
             assert lines[-1].startswith("reloaded graph 'm'") and sys.modules[name] is not first
             assert await wait_run(client, "m") == "m2"
     sys.modules.pop(name, None)
+
+
+async def test_a_watcher_that_fails_says_so_in_one_line_and_serving_goes_on(sqlite_tape, tmp_path):
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    file = graph_file(folder)
+    write_graph(file, "v1")
+    project = Project({"g": f"{file}:graph"}, root=folder)
+    app = create_app(sqlite_tape, project.load_graphs())
+    lines: list[str] = []
+    reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
+    file.unlink()
+    folder.rmdir()  # nothing left to watch
+    await asyncio.wait_for(reloader.watch(), timeout=10)
+    assert len(lines) == 1 and lines[0].startswith("graphs are no longer reloaded (") and "restart" in lines[0]

@@ -74,7 +74,11 @@ def dev_cmd(
                 reloader = GraphReloader(
                     project, app_.state.studio.assistants, config=config_path, overrides=overrides, echo=typer.echo
                 )
-                typer.echo(f"  reloading graphs when these change: {', '.join(_names(reloader.files()))}")
+                watched = _names(reloader.files())
+                if watched:
+                    typer.echo(f"  reloading graphs when these change: {', '.join(watched)}")
+                else:
+                    typer.echo("  no graph file found to watch: graphs are not reloaded")
             if not no_browser and has_display():
                 webbrowser.open(f"{address}/docs")
             server = uvicorn.Server(uvicorn.Config(app_, host=host, port=port, log_level="warning"))

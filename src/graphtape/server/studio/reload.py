@@ -140,7 +140,17 @@ class GraphReloader:
                 self.echo(f"could not add graph {name!r}: {error}")
 
     async def watch(self) -> None:
-        """Watch until :meth:`stop`; each batch of changes is loaded in a thread, then swapped in here."""
+        """Watch until :meth:`stop`; each batch of changes is loaded in a thread, then swapped in here.
+
+        A watcher that fails (the system's limit of watched files, a folder removed) says so in one
+        line and stops: the server goes on serving the graphs it has.
+        """
+        try:
+            await self._watch()
+        except Exception as exc:
+            self.echo(f"graphs are no longer reloaded ({type(exc).__name__}: {exc}); restart graphtape dev after edits")
+
+    async def _watch(self) -> None:
         import watchfiles
 
         while not self._stop.is_set():
