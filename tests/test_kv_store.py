@@ -24,7 +24,7 @@ from graphtape import clock
 from graphtape.errors import StoreError
 from graphtape.store import open_store
 from graphtape.store.kv import InvalidStoreOp, KVStore, attach_store, kv_store_for
-from graphtape.store.kv_base import json_equal
+from graphtape.store.kv_filter import json_equal
 
 
 class FakeTime:

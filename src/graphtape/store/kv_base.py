@@ -35,27 +35,18 @@ Semantics (LangGraph documents the operations, not all of their edges):
   there is no vector search (no embeddings are configured, which is what
   LangGraph's stores do without an ``index``); ``index`` on a put is ignored
   for the same reason.
-* **Filters** test top-level fields of the value: ``{"field": value}`` or
-  ``{"field": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}}``. Equality is
-  JSON's (``true`` is not ``1``; ``1`` equals ``1.0``); a nested object matches
-  when its given fields match; lists match element by element. Comparisons
-  hold between two numbers or two strings, and are false otherwise (a missing
-  field included); a missing field is ``null``, so ``$ne`` matches it. An
-  unknown operator, or a comparison with anything but a number or a string,
-  is refused (:class:`InvalidStoreOp`).
+* **Filters** test top-level fields of the value with LangGraph's operators,
+  evaluated in Python the same way on every backend
+  (:mod:`graphtape.store.kv_filter` says how and why).
 * **TTL** (minutes, ``ttl=`` on a put or ``TTLConfig(default_ttl=...)``): an
   item expires that long after its last write, or its last read when the read
   asks for ``refresh_ttl`` (the default). Expired items are never returned,
   and are deleted by the next batch that writes or lists namespaces (or by
   :meth:`KVStore.sweep_ttl`).
 
-Rejected: evaluating filters in SQL (SQLite's ``json_extract`` and
-PostgreSQL's ``jsonb`` disagree on booleans against numbers and on number
-precision, and Redis has no query language: one Python evaluation keeps the
-three backends identical, at the cost of reading every item under the prefix
-when a filter is given); wrapping LangGraph's ``SqliteStore``/``PostgresStore``
-(tables named ``store`` in the public schema, migrations of their own beside
-ours, and no Redis store without the RediSearch module).
+Rejected: wrapping LangGraph's ``SqliteStore``/``PostgresStore`` (tables
+named ``store`` in the public schema, migrations of their own beside ours,
+and no Redis store without the RediSearch module).
 """
 
 from __future__ import annotations
@@ -87,23 +78,17 @@ from langgraph.store.base import (
 
 from graphtape import clock
 from graphtape.errors import GraphtapeError
+from graphtape.store.kv_filter import InvalidFilter, check_filter, matches_filter
 
 __all__ = [
-    "OPERATORS",
     "InvalidStoreOp",
     "KVStore",
     "Row",
     "Write",
-    "check_filter",
-    "json_equal",
-    "matches_filter",
     "namespace_of",
     "namespace_text",
     "under",
 ]
-
-#: the filter operators LangGraph documents
-OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 #: the first label LangGraph keeps for itself
 RESERVED_ROOT = "langgraph"
@@ -154,104 +139,6 @@ def under(prefix: str) -> tuple[str, str] | None:
     if not prefix:
         return None
     return prefix + ".", prefix + "/"  # "/" is the character after "."
-
-
-# -- filters ---------------------------------------------------------------------------
-
-
-def check_filter(filter: Any) -> None:
-    """Raise :class:`InvalidStoreOp` when ``filter`` is not a filter this store can evaluate."""
-    if not isinstance(filter, Mapping):
-        raise InvalidStoreOp(f"a filter is an object of fields, not {type(filter).__name__}; e.g. {{'kind': 'note'}}")
-    for field, condition in filter.items():
-        if not isinstance(field, str):
-            raise InvalidStoreOp(f"filter field {field!r} is not a string")
-        if field.startswith("$"):
-            raise InvalidStoreOp(
-                f"filter field {field!r}: an operator must follow a field name, e.g. {{'score': {{'$gt': 1}}}}"
-            )
-        _check_condition(field, condition)
-
-
-def _check_condition(field: str, condition: Any) -> None:
-    if isinstance(condition, Mapping):
-        operators = [k for k in condition if isinstance(k, str) and k.startswith("$")]
-        if not operators:
-            check_filter(condition)
-            return
-        if len(operators) != len(condition):
-            raise InvalidStoreOp(
-                f"filter field {field!r} mixes operators and fields; use {{'$gt': 1, '$lt': 5}} or {{'sub': 1}}"
-            )
-        for op, arg in condition.items():
-            if op not in OPERATORS:
-                raise InvalidStoreOp(
-                    f"unknown filter operator {op!r} on field {field!r}; use one of {', '.join(OPERATORS)}"
-                )
-            if op in ("$eq", "$ne"):
-                _check_json(field, arg)
-            elif isinstance(arg, bool) or not isinstance(arg, (int, float, str)):
-                raise InvalidStoreOp(f"{op} on field {field!r} compares with a number or a string, not {arg!r}")
-            elif isinstance(arg, float) and not math.isfinite(arg):
-                raise InvalidStoreOp(f"{op} on field {field!r} needs a finite number, not {arg!r}")
-    else:
-        _check_json(field, condition)
-
-
-def _check_json(field: str, value: Any) -> None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidStoreOp(f"filter value of field {field!r} is not JSON: {exc}") from None
-
-
-def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
-    """Whether a stored value matches a filter checked by :func:`check_filter` (see the module docstring)."""
-    return all(_matches(value.get(field), condition) for field, condition in filter.items())
-
-
-def _matches(actual: Any, condition: Any) -> bool:
-    if isinstance(condition, Mapping):
-        if any(k.startswith("$") for k in condition):
-            return all(_apply(actual, op, arg) for op, arg in condition.items())
-        return isinstance(actual, Mapping) and all(_matches(actual.get(k), c) for k, c in condition.items())
-    return json_equal(actual, condition)
-
-
-def _apply(actual: Any, op: str, arg: Any) -> bool:
-    if op == "$eq":
-        return json_equal(actual, arg)
-    if op == "$ne":
-        return not json_equal(actual, arg)
-    order = _compare(actual, arg)
-    if order is None:
-        return False
-    return {"$gt": order > 0, "$gte": order >= 0, "$lt": order < 0, "$lte": order <= 0}[op]
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _compare(a: Any, b: Any) -> int | None:
-    if (_is_number(a) and _is_number(b)) or (isinstance(a, str) and isinstance(b, str)):
-        return (a > b) - (a < b)
-    return None
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality of two JSON values as JSON sees them: ``true`` is not ``1``, ``1`` is ``1.0``."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) and _is_number(b):
-        return bool(a == b)
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
-    if type(a) is not type(b):
-        return False
-    return bool(a == b)
 
 
 # -- namespaces --------------------------------------------------------------------------
@@ -480,7 +367,10 @@ def _check_op(op: Any) -> None:
     elif isinstance(op, SearchOp):
         _check_page(op.limit, op.offset, "search")
         if op.filter is not None:
-            check_filter(op.filter)
+            try:
+                check_filter(op.filter)
+            except InvalidFilter as exc:
+                raise InvalidStoreOp(str(exc)) from None
     else:
         _check_page(op.limit, op.offset, "namespace listing")
         if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
