@@ -453,3 +453,70 @@ async def test_a_replay_run_reports_served_calls_and_its_savings(app, client, ta
     assert texts == "Let me look that up.The tides follow the moon, twice a day."
     assert json.loads("".join(a.delta for a in of(evs, EventType.TOOL_CALL_ARGS))) == {"query": "tides"}
     assert evs[-1][1].outcome.type == "interrupt"
+
+
+# -- the @ag-ui/client npm package (optional: needs node and its node_modules) ------------------------------
+
+CLIENT_SCRIPT = r"""
+const { HttpAgent } = require("@ag-ui/client");
+const [url, threadId] = process.argv.slice(2);
+
+async function main() {
+  const agent = new HttpAgent({
+    url, threadId, initialMessages: [{ id: "u1", role: "user", content: "Tell me about tides" }],
+  });
+  const types = [];
+  const first = await agent.runAgent({}, { onEvent: ({ event }) => { types.push(event.type); } });
+  const paused = agent.pendingInterrupts.map((i) => ({ id: i.id, reason: i.reason }));
+  const afterFirst = { messages: agent.messages.length, state: agent.state, newMessages: first.newMessages.length };
+  await agent.runAgent({ resume: [{ interruptId: paused[0].id, status: "resolved", payload: "yes" }] });
+  console.log(JSON.stringify({
+    types, paused, afterFirst, state: agent.state, pending: agent.pendingInterrupts.length,
+    roles: agent.messages.map((m) => m.role), toolArgs: agent.messages[1].toolCalls?.[0]?.function.arguments,
+  }));
+}
+main().catch((err) => { console.error(err && err.stack || String(err)); process.exit(1); });
+"""
+
+
+def _client_modules() -> str | None:
+    """A node_modules holding @ag-ui/client: $GRAPHTAPE_AGUI_NODE_MODULES, else the web UI's."""
+    import os
+    import pathlib
+
+    candidates = [os.environ.get("GRAPHTAPE_AGUI_NODE_MODULES", ""), str(pathlib.Path("web/node_modules").resolve())]
+    root = pathlib.Path(__file__).resolve().parents[1]
+    candidates.append(str(root / "web" / "node_modules"))
+    for path in candidates:
+        if path and (pathlib.Path(path) / "@ag-ui" / "client" / "package.json").exists():
+            return path
+    return None
+
+
+def test_the_ag_ui_client_runs_resumes_and_validates_the_stream(request, tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    modules = _client_modules()
+    node = shutil.which("node")
+    if modules is None or node is None:
+        pytest.skip("@ag-ui/client is not installed (npm install @ag-ui/client; GRAPHTAPE_AGUI_NODE_MODULES=...)")
+    url, tape = request.getfixturevalue("server_url")
+    script = tmp_path / "agui_client.cjs"
+    script.write_text(CLIENT_SCRIPT)
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "NODE_PATH": modules}
+    done = subprocess.run(
+        [node, str(script), f"{url}/agui/assistant", thread], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["types"][0] == "RUN_STARTED" and out["types"][-1] == "RUN_FINISHED"
+    assert {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "TOOL_CALL_RESULT", "STATE_DELTA"} <= set(out["types"])
+    assert [p["reason"] for p in out["paused"]] == ["langgraph:interrupt"]
+    assert out["afterFirst"]["messages"] == 4 and out["afterFirst"]["state"] == {"notes": ["agent 1", "agent 3"]}
+    assert out["state"] == {"notes": ["agent 1", "agent 3"], "approved": "yes"} and out["pending"] == 0
+    assert out["roles"] == ["user", "assistant", "tool", "assistant"]
+    assert json.loads(out["toolArgs"]) == {"query": "tides"}
+    assert [r.status for r in tape.runs(thread_id=thread)] == ["finished", "interrupted"]
