@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -522,25 +522,37 @@ async def debug_use(request: Request, session_id: str, body: UseBody) -> dict[st
     return await run_in_threadpool(_described, request, entry)
 
 
-DebugCommand = Literal["continue", "step", "step_node", "step_call", "live", "stop"]
+#: the commands that let a paused replay go on, each a route of its own, and what each does
+_DEBUG_COMMANDS = {
+    "continue": ("continue_", "Run to the next breakpoint or the end"),
+    "step": ("step", "Run one super-step (to the next checkpoint)"),
+    "step_node": ("step_node", "Run to the start or end of the next node task"),
+    "step_call": ("step_call", "Run to the next LLM, tool or effect call"),
+    "live": ("live", "Send the paused call live, then continue"),
+    "stop": ("stop", "Stop the replay (the session stays readable until deleted)"),
+}
 
 
-@router.post("/debug/{session_id}/{command}", response_model=DebugSession, summary="Go on: continue, step, ...")
-async def debug_command(request: Request, session_id: str, command: DebugCommand) -> dict[str, Any]:
-    entry = _session(request, session_id)
-    dbg = entry.debugger
-    if entry.ended and command != "stop":
-        raise Conflict(f"the replay of session {session_id} has ended; start a new session to debug again")
-    action = {
-        "continue": dbg.continue_,
-        "step": dbg.step,
-        "step_node": dbg.step_node,
-        "step_call": dbg.step_call,
-        "live": dbg.live,
-        "stop": dbg.stop,
-    }[command]
-    await _studio(request).debug_sessions.command(entry, action)
-    return await run_in_threadpool(_described, request, entry)
+def _debug_route(command: str, method: str) -> Callable[[Request, str], Coroutine[Any, Any, dict[str, Any]]]:
+    async def go_on(request: Request, session_id: str) -> dict[str, Any]:
+        entry = _session(request, session_id)
+        if entry.ended and command != "stop":
+            raise Conflict(f"the replay of session {session_id} has ended; start a new session to debug again")
+        await _studio(request).debug_sessions.command(entry, getattr(entry.debugger, method))
+        return await run_in_threadpool(_described, request, entry)
+
+    go_on.__name__ = f"debug_{command}"
+    return go_on
+
+
+for _command, (_method, _summary) in _DEBUG_COMMANDS.items():
+    router.add_api_route(
+        f"/debug/{{session_id}}/{_command}",
+        _debug_route(_command, _method),
+        methods=["POST"],
+        response_model=DebugSession,
+        summary=_summary,
+    )
 
 
 @router.put("/debug/{session_id}/breakpoints", response_model=DebugSession, summary="Replace the breakpoints")
