@@ -46,6 +46,8 @@ from graphtape.server.studio.routes_threads import router as threads_router
 from graphtape.server.studio.runs import Runs
 from graphtape.server.studio.tape_actions import Actions
 from graphtape.server.studio.threads import Threads
+from graphtape.server.studio.workers import DEFAULT_CONCURRENCY, WorkerPool
+from graphtape.store.runqueue import run_queue_for
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Studio", "create_app"]
 
@@ -60,15 +62,33 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Studio:
-    """What the routes share: the tape, the served graphs, the threads and the runs."""
+    """What the routes share: the tape, the served graphs, the threads and the runs.
 
-    def __init__(self, tape: Any, graphs: dict[str, Any], heartbeat_seconds: float = 15.0):
+    Threads and runs live in the store's run queue (shared by every server process on the store);
+    this process's worker pool executes up to ``concurrency`` runs at once (0: none, an API-only
+    process). ``lease_seconds``: how long a run (and its thread) stays claimed by a process that
+    died; ``poll_seconds``: how often viewers and idle workers look for what other processes did."""
+
+    def __init__(
+        self,
+        tape: Any,
+        graphs: dict[str, Any],
+        heartbeat_seconds: float = 15.0,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        lease_seconds: float = 15.0,
+        poll_seconds: float = 0.1,
+    ):
         self.tape = tape
         #: seconds without an event after which a stream sends an SSE comment line
         self.heartbeat_seconds = heartbeat_seconds
         self.assistants = Assistants(tape, graphs)
-        self.threads = Threads(tape)
-        self.runs = Runs()
+        self.queue = run_queue_for(tape)
+        self.threads = Threads(tape, self.queue)
+        self.runs = Runs(
+            tape, self.queue, self.threads, self.assistants, lease_seconds=lease_seconds, poll_seconds=poll_seconds
+        )
+        self.workers = self.runs.pool = WorkerPool(self.runs, concurrency)
         #: the tape API's background replays/forks and its debugger sessions (routes_tape.py)
         self.actions = Actions()
         self.debug_sessions = DebugSessions()
@@ -205,6 +225,9 @@ def create_app(
     cors_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     heartbeat_seconds: float = 15.0,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    lease_seconds: float = 15.0,
+    poll_seconds: float = 0.1,
 ) -> FastAPI:
     """The Studio ASGI app serving ``graphs`` (name -> compiled graph), every run recorded on ``tape``.
 
@@ -212,13 +235,27 @@ def create_app(
     ``x-api-key``). ``cors_origins``: the browser origins allowed to call the
     API (none by default). ``max_body_bytes``: larger request bodies get a 413.
     ``heartbeat_seconds``: a stream quiet for that long sends an SSE comment line.
+    ``concurrency``, ``lease_seconds``, ``poll_seconds``: this process's worker pool (see
+    :class:`Studio` and docs/server-runs.md); the pool starts with the app's lifespan, or with the
+    first run queued when the ASGI server runs no lifespan.
     """
-    studio = Studio(tape, graphs, heartbeat_seconds)
+    studio = Studio(
+        tape,
+        graphs,
+        heartbeat_seconds,
+        concurrency=concurrency,
+        lease_seconds=lease_seconds,
+        poll_seconds=poll_seconds,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await studio.runs.shutdown()
+        studio.workers.start()
+        try:
+            yield
+        finally:
+            # the queue stays open: an ASGI server may run the lifespan again (its pool then restarts)
+            await studio.runs.shutdown()
         await studio.actions.shutdown()
         await studio.debug_sessions.shutdown()
 

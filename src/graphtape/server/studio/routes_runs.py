@@ -95,10 +95,7 @@ async def get_run(request: Request, thread_id: str, run_id: str) -> dict[str, An
 async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
     """Forget a finished run in the API (its recording stays on the tape: ``graphtape prune`` removes it)."""
     runs = request.app.state.studio.runs
-    run = runs.get(thread_id, run_id)
-    if not run.done:
-        raise Conflict(f"run {run_id!r} is still running; cancel it first (POST .../runs/{run_id}/cancel)")
-    del runs.entries[run_id]
+    runs.delete(runs.get(thread_id, run_id))
     return Response(status_code=204)
 
 
@@ -132,14 +129,8 @@ async def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
     studio = request.app.state.studio
     assistant = find_assistant(request, body.assistant_id)
     thread = studio.threads.create(None, None, "raise", assistant.graph_id)
-    forget = None
-    if body.on_completion == "delete":
-
-        def forget() -> None:
-            studio.threads.forget(thread.thread_id)
-
     try:
-        return await studio.runs.start(thread, assistant, body, on_done=forget)
+        return await studio.runs.start(thread, assistant, body, temporary_thread=body.on_completion == "delete")
     except BaseException:
         studio.threads.forget(thread.thread_id)
         raise
@@ -179,14 +170,6 @@ async def cancel_runs(
     runs = request.app.state.studio.runs
     if body.thread_id is None and body.status is None:
         raise BadRequest("give thread_id (and optionally run_ids) or status ('pending', 'running' or 'all')")
-    chosen = [
-        run
-        for run in list(runs.entries.values())
-        if not run.done
-        and (body.thread_id is None or run.thread_id == body.thread_id)
-        and (body.run_ids is None or run.run_id in body.run_ids)
-        and (body.status in (None, "all") or run.status == body.status)
-    ]
-    for run in chosen:
+    for run in runs.matching(body.thread_id, body.run_ids, body.status):
         await runs.cancel(run, wait=True)
     return Response(status_code=204)

@@ -91,9 +91,9 @@ async def count_threads(request: Request, body: ThreadCount) -> int:
 
 @router.patch("/threads/{thread_id}", response_model=Thread)
 async def patch_thread(request: Request, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
-    thread = request.app.state.studio.threads.get(thread_id)
-    thread.metadata.update(body.metadata)
-    thread.touch()
+    threads = request.app.state.studio.threads
+    thread = threads.get(thread_id)
+    threads.update(thread, metadata={**thread.metadata, **body.metadata})
     return await describe_thread(request, thread)
 
 
@@ -113,8 +113,8 @@ async def copy_thread(request: Request, thread_id: str) -> dict[str, Any]:
         except NotImplementedError:
             studio.threads.forget(copy.thread_id)
             raise BadRequest(f"the checkpointer of graph {entry.graph_id!r} cannot copy threads") from None
-        copy.graph_id = entry.graph_id
-    copy.touch(source.status if source.status != "busy" else "idle")
+    fields = {"status": source.status if source.status != "busy" else "idle"}
+    studio.threads.update(copy, **fields, **({"graph_id": entry.graph_id} if entry is not None else {}))
     return await describe_thread(request, copy)
 
 
@@ -174,9 +174,7 @@ async def update_state(request: Request, thread_id: str, body: ThreadStateUpdate
         config = await entry.recorded.graph.aupdate_state({"configurable": configurable}, body.values, body.as_node)
     except (InvalidUpdateError, ValueError, TypeError, KeyError) as exc:
         raise BadRequest(f"the state update was refused: {exc}") from exc
-    if thread.graph_id is None:
-        thread.graph_id = entry.graph_id
-    thread.touch("idle")
+    studio.threads.update(thread, status="idle", **({"graph_id": entry.graph_id} if thread.graph_id is None else {}))
     checkpoint = checkpoint_of(config)
     if checkpoint is None:
         raise BadRequest("the state update wrote no checkpoint")

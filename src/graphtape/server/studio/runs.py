@@ -1,116 +1,226 @@
-"""Runs started over HTTP: executed in-process as asyncio tasks, their stream parts kept for every viewer.
+"""Runs started over HTTP: queued in the store, executed by a worker pool, read back by any viewer.
 
-Each run executes the graph recorded through graphtape (``tape.record``) on
-its thread, so it is on the tape like any other run; its graphtape run id is
-the HTTP run id (and is in the run's metadata as ``graphtape_run_id``). The
-parts LangGraph streams are kept in the run's list as SSE events, which is
-what lets any number of viewers (``runs.stream``, ``runs.join_stream``) read
-them from the start, and lets a viewer disconnect without stopping the run.
+:meth:`Runs.start` checks a run and puts it in the store's run queue
+(:mod:`graphtape.store.runqueue`); it never executes it. A worker pool
+(:mod:`graphtape.server.studio.workers`) in some server process on the same
+store claims it and calls :meth:`Runs.execute`, which runs the graph recorded
+through graphtape (``tape.record``) on the run's thread, so it is on the tape
+like any other run; its graphtape run id is the HTTP run id (and is in the
+run's metadata as ``graphtape_run_id``). Everything the graph streams goes
+through the run's publisher (:mod:`graphtape.server.studio.publish`), whose
+``emit`` appends to the run's event log in the store.
 
-This slice keeps runs in memory in the serving process: a durable queue in
-the store, executed by worker processes and recovered after a crash, is the
-next slice (docs/server.md).
+Viewers (``runs.stream``, ``runs.join_stream``, ``wait``, ``join``) read the
+log and the run's status from the store, through one :class:`RunFeed` per run
+per process: the feed polls the store while someone watches (every
+``poll_seconds``) and is woken at once by appends made in this process, so
+many viewers of one run cost one reader, and a viewer reconnecting with
+``Last-Event-ID`` to any process gets every later event exactly once.
+
+A run whose worker died (its lease expired) is claimed again by another
+worker, which finishes it through graphtape's crash recovery: calls the
+first attempt completed are served from the tape, not made again, and the
+events go on in the same log after a ``metadata`` event with
+``resumed_after_crash`` (see :meth:`Runs.execute`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
+from graphtape.errors import LeaseLost
 from graphtape.serde import redact
-from graphtape.server.studio.assistants import AssistantEntry, now_iso
+from graphtape.server.studio.assistants import AssistantEntry
 from graphtape.server.studio.models import RunCreate
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
-from graphtape.server.studio.publish import publisher_for, requested_modes
-from graphtape.server.studio.threads import ThreadEntry
+from graphtape.server.studio.publish import LangGraphPublisher, Publisher, publisher_for, requested_modes
+from graphtape.server.studio.recovering import resumption
+from graphtape.server.studio.threads import ThreadEntry, Threads, iso
 from graphtape.server.studio.wire import dumps, to_wire
+from graphtape.store.runqueue import ACTIVE, QueuedRun, RunEvent, RunQueue
 
-__all__ = ["RunEntry", "Runs"]
+if TYPE_CHECKING:
+    from graphtape.server.studio.assistants import Assistants
+    from graphtape.server.studio.workers import WorkerPool
+
+__all__ = ["CANCELLED", "CANCELLED_BEFORE_START", "RunEntry", "RunFeed", "Runs"]
+
+#: the result of a run cancelled while it ran, and of one cancelled before it began
+CANCELLED = {"__error__": {"error": "Cancelled", "message": "the run was cancelled"}}
+CANCELLED_BEFORE_START = {"__error__": {"error": "Cancelled", "message": "the run was cancelled before it started"}}
 
 
-@dataclass
+class RunFeed:
+    """A run's events and status as this process has read them, shared by its viewers here."""
+
+    def __init__(self, runs: Runs, run_id: str):
+        self.runs = runs
+        self.run_id = run_id
+        #: the events read so far, from seq 1, in order
+        self.events: list[RunEvent] = []
+        self.row: QueuedRun | None = None
+        self.done = False
+        self.viewers = 0
+        self._changed = asyncio.Event()
+        self._poller: asyncio.Task[None] | None = None
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def pushed(self, event: RunEvent) -> None:
+        """An event this process appended: shown at once (when it is the next one)."""
+        if event.seq == len(self.events) + 1:
+            self.events.append(event)
+            self._notify()
+
+    def ended(self, row: QueuedRun) -> None:
+        """This process ended the run: its viewers here read the last events and stop."""
+        self.row = row
+        self._wake_poller()
+
+    def refresh(self) -> bool:
+        """Read what is new in the store; whether anything changed."""
+        queue = self.runs.queue
+        new = queue.events(self.run_id, after=len(self.events))
+        if new:
+            self.events.extend(new)
+            self._notify()
+            return True
+        row = queue.get(self.run_id)
+        self.row = row if row is not None else self.row
+        if row is None or row.done:
+            # events appended between the read above and the run's end are read once more
+            self.events.extend(queue.events(self.run_id, after=len(self.events)))
+            self.done = True
+            self._notify()
+            return True
+        return False
+
+    def _wake_poller(self) -> None:
+        self._notify()
+
+    async def _poll(self) -> None:
+        try:
+            while self.viewers > 0 and not self.done:
+                if not self.refresh():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), self.runs.poll_seconds)
+        finally:
+            self._poller = None
+            if self.viewers <= 0 or self.done:
+                self.runs._drop_feed(self)
+
+    async def wait_change(self, timeout: float) -> None:
+        """Until the feed changes, or ``timeout`` seconds (then :class:`TimeoutError`)."""
+        if self._poller is None and not self.done:
+            self._poller = asyncio.create_task(self._poll())
+        await asyncio.wait_for(self._changed.wait(), timeout)
+
+    @contextlib.contextmanager
+    def watched(self) -> Any:
+        self.viewers += 1
+        if self._poller is None and not self.done:
+            self._poller = asyncio.create_task(self._poll())
+        try:
+            yield self
+        finally:
+            self.viewers -= 1
+            if self.viewers <= 0 and self._poller is None:
+                self.runs._drop_feed(self)
+
+
 class RunEntry:
-    run_id: str
-    thread_id: str
-    assistant_id: str
-    graph_id: str
-    kwargs: dict[str, Any]
-    metadata: dict[str, Any]
-    multitask_strategy: str = "reject"
-    status: str = "pending"
-    created_at: str = field(default_factory=now_iso)
-    updated_at: str = field(default_factory=now_iso)
-    #: (event name, JSON text) in the order they were streamed
-    events: list[tuple[str, str]] = field(default_factory=list)
-    done: bool = False
-    result: Any = None
-    task: asyncio.Task[None] | None = None
-    finish_task: asyncio.Future[None] | None = None
-    #: called once the run has ended, before its waiters wake (a stateless run forgets its thread)
-    on_done: Callable[[], None] | None = None
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
-    #: keys redacted beside the secret-looking ones (the tape's ``connect(redact=[...])``)
-    redact_keys: frozenset[str] = frozenset()
+    """A run of the queue as a request sees it: its row, read from the store when asked for."""
+
+    def __init__(self, runs: Runs, row: QueuedRun):
+        self.runs = runs
+        self.row = row
+
+    @property
+    def run_id(self) -> str:
+        return self.row.run_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.row.thread_id
+
+    @property
+    def assistant_id(self) -> str:
+        return self.row.assistant_id
+
+    @property
+    def graph_id(self) -> str:
+        return self.row.graph_id
+
+    @property
+    def status(self) -> str:
+        return self.row.status
+
+    @property
+    def done(self) -> bool:
+        return self.row.done
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return self.row.kwargs
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.row.metadata
 
     def describe(self) -> dict[str, Any]:
         """The run as the API shows it, secret-looking keys of its config and metadata redacted."""
+        row, keys = self.row, self.runs.redact_keys
         return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "assistant_id": self.assistant_id,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "status": self.status,
-            "metadata": redact(self.metadata, self.redact_keys),
-            "kwargs": redact(self.kwargs, self.redact_keys),
-            "multitask_strategy": self.multitask_strategy,
+            "run_id": row.run_id,
+            "thread_id": row.thread_id,
+            "assistant_id": row.assistant_id,
+            "created_at": iso(row.created_at),
+            "updated_at": iso(row.updated_at),
+            "status": row.status,
+            "metadata": redact(row.metadata, keys),
+            "kwargs": redact({k: v for k, v in row.kwargs.items() if k != "temporary_thread"}, keys),
+            "multitask_strategy": row.multitask_strategy,
         }
-
-    async def publish(self, event: str, data: Any) -> None:
-        self.events.append((event, dumps(data)))
-        async with self.changed:
-            self.changed.notify_all()
-
-    async def finish(self) -> None:
-        if self.on_done is not None:
-            self.on_done()
-        self.done = True
-        self.updated_at = now_iso()
-        async with self.changed:
-            self.changed.notify_all()
 
     async def sse(self, heartbeat: float = 15.0, after: int = 0) -> AsyncIterator[str]:
         """The run's events after the ``after``-th, as SSE text, until the run ends. Each event's
         ``id:`` is its position (1 for the first), so a client reconnecting with ``Last-Event-ID``
-        gets every event it missed exactly once; a comment line every ``heartbeat`` seconds without
-        events keeps proxies and clients from timing the stream out."""
+        (to this process or another on the same store) gets every event it missed exactly once; a
+        comment line every ``heartbeat`` seconds without events keeps proxies from timing it out."""
         sent = max(after, 0)
-        while True:
-            try:
-                async with self.changed:
-                    ready = self.changed.wait_for(lambda seen=sent: self.done or len(self.events) > seen)  # type: ignore[misc]
-                    await asyncio.wait_for(ready, heartbeat)
-            except TimeoutError:
-                yield ": heartbeat\n\n"
-                continue
-            while sent < len(self.events):
-                event, data = self.events[sent]
-                sent += 1
-                yield f"id: {sent}\nevent: {event}\ndata: {data}\n\n"
-            if self.done and sent >= len(self.events):
-                return
+        feed = self.runs.feed(self.run_id)
+        with feed.watched():
+            while True:
+                while sent < len(feed.events):
+                    ev = feed.events[sent]
+                    sent += 1
+                    yield f"id: {ev.seq}\nevent: {ev.event}\ndata: {ev.data}\n\n"
+                if feed.done and sent >= len(feed.events):
+                    return
+                try:
+                    await feed.wait_change(heartbeat)
+                except TimeoutError:
+                    yield ": heartbeat\n\n"
 
     async def wait(self) -> Any:
         """The run's result once it has ended: the thread's values (``__interrupt__``/``__error__`` added)."""
-        async with self.changed:
-            await self.changed.wait_for(lambda: self.done)
-        return self.result
+        feed = self.runs.feed(self.run_id)
+        with feed.watched():
+            while not feed.done:
+                with contextlib.suppress(TimeoutError):
+                    await feed.wait_change(60.0)
+        if feed.row is not None:
+            self.row = feed.row
+        return self.row.result
 
 
 async def _discard(event: str, data: Any) -> None:
@@ -132,61 +242,97 @@ def _check_config(config: dict[str, Any] | None) -> None:
         raise BadRequest("config.tags must be a list of strings")
 
 
-def _graph_config(run: RunEntry) -> dict[str, Any]:
-    """The LangGraph config of a run, from its stored kwargs (so any worker can rebuild it)."""
+def graph_config(run: QueuedRun, *, graphtape_run_id: str | None = None, resume: bool = False) -> dict[str, Any]:
+    """The LangGraph config of a run, from its stored kwargs (so any worker can rebuild it).
+
+    ``resume``: continue from the thread's last checkpoint (a recovery), not the one the run asked for."""
     given = dict(run.kwargs.get("config") or {})
     configurable = dict(given.get("configurable") or {})
     configurable["thread_id"] = run.thread_id
     checkpoint = dict(run.kwargs.get("checkpoint") or {})
-    if checkpoint.get("checkpoint_id"):
+    if checkpoint.get("checkpoint_id") and not resume:
         configurable["checkpoint_id"] = checkpoint["checkpoint_id"]
-    if checkpoint.get("checkpoint_ns"):
+    if checkpoint.get("checkpoint_ns") and not resume:
         configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
     config: dict[str, Any] = {k: given[k] for k in ("tags", "recursion_limit", "max_concurrency") if k in given}
     config["configurable"] = configurable
-    config["run_id"] = uuid.UUID(run.run_id)
+    config["run_id"] = uuid.UUID(graphtape_run_id or run.run_id)
     config["metadata"] = {**(given.get("metadata") or {}), **run.metadata}
     return config
 
 
-def _cancelled_before_start(run: RunEntry, thread: ThreadEntry) -> None:
-    """A run cancelled before its task began never ran its own ending: end it here."""
-    if not run.done:
-        run.status = "interrupted"
-        thread.touch("idle")
-        run.result = {"__error__": {"error": "Cancelled", "message": "the run was cancelled before it started"}}
-        run.finish_task = asyncio.ensure_future(run.finish())
-
-
 class Runs:
-    """The runs of one server process, by id, and the tasks executing them."""
+    """The runs of every server process on one store: started into the queue, executed by workers."""
 
-    def __init__(self) -> None:
-        self.entries: dict[str, RunEntry] = {}
+    def __init__(
+        self,
+        tape: Any,
+        queue: RunQueue,
+        threads: Threads,
+        assistants: Assistants,
+        *,
+        lease_seconds: float = 15.0,
+        poll_seconds: float = 0.1,
+    ):
+        self.tape = tape
+        self.queue = queue
+        self.threads = threads
+        self.assistants = assistants
+        #: how long a worker's claim on a run (and a run's claim on its thread) outlives its process
+        self.lease_seconds = lease_seconds
+        #: how often viewers and idle workers look at the store for what other processes did
+        self.poll_seconds = poll_seconds
+        self.redact_keys: frozenset[str] = getattr(tape, "redact_keys", frozenset())
+        self.feeds: dict[str, RunFeed] = {}
+        #: the pool executing runs in this process (set by the app; started on first use)
+        self.pool: WorkerPool | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- feeds -------------------------------------------------------------------------------
+
+    def feed(self, run_id: str) -> RunFeed:
+        feed = self.feeds.get(run_id)
+        if feed is None:
+            feed = self.feeds[run_id] = RunFeed(self, run_id)
+        return feed
+
+    def _drop_feed(self, feed: RunFeed) -> None:
+        if feed.viewers <= 0 and self.feeds.get(feed.run_id) is feed:
+            del self.feeds[feed.run_id]
+
+    # -- reading -----------------------------------------------------------------------------
 
     def active_on(self, thread_id: str) -> RunEntry | None:
-        for run in self.entries.values():
-            if run.thread_id == thread_id and not run.done:
-                return run
-        return None
+        """The thread's oldest run that has not ended (the one executing, or next to)."""
+        rows = self.queue.list_runs(thread_id=thread_id, statuses=ACTIVE)
+        return RunEntry(self, rows[-1]) if rows else None
 
     def get(self, thread_id: str, run_id: str) -> RunEntry:
-        run = self.entries.get(run_id)
-        if run is None or run.thread_id != thread_id:
+        row = self.queue.get(run_id)
+        if row is None or row.thread_id != thread_id:
             raise NotFound(f"no run {run_id!r} on thread {thread_id!r}; list them with GET /threads/{thread_id}/runs")
-        return run
+        return RunEntry(self, row)
 
     def on_thread(self, thread_id: str, status: str | None, limit: int, offset: int) -> list[RunEntry]:
-        found = [
-            r for r in self.entries.values() if r.thread_id == thread_id and (status is None or r.status == status)
-        ]
-        found.reverse()  # newest first
-        return found[offset : offset + limit]
+        rows = self.queue.list_runs(
+            thread_id=thread_id, statuses=None if status is None else [status], limit=limit, offset=offset
+        )
+        return [RunEntry(self, r) for r in rows]
 
-    def last_on(self, thread_id: str) -> RunEntry | None:
-        """The thread's newest run that has not ended (the one a queued run waits for)."""
-        pending = [r for r in self.entries.values() if r.thread_id == thread_id and not r.done]
-        return pending[-1] if pending else None
+    def matching(self, thread_id: str | None, run_ids: list[str] | None, status: str | None) -> list[RunEntry]:
+        """Runs not ended yet: a thread's, some ids, or by status (``pending``, ``running``, ``all``)."""
+        statuses = ACTIVE if status in (None, "all") else [s for s in ACTIVE if s == status]
+        rows = self.queue.list_runs(thread_id=thread_id, statuses=statuses)
+        return [RunEntry(self, r) for r in rows if run_ids is None or r.run_id in run_ids]
+
+    def delete(self, run: RunEntry) -> None:
+        """Forget an ended run in the API (its recording stays on the tape)."""
+        fresh = self.queue.get(run.run_id)
+        if fresh is not None and not fresh.done:
+            raise Conflict(f"run {run.run_id!r} is still running; cancel it first (POST .../runs/{run.run_id}/cancel)")
+        self.queue.delete_run(run.run_id)
+
+    # -- starting and cancelling ---------------------------------------------------------------
 
     async def start(
         self,
@@ -197,15 +343,19 @@ class Runs:
         *,
         protocol: str = "langgraph",
         protocol_options: dict[str, Any] | None = None,
+        temporary_thread: bool = False,
     ) -> RunEntry:
-        """Start a run on ``thread`` and return it, still pending. One run executes at a time per
-        thread; what happens to a run started while another one runs is its ``multitask_strategy``:
-        ``reject`` (409), ``interrupt``/``rollback`` (the running one is cancelled first: its work so
-        far stays checkpointed and recorded) or ``enqueue`` (it starts when the others have ended).
+        """Queue a run on ``thread`` and return it, pending. One run executes at a time per thread;
+        what happens to a run started while another one is active is its ``multitask_strategy``,
+        decided in the store: ``reject`` (409), ``interrupt``/``rollback`` (the active ones are
+        cancelled: their work so far stays checkpointed and recorded, and this one runs once they
+        have stopped) or ``enqueue`` (it runs when the others have ended).
 
         ``protocol`` names the publisher that turns the run's stream into events
         (:mod:`graphtape.server.studio.publish`); ``protocol_options`` are kept in the run's kwargs
-        for it (JSON), since the run may execute in another worker."""
+        for it (JSON), since the run may execute in another process. ``temporary_thread``: forget
+        the thread once the run ends (a stateless run's). ``on_done`` is called in this process
+        when the run ends, if this process is still serving then."""
         _check_config(body.config)
         if assistant.config or assistant.context:  # an assistant made over HTTP: its config under the run's
             context = {**assistant.context, **(body.context or {})}
@@ -227,25 +377,13 @@ class Runs:
             "protocol": protocol,
             **to_wire(protocol_options or {}),
         }
+        if temporary_thread:
+            kwargs["temporary_thread"] = True
         run_id = str(uuid.uuid4())
-        # refuse what the publisher cannot serve (an unknown stream mode...) before anything starts
+        # refuse what the publisher cannot serve (an unknown stream mode...) before anything is queued
         publisher_for(run_id, thread.thread_id, kwargs, _discard, frozenset())
         if protocol == "langgraph":
             kwargs["stream_mode"] = requested_modes(kwargs["stream_mode"])
-        busy = self.active_on(thread.thread_id)
-        after: RunEntry | None = None
-        if busy is not None:
-            if body.multitask_strategy == "reject":
-                raise Conflict(
-                    f"thread {thread.thread_id!r} already has a run in progress ({busy.run_id}); "
-                    f"wait for it (GET /threads/{thread.thread_id}/runs/{busy.run_id}/join), cancel it, "
-                    "or start this run with multitask_strategy 'enqueue' or 'interrupt'"
-                )
-            if body.multitask_strategy == "enqueue":
-                after = self.last_on(thread.thread_id)
-            else:
-                while (running := self.active_on(thread.thread_id)) is not None:
-                    await self.cancel(running, wait=True)
         metadata = {
             **(body.metadata or {}),
             "graph_id": assistant.graph_id,
@@ -254,46 +392,143 @@ class Runs:
             "run_id": run_id,
             "graphtape_run_id": run_id,
         }
-        run = RunEntry(
+        row = QueuedRun(
             run_id, thread.thread_id, assistant.assistant_id, assistant.graph_id, kwargs, metadata,
             multitask_strategy=body.multitask_strategy,
         )  # fmt: skip
-        run.on_done = on_done
-        run.redact_keys = assistant.recorded.tape.redact_keys
-        self.entries[run_id] = run
+        queued = self.queue.enqueue(row, strategy=body.multitask_strategy, cancel_result=CANCELLED_BEFORE_START)
+        if queued.run is None:
+            busy = queued.active[0].run_id
+            raise Conflict(
+                f"thread {thread.thread_id!r} already has a run in progress ({busy}); "
+                f"wait for it (GET /threads/{thread.thread_id}/runs/{busy}/join), cancel it, "
+                "or start this run with multitask_strategy 'enqueue' or 'interrupt'"
+            )
+        if body.multitask_strategy in ("interrupt", "rollback") and self.pool is not None:
+            for other in queued.active:
+                self.pool.cancel_local(other.run_id)
+        fields: dict[str, Any] = {"status": "busy"}
         if thread.graph_id is None:
-            thread.graph_id = assistant.graph_id
-            thread.metadata.setdefault("graph_id", assistant.graph_id)
-        thread.touch("busy")
-        run.task = asyncio.create_task(self._execute(run, thread, assistant, after))
-        run.task.add_done_callback(lambda task: _cancelled_before_start(run, thread))
+            fields["graph_id"] = assistant.graph_id
+            fields["metadata"] = {"graph_id": assistant.graph_id, **thread.metadata}
+        self.threads.update(thread, **fields)
+        run = RunEntry(self, queued.run)
+        if self.pool is not None:
+            self.pool.wake()
+        if on_done is not None:
+            task = asyncio.create_task(self._call_when_done(run, on_done))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         return run
 
-    async def _execute(
-        self,
-        run: RunEntry,
-        thread: ThreadEntry,
-        assistant: AssistantEntry,
-        after: RunEntry | None = None,
-    ) -> None:
-        """Execute ``run`` from its stored kwargs, its publisher turning the stream into its events."""
-        publisher = publisher_for(run.run_id, run.thread_id, run.kwargs, run.publish, run.redact_keys)
-        await publisher.started()
+    @staticmethod
+    async def _call_when_done(run: RunEntry, on_done: Callable[[], None]) -> None:
+        await RunEntry(run.runs, run.row).wait()
+        on_done()
+
+    async def cancel(self, run: RunEntry, wait: bool) -> None:
+        """Cancel a run wherever it executes: a pending one ends at once; the worker executing a
+        running one (in any process) sees the request with its next heartbeat and stops it."""
+        rows = self.queue.request_cancel([run.run_id], CANCELLED_BEFORE_START)
+        if rows:
+            run.row = rows[0]
+        if self.pool is not None:
+            self.pool.cancel_local(run.run_id)
+        if wait:
+            await run.wait()
+
+    # -- executing (called by a worker that claimed the run) -------------------------------------
+
+    async def execute(self, row: QueuedRun, worker: str) -> None:
+        """Execute a claimed run from its stored kwargs, its publisher appending its events.
+
+        A run claimed for the second time or more (``attempt`` > 1: its worker died) is recovered
+        when its graphtape run is on the tape, unfinished: the thread's lease is awaited (the dead
+        process's expires), the run resumes from the thread's last checkpoint as a graphtape
+        recovery run (every call the first attempt completed served from the tape) and its events
+        go on after the ones already in the log."""
+
+        async def emit(event: str, data: Any) -> None:
+            text = dumps(data)
+            seq = self.queue.append(row.run_id, worker, event, text)
+            feed = self.feeds.get(row.run_id)
+            if feed is not None:
+                feed.pushed(RunEvent(row.run_id, seq, event, text))
+
+        publisher = publisher_for(row.run_id, row.thread_id, row.kwargs, emit, self.redact_keys)
+        status, result, thread_status = "error", None, "error"
+        lost = False
         try:
-            # everything inside the try: whatever fails ends the run as failed, never leaves it hanging
+            try:
+                result, thread_status = await self._run_graph(row, worker, publisher)
+                status = "success"
+            except asyncio.CancelledError:
+                if self.pool is not None and self.pool.lost(row.run_id):
+                    lost = True
+                    raise
+                status, result, thread_status = "interrupted", CANCELLED, "idle"
+                with contextlib.suppress(Exception):
+                    await publisher.cancelled()
+            except LeaseLost:
+                lost = True
+                return
+            except Exception as exc:
+                error = {"error": type(exc).__name__, "message": str(exc)}
+                status, result, thread_status = "error", {"__error__": error}, "error"
+                with contextlib.suppress(LeaseLost):
+                    await publisher.failed(error)
+        finally:
+            if not lost:
+                self.queue.finish(row.run_id, worker, status, result)
+                if row.kwargs.get("temporary_thread"):
+                    self.threads.forget(row.thread_id)
+                else:
+                    self.threads.set_status(row.thread_id, thread_status)
+                self._ended(row.run_id)
+                if self.pool is not None:
+                    self.pool.wake()
+
+    def _ended(self, run_id: str) -> None:
+        """Wake this process's viewers of a run that just ended here."""
+        feed = self.feeds.get(run_id)
+        ended = self.queue.get(run_id) if feed is not None else None
+        if feed is not None and ended is not None:
+            feed.ended(ended)
+
+    def ended_unstarted(self, row: QueuedRun, worker: str) -> None:
+        """End a claimed run whose execution was cancelled before it began (a no-op once it ended)."""
+        with contextlib.suppress(Exception):
+            if self.queue.finish(row.run_id, worker, "interrupted", CANCELLED):
+                self.threads.set_status(row.thread_id, "idle")
+                self._ended(row.run_id)
+
+    async def _run_graph(self, row: QueuedRun, worker: str, publisher: Publisher) -> tuple[Any, str]:
+        """Stream the graph through ``publisher``; ``(the run's result, the thread's status after)``."""
+        assistant = self.assistants.find(row.graph_id)
+        if assistant is None:
+            raise LookupError(f"graph {row.graph_id!r} is not served by this process")
+        resumed = await resumption(self, row, assistant)
+        if row.events == 0:
+            await publisher.started()
+        if resumed is not None:
+            await _announce(publisher, row, resumed.graphtape_run_id)
+        if resumed is not None and resumed.finished:
             recorded = assistant.recorded
-            config = _graph_config(run)
+        else:
+            recorded = resumed.recorded if resumed is not None else assistant.recorded
+            recorded.lease_ttl = self.lease_seconds
+            await self._thread_free(row.thread_id, None if resumed is not None else self.lease_seconds + 5)
+            if resumed is not None:
+                config = graph_config(row, graphtape_run_id=resumed.graphtape_run_id, resume=resumed.from_checkpoint)
+                run_input = resumed.input
+            else:
+                config, run_input = graph_config(row), row.kwargs.get("input")
+                if row.kwargs.get("command") is not None:
+                    run_input = Command(**row.kwargs["command"])
             kwargs: dict[str, Any] = {}
             for key in ("interrupt_before", "interrupt_after", "context"):
-                if run.kwargs.get(key):
-                    kwargs[key] = run.kwargs[key]
-            run_input: Any = run.kwargs.get("input")
-            if run.kwargs.get("command") is not None:
-                run_input = Command(**run.kwargs["command"])
-            if after is not None:
-                await after.wait()
-                thread.touch("busy")
-            run.status = "running"
+                if row.kwargs.get(key):
+                    kwargs[key] = row.kwargs[key]
             if publisher.uses_events:
                 async for event in recorded.astream_events(run_input, config, version="v2", **kwargs):
                     await publisher.event(event)
@@ -308,44 +543,39 @@ class Runs:
                     else:
                         namespace, (mode, chunk) = (), item
                     await publisher.part(tuple(namespace), mode, chunk)
-            # the thread's values once the run has ended (``__interrupt__`` added when it paused)
-            snap = await recorded.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
-            values = to_wire(snap.values)
-            interrupts = to_wire(list(getattr(snap, "interrupts", ())))
-            await publisher.ended(to_wire(snap.values), interrupts)
-            if interrupts and isinstance(values, dict):
-                values["__interrupt__"] = interrupts
-            run.result = values
-            run.status = "success"
-            thread.touch("interrupted" if snap.next or interrupts else "idle")
-        except asyncio.CancelledError:
-            run.status = "interrupted"
-            thread.touch("idle")
-            run.result = {"__error__": {"error": "Cancelled", "message": "the run was cancelled"}}
-            with contextlib.suppress(Exception):
-                await publisher.cancelled()
-        except Exception as exc:
-            run.status = "error"
-            thread.touch("error")
-            error = {"error": type(exc).__name__, "message": str(exc)}
-            run.result = {"__error__": error}
-            await publisher.failed(error)
-        finally:
-            await run.finish()
+        # the thread's values once the run has ended (``__interrupt__`` added when it paused)
+        snap = await recorded.graph.aget_state({"configurable": {"thread_id": row.thread_id}})
+        values = to_wire(snap.values)
+        interrupts = to_wire(list(getattr(snap, "interrupts", ())))
+        await publisher.ended(to_wire(snap.values), interrupts)
+        if interrupts and isinstance(values, dict):
+            values["__interrupt__"] = interrupts
+        return values, "interrupted" if snap.next or interrupts else "idle"
 
-    async def cancel(self, run: RunEntry, wait: bool) -> None:
-        if run.task is not None and not run.done:
-            run.task.cancel()
-            if wait:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await run.task
-                await run.wait()  # a run cancelled before it began ends in a callback after its task
+    async def _thread_free(self, thread_id: str, timeout: float | None) -> None:
+        """Until no process holds the thread's lease (a dead one's expires), or ``timeout`` seconds."""
+        from graphtape.runtime.lease import lease_name
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.tape.store.lease_holder(lease_name(thread_id)) is not None:
+            if deadline is not None and time.monotonic() > deadline:
+                return  # the recorder says who holds it (ThreadBusy)
+            await asyncio.sleep(min(0.2, self.poll_seconds * 2))
 
     async def shutdown(self) -> None:
-        """Cancel the runs still executing (the server is stopping)."""
-        tasks = [r.task for r in self.entries.values() if r.task is not None and not r.done]
-        for task in tasks:
+        """Stop this process's workers (the server is stopping): their runs end ``interrupted``."""
+        if self.pool is not None:
+            await self.pool.stop()
+        for task in list(self._background):
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+
+
+async def _announce(publisher: Publisher, row: QueuedRun, graphtape_run_id: str) -> None:
+    """Say in the run's stream that it was resumed after its worker died (a publisher may define
+    ``resumed(attempt, graphtape_run_id)``; the LangGraph API's gets a second ``metadata`` event)."""
+    hook = getattr(publisher, "resumed", None)
+    if hook is not None:
+        await hook(row.attempt, graphtape_run_id)
+    elif isinstance(publisher, LangGraphPublisher):
+        info = {"run_id": row.run_id, "attempt": row.attempt, "resumed_after_crash": True}
+        await publisher.emit("metadata", {**info, "graphtape_run_id": graphtape_run_id})

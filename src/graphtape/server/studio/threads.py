@@ -1,24 +1,32 @@
-"""Threads as the Studio API knows them: created over HTTP or found on the tape, with their status.
+"""Threads as the Studio API knows them: kept in the store's run queue, or found on the tape.
 
 A thread's checkpoints and runs live in the store (written by the recorded
-graph); what is kept here in memory is what the LangGraph API adds around
-them: metadata given at creation, which graph the thread belongs to, and its
-status. A thread that has recorded runs on the tape but is not known here
-(runs made from Python, or before a restart) is found through the tape, so
-nothing recorded is hidden. Keeping this registry in the store is part of the
-durable-queue slice (docs/server.md).
+graph); what the LangGraph API adds around them (metadata given at creation,
+which graph the thread belongs to, its status) is a row of the run queue's
+thread registry (:mod:`graphtape.store.runqueue`), so every server process on
+one store sees the same threads. A thread with recorded runs on the tape but
+no row (runs made from Python) is found through the tape, so nothing
+recorded is hidden; it gets a row the first time the API changes it. A
+deleted thread keeps a row marked deleted, which hides its recorded runs.
 """
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from graphtape.server.studio.assistants import now_iso
 from graphtape.server.studio.problems import Conflict, NotFound
+from graphtape.store.runqueue import RunQueue, ThreadRow
 
-__all__ = ["ThreadEntry", "Threads"]
+__all__ = ["ThreadEntry", "Threads", "iso"]
+
+
+def iso(ts: float) -> str:
+    """A Unix time as the API shows times (ISO 8601, UTC)."""
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat()
 
 
 @dataclass
@@ -30,10 +38,9 @@ class ThreadEntry:
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
 
-    def touch(self, status: str | None = None) -> None:
-        if status is not None:
-            self.status = status
-        self.updated_at = now_iso()
+    @classmethod
+    def from_row(cls, row: ThreadRow) -> ThreadEntry:
+        return cls(row.thread_id, row.graph_id, row.metadata, row.status, iso(row.created_at), iso(row.updated_at))
 
     def describe(self, values: Any = None, interrupts: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
@@ -48,45 +55,49 @@ class ThreadEntry:
 
 
 class Threads:
-    """The threads of one server, by id."""
+    """The threads of every server process on one store, by id."""
 
-    def __init__(self, tape: Any):
+    def __init__(self, tape: Any, queue: RunQueue):
         self.tape = tape
-        self.entries: dict[str, ThreadEntry] = {}
-        self.deleted: set[str] = set()
+        self.queue = queue
 
     def create(
         self, thread_id: str | None, metadata: dict[str, Any] | None, if_exists: str, graph_id: str | None
     ) -> ThreadEntry:
         tid = thread_id or str(uuid.uuid4())
-        existing = self.entries.get(tid) or (None if thread_id is None else self._from_tape(tid))
-        if existing is not None:
-            if if_exists == "do_nothing":
-                return existing
-            raise Conflict(f"thread {tid!r} already exists; pass if_exists='do_nothing' to reuse it")
-        entry = ThreadEntry(tid, graph_id=graph_id, metadata=dict(metadata or {}))
+        if thread_id is not None and self.queue.get_thread(tid) is None:
+            recorded = self._from_tape(tid)
+            if recorded is not None:
+                if if_exists == "do_nothing":
+                    return recorded
+                raise Conflict(f"thread {tid!r} already exists; pass if_exists='do_nothing' to reuse it")
+        meta = dict(metadata or {})
         if graph_id:
-            entry.metadata.setdefault("graph_id", graph_id)
-        self.entries[tid] = entry
-        self.deleted.discard(tid)
-        return entry
+            meta.setdefault("graph_id", graph_id)
+        row, created = self.queue.create_thread(ThreadRow(tid, graph_id, meta))
+        if not created:
+            if if_exists == "do_nothing":
+                return ThreadEntry.from_row(row)
+            raise Conflict(f"thread {tid!r} already exists; pass if_exists='do_nothing' to reuse it")
+        return ThreadEntry.from_row(row)
 
     def _from_tape(self, thread_id: str) -> ThreadEntry | None:
-        if thread_id in self.deleted:
-            return None
         runs = self.tape.runs(thread_id=thread_id, limit=1)
-        return self._register(runs[0]) if runs else None
+        return self._recorded(runs[0]) if runs else None
 
-    def _register(self, last_run: Any) -> ThreadEntry:
+    @staticmethod
+    def _recorded(last_run: Any) -> ThreadEntry:
         """A thread known from its newest recorded run: its graph, and its status from how that run ended."""
         status = {"interrupted": "interrupted", "failed": "error", "diverged": "error"}.get(last_run.status, "idle")
         graph = last_run.graph
-        entry = ThreadEntry(last_run.thread_id, graph_id=graph, metadata={"graph_id": graph}, status=status)
-        self.entries[last_run.thread_id] = entry
-        return entry
+        started = iso(last_run.started_at)
+        return ThreadEntry(last_run.thread_id, graph, {"graph_id": graph}, status, started, started)
 
     def find(self, thread_id: str) -> ThreadEntry | None:
-        return self.entries.get(thread_id) or self._from_tape(thread_id)
+        row = self.queue.get_thread(thread_id)
+        if row is not None:
+            return None if row.deleted else ThreadEntry.from_row(row)
+        return self._from_tape(thread_id)
 
     def get(self, thread_id: str) -> ThreadEntry:
         entry = self.find(thread_id)
@@ -94,25 +105,51 @@ class Threads:
             raise NotFound(f"no thread {thread_id!r}; create it with POST /threads or list them with /threads/search")
         return entry
 
+    def update(self, entry: ThreadEntry, **fields: Any) -> ThreadEntry:
+        """Change ``status``, ``graph_id`` or ``metadata`` of a thread (``entry`` too) and store them."""
+        for name, value in fields.items():
+            setattr(entry, name, value)
+        row = self.queue.update_thread(entry.thread_id, **fields)
+        if row is None:  # known from the tape only: its first row
+            self.queue.create_thread(ThreadRow(entry.thread_id, entry.graph_id, entry.metadata, entry.status))
+            row = self.queue.update_thread(entry.thread_id, **fields)
+        if row is not None:
+            entry.updated_at = iso(row.updated_at)
+        return entry
+
+    def set_status(self, thread_id: str, status: str) -> None:
+        """The thread's status after a run started or ended (a no-op for a deleted thread)."""
+        row = self.queue.get_thread(thread_id)
+        if row is None:
+            entry = self._from_tape(thread_id)
+            if entry is not None:
+                self.update(entry, status=status)
+        elif not row.deleted:
+            self.queue.update_thread(thread_id, status=status)
+
     def delete(self, thread_id: str) -> None:
-        self.get(thread_id)
-        del self.entries[thread_id]
-        self.deleted.add(thread_id)
+        entry = self.get(thread_id)
+        self.update(entry, deleted=True)
 
     def forget(self, thread_id: str) -> None:
         """Drop a temporary thread (a stateless run's) from the API; its recorded runs stay on the tape."""
-        self.entries.pop(thread_id, None)
-        self.deleted.add(thread_id)
+        entry = self.find(thread_id)
+        if entry is not None:
+            self.update(entry, deleted=True)
 
     def search(
         self, metadata: dict[str, Any] | None, status: str | None, ids: list[str] | None, limit: int, offset: int
     ) -> list[ThreadEntry]:
+        rows = {row.thread_id: row for row in self.queue.list_threads()}
+        entries = [ThreadEntry.from_row(row) for row in rows.values() if not row.deleted]
+        seen = set(rows)
         for run in self.tape.runs(limit=500):  # newest first: the first run seen of a thread is its last
-            if run.thread_id not in self.entries and run.thread_id not in self.deleted:
-                self._register(run)
+            if run.thread_id not in seen:
+                seen.add(run.thread_id)
+                entries.append(self._recorded(run))
         found = [
             e
-            for e in self.entries.values()
+            for e in entries
             if (status is None or e.status == status)
             and (ids is None or e.thread_id in ids)
             and all(e.metadata.get(k) == v for k, v in (metadata or {}).items())

@@ -1,0 +1,196 @@
+"""The worker pool of one server process: claims queued runs from the store and executes them.
+
+One dispatcher task per process claims runs while fewer than ``concurrency``
+execute here; it is woken at once when this process queued a run or ended
+one, and otherwise looks at the queue every ``poll_seconds`` (for runs other
+processes queued, and for runs whose worker died). Each executing run has a
+heartbeat task that renews the run's lease (every quarter second, at most a
+third of the lease) and reads the run's cancel flag with the same statement,
+so a cancel made through any process stops the run here within about 250 ms
+(and a worker that lost its lease stops writing at once: its appends are
+fenced).
+
+SQLite serves one process: the pool of a second process on the same SQLite
+file refuses to start (:class:`~graphtape.errors.StoreError` naming the process
+that serves it), through a lease on the tape's store.
+
+Rejected: one asyncio task per worker slot, each polling the queue: N claims
+per poll interval where one does; threads: the graphs' async nodes and the
+SSE viewers live on the server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from graphtape.errors import StoreError
+from graphtape.runtime.lease import new_owner
+
+if TYPE_CHECKING:
+    from graphtape.server.studio.runs import Runs
+    from graphtape.store.runqueue import QueuedRun
+
+__all__ = ["DEFAULT_CONCURRENCY", "SQLITE_WORKERS_LEASE", "WorkerPool"]
+
+log = logging.getLogger(__name__)
+
+#: runs executed at once per server process
+DEFAULT_CONCURRENCY = 4
+#: the lease a process holds on an SQLite store while its pool executes runs
+SQLITE_WORKERS_LEASE = "studio:workers"
+#: this process, as the holder of that lease (every pool of the process shares it)
+_PROCESS = f"{socket.gethostname()}:{os.getpid()}"
+_pools_holding: dict[str, int] = {}
+
+
+class WorkerPool:
+    """Executes up to ``concurrency`` queued runs at once in this process."""
+
+    def __init__(self, runs: Runs, concurrency: int = DEFAULT_CONCURRENCY):
+        self.runs = runs
+        self.concurrency = concurrency
+        #: the worker name runs claimed here are leased to
+        self.worker = new_owner()
+        self.executing: dict[str, asyncio.Task[None]] = {}
+        self._lost: set[str] = set()
+        self._wake: asyncio.Event | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._guard: str | None = None
+
+    # -- control ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start claiming runs on the running event loop (a no-op when started, or with no concurrency)."""
+        if self.concurrency <= 0 or (self._dispatcher is not None and not self._dispatcher.done()):
+            return
+        self._hold_sqlite()
+        self._wake = asyncio.Event()
+        self._dispatcher = asyncio.create_task(self._dispatch(), name="graphtape-studio-dispatcher")
+
+    def wake(self) -> None:
+        """Look at the queue now (this process queued or ended a run)."""
+        self.start()
+        if self._wake is not None:
+            self._wake.set()
+
+    def cancel_local(self, run_id: str) -> None:
+        """Stop a run if it executes here (the store's cancel flag reaches other processes)."""
+        task = self.executing.get(run_id)
+        if task is not None:
+            task.cancel()
+
+    def lost(self, run_id: str) -> bool:
+        """Whether this process lost the run's lease (another worker owns it now)."""
+        return run_id in self._lost
+
+    async def stop(self) -> None:
+        """Stop claiming, and cancel the runs executing here (they end ``interrupted``)."""
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._dispatcher
+            self._dispatcher = None
+        tasks = list(self.executing.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._release_sqlite()
+
+    # -- SQLite: one process -----------------------------------------------------------------
+
+    def _hold_sqlite(self) -> None:
+        if not self.runs.queue.single_process or self._guard is not None:
+            return
+        store = self.runs.tape.store
+        ttl = max(self.runs.lease_seconds, 5.0)
+        if store.acquire_lease(SQLITE_WORKERS_LEASE, _PROCESS, ttl) is None:
+            holder = store.lease_holder(SQLITE_WORKERS_LEASE)
+            who = holder[0] if holder is not None else "another process"
+            raise StoreError(
+                f"{store.url} is served by {who}: an SQLite store serves runs from one process; "
+                "stop that server, or serve from a PostgreSQL or Redis store to run several"
+            )
+        self._guard = _PROCESS
+        _pools_holding[store.url] = _pools_holding.get(store.url, 0) + 1
+
+    def _renew_sqlite(self) -> None:
+        if self._guard is not None:
+            self.runs.tape.store.acquire_lease(SQLITE_WORKERS_LEASE, _PROCESS, max(self.runs.lease_seconds, 5.0))
+
+    def _release_sqlite(self) -> None:
+        if self._guard is None:
+            return
+        store = self.runs.tape.store
+        self._guard = None
+        _pools_holding[store.url] = _pools_holding.get(store.url, 1) - 1
+        if _pools_holding[store.url] <= 0:
+            with contextlib.suppress(Exception):
+                store.release_lease(SQLITE_WORKERS_LEASE, _PROCESS)
+
+    # -- the loops ---------------------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        assert self._wake is not None
+        loop = asyncio.get_running_loop()
+        renewed = loop.time()
+        backoff = self.runs.poll_seconds
+        while True:
+            if self._guard is not None and loop.time() - renewed > max(self.runs.lease_seconds, 5.0) / 3:
+                with contextlib.suppress(Exception):
+                    self._renew_sqlite()
+                renewed = loop.time()
+            row = None
+            if len(self.executing) < self.concurrency:
+                try:
+                    row = self.runs.queue.claim(self.worker, self.runs.lease_seconds)
+                    backoff = self.runs.poll_seconds
+                except Exception as exc:  # the store is down or restarting: try again, slower
+                    log.warning("graphtape studio: claiming a run failed: %s", exc)
+                    backoff = min(backoff * 2, 5.0)
+            if row is not None:
+                self._spawn(row)
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), backoff)
+
+    def _spawn(self, row: QueuedRun) -> None:
+        task = asyncio.create_task(self.runs.execute(row, self.worker), name=f"graphtape-run-{row.run_id}")
+        self.executing[row.run_id] = task
+        beat = asyncio.create_task(self._heartbeat(row, task))
+
+        def ended(done: asyncio.Task[None]) -> None:
+            beat.cancel()
+            self.executing.pop(row.run_id, None)
+            if done.cancelled() and row.run_id not in self._lost:
+                # cancelled before its coroutine began: nothing of it ran, so end it here
+                self.runs.ended_unstarted(row, self.worker)
+            self._lost.discard(row.run_id)
+            if self._wake is not None:
+                self._wake.set()
+
+        task.add_done_callback(ended)
+
+    async def _heartbeat(self, row: QueuedRun, task: asyncio.Task[None]) -> None:
+        interval = min(self.runs.lease_seconds / 3, 0.25)
+        while not task.done():
+            await asyncio.sleep(interval)
+            try:
+                state = self.runs.queue.heartbeat(row.run_id, self.worker, self.runs.lease_seconds)
+            except Exception as exc:  # a store hiccup: the lease outlives a few missed beats
+                log.warning("graphtape studio: renewing run %s failed: %s", row.run_id, exc)
+                continue
+            if state is None:
+                self._lost.add(row.run_id)
+                task.cancel()
+                return
+            if state:
+                task.cancel()
+                return
