@@ -336,6 +336,9 @@ def test_beside_a_tape_neither_disturbs_the_other(store_url):
             assert kv.get(("mem",), "k").value == {"v": 1}
         # opened from the tape store itself: its connections shared, and still open after
         with kv_store_for(tape.store) as shared:
+            for attribute in ("_pool", "_redis"):  # PostgreSQL's pool, Redis's client: the tape store's own
+                if hasattr(tape.store, attribute):
+                    assert getattr(shared, attribute) is getattr(tape.store, attribute)
             assert shared.get(("mem",), "k").value == {"v": 1}
             shared.put(("mem",), "k2", {"v": 2})
         assert tape.runs() == []
