@@ -37,6 +37,7 @@ from graphtape.server.studio.tape_models import (
     DebugSession,
     EventPage,
     ForkBody,
+    History,
     ImportResult,
     InvalidateBody,
     LabelBody,
@@ -45,6 +46,7 @@ from graphtape.server.studio.tape_models import (
     RunDetail,
     RunList,
     RunSummary,
+    StateDiff,
     Timeline,
     UseBody,
 )
@@ -275,7 +277,7 @@ async def import_tape(request: Request) -> dict[str, Any]:
 # -- time travel ----------------------------------------------------------------------------
 
 
-@router.get("/history/{run_or_thread_id}", response_model=dict[str, Any], summary="Checkpoints and branches")
+@router.get("/history/{run_or_thread_id}", response_model=History, summary="Checkpoints and branches")
 async def get_history(request: Request, run_or_thread_id: str, namespaces: bool = False) -> dict[str, Any]:
     tape = _studio(request).tape
     history = await run_in_threadpool(lambda: tape.history(run_or_thread_id, namespaces=namespaces))
@@ -315,7 +317,7 @@ async def get_checkpoint(request: Request, thread_id: str, checkpoint_id: str) -
     return await run_in_threadpool(_checkpoint_state, request, thread_id, checkpoint_id)
 
 
-@router.get("/diff", response_model=dict[str, Any], summary="What changed between two checkpoints")
+@router.get("/diff", response_model=StateDiff, summary="What changed between two checkpoints")
 async def get_diff(request: Request, a: str, b: str, thread_id: str | None = None) -> dict[str, Any]:
     from graphtape.debug.diff import diff_states
     from graphtape.debug.locate import locate_checkpoint, values_at

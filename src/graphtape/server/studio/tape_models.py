@@ -15,11 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ActionStarted",
+    "Branch",
+    "BranchRun",
     "BreakpointSpec",
     "BreakpointsBody",
     "CallDetail",
     "CallList",
     "CallSummary",
+    "Change",
     "CheckpointState",
     "DebugCreate",
     "DebugPause",
@@ -27,6 +30,9 @@ __all__ = [
     "EventItem",
     "EventPage",
     "ForkBody",
+    "History",
+    "HistoryCall",
+    "HistoryEntry",
     "ImportResult",
     "InvalidateBody",
     "LabelBody",
@@ -37,6 +43,7 @@ __all__ = [
     "RunList",
     "RunSummary",
     "Savings",
+    "StateDiff",
     "Timeline",
     "TimelineStep",
     "TimelineTask",
@@ -185,6 +192,102 @@ class CheckpointState(BaseModel):
     metadata: dict[str, Any]
     parent_id: str | None = None
     step: int | None = None
+
+
+class HistoryCall(BaseModel):
+    model_config = _OPEN
+    kind: str
+    name: str | None = None
+    source: str | None = None
+    call_id: str | None = None
+    node_path: str | None = None
+
+
+class HistoryEntry(BaseModel):
+    """One checkpoint of a history (``HistoryEntry.to_dict()``)."""
+
+    model_config = _OPEN
+    checkpoint_id: str
+    parent_id: str | None = None
+    thread_id: str
+    ns: str = ""
+    step: int | None = None
+    source: str | None = None
+    created_at: str | None = None
+    run_id: str | None = None
+    writers: list[str]
+    calls: list[HistoryCall]
+    next: list[str] | None = None
+    within: str | None = None
+    copied_from: str | None = None
+
+
+class BranchRun(BaseModel):
+    model_config = _OPEN
+    run_id: str
+    thread_id: str
+    status: str
+    mode: str
+    started_at: float
+    ended_at: float | None = None
+    parent_run_id: str | None = None
+    replay_of: str | None = None
+    label: str | None = None
+    note: str | None = None
+    labeled_at: float | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class Branch(BaseModel):
+    """A line of runs that continue one another, and the branches that leave it (``Branch.to_dict()``)."""
+
+    model_config = _OPEN
+    id: str
+    kind: str
+    thread_id: str
+    label: str | None = None
+    note: str | None = None
+    from_run: str | None = None
+    from_checkpoint: str | None = None
+    via: list[str] = Field(default_factory=list)
+    runs: list[BranchRun]
+    children: list[Branch]
+
+
+class History(BaseModel):
+    """``History.to_dict()``: the checkpoints of a run or thread, oldest first, and the branches around it."""
+
+    model_config = _OPEN
+    target: str
+    kind: Literal["run", "thread"]
+    thread_id: str
+    run_id: str | None = None
+    namespaces: bool
+    source: str
+    entries: list[HistoryEntry]
+    branches: list[Branch]
+
+
+class Change(BaseModel):
+    model_config = _OPEN
+    op: Literal["added", "removed", "changed", "appended"]
+    path: str
+    pointer: str
+    old: Any = None
+    new: Any = None
+    at: int | None = None
+    count: int | None = None
+
+
+class StateDiff(BaseModel):
+    """``StateDiff.to_dict()``: per-channel changes and RFC 6902 operations from ``a`` to ``b``."""
+
+    model_config = _OPEN
+    a: str | None = None
+    b: str | None = None
+    equal: bool
+    changes: list[Change]
+    patch: list[dict[str, Any]]
 
 
 class ReplayBody(BaseModel):

@@ -223,11 +223,11 @@ def run_detail(tape: Tape, run_id: str) -> dict[str, Any]:
             output = shown(tape, ev.output)
         elif isinstance(ev, events.Divergence) and divergence is None:
             divergence = ev.to_data()
-    children = [
-        r
-        for r in tape.store.list_runs(limit=None, newest_first=False)
-        if r.run_id != run.run_id and run.run_id in (r.parent_run_id, r.replay_of)
-    ]
+    # continuations are on the run's thread; replays, forks and recoveries name it as replay_of
+    continued = [r for r in tape.store.list_runs(thread_id=run.thread_id, limit=None) if r.parent_run_id == run.run_id]
+    made_from = [r for r in tape.store.list_replays() if r.replay_of == run.run_id]
+    by_id = {r.run_id: r for r in [*continued, *made_from] if r.run_id != run.run_id}
+    children = sorted(by_id.values(), key=lambda r: r.started_at)
     labels = labels_of(tape, [run.run_id, *(c.run_id for c in children)])
     savings = None
     if run.mode not in ("record", "recover"):
