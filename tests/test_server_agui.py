@@ -11,6 +11,7 @@ failures after it, and viewers on a real uvicorn server on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import socket
@@ -39,6 +40,7 @@ from graphtape.server.studio import create_app
 from graphtape.server.studio.agui import state_of
 from graphtape.server.studio.routes_agui import CANCELLED_MARK
 from graphtape.testing.models import SeededChatModel
+from tests.graphs import build_subgraph_node
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
@@ -97,7 +99,12 @@ def build_broken():
 
 
 def graphs(latency: float = 0.0) -> dict[str, Any]:
-    return {"assistant": build_assistant(latency), "broken": build_broken()}
+    return {
+        "assistant": build_assistant(latency),
+        "broken": build_broken(),
+        "nested": build_subgraph_node(),
+        "slow": build_assistant(latency=5.0),
+    }
 
 
 def run_input(thread_id: str, run_id: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -347,7 +354,8 @@ async def test_errors_before_the_stream_are_json_and_a_failure_after_it_is_run_e
         "protocolVersion": "1.0",
         "graph": "assistant",
     }
-    assert (await client.get("/agui/health")).json()["graphs"] == ["assistant", "broken"]
+    assert (await client.get("/agui/health")).json()["graphs"] == ["assistant", "broken", "nested", "slow"]
+    await refused("/agui/assistant", run_input(" "), 400, "threadId and runId")
 
     failed = agui_events((await post_run(client, hello(f"t-{uuid.uuid4().hex[:8]}"), graph="broken")).text)
     assert failed[0][1].type == EventType.RUN_STARTED
@@ -520,3 +528,43 @@ def test_the_ag_ui_client_runs_resumes_and_validates_the_stream(request, tmp_pat
     assert out["roles"] == ["user", "assistant", "tool", "assistant"]
     assert json.loads(out["toolArgs"]) == {"query": "tides"}
     assert [r.status for r in tape.runs(thread_id=thread)] == ["finished", "interrupted"]
+
+
+async def test_subgraph_nodes_are_steps_of_their_own_and_a_graph_may_have_no_messages(client):
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    evs = agui_events((await post_run(client, run_input(thread, state={"question": "tides"}), graph="nested")).text)
+    steps = [(e.type.value, e.step_name) for _, e in evs if e.type in (EventType.STEP_STARTED, EventType.STEP_FINISHED)]
+    assert steps == [
+        ("STEP_STARTED", "sub"),
+        ("STEP_STARTED", "sub/inner"),
+        ("STEP_FINISHED", "sub/inner"),
+        ("STEP_FINISHED", "sub"),
+        ("STEP_STARTED", "outer"),
+        ("STEP_FINISHED", "outer"),
+    ]
+    final = (await client.get(f"/threads/{thread}/state")).json()["values"]
+    assert evs[1][1].snapshot == {"question": "tides"}
+    assert replayed_state(evs) == final and final["answer"]  # the subgraph's own values are not the state
+    assert len(of(evs, EventType.TEXT_MESSAGE_START)) == 2  # the inner and the outer model answers
+    assert of(evs, EventType.MESSAGES_SNAPSHOT)[0].messages == []
+    assert [c["node_path"] for c in customs(evs, "graphtape.call")] == ["sub/inner", "outer"]
+    assert evs[-1][1].outcome.type == "success"
+
+
+async def test_a_cancelled_run_finishes_with_the_cancelled_outcome(client, tape):
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    streaming = asyncio.create_task(client.post("/agui/slow", json=hello(thread)))
+    runs: list[Any] = []
+    for _ in range(250):
+        listed = await client.get(f"/threads/{thread}/runs")
+        runs = listed.json() if listed.status_code == 200 else []
+        if streaming.done() or (runs and runs[0]["status"] == "running"):
+            break
+        await asyncio.sleep(0.02)
+    (run,) = runs
+    cancelled = await client.post(f"/threads/{thread}/runs/{run['run_id']}/cancel?wait=true")
+    assert cancelled.status_code == 204
+    evs = agui_events((await streaming).text)
+    assert evs[0][1].type == EventType.RUN_STARTED
+    assert evs[-1][1].type == EventType.RUN_FINISHED and evs[-1][1].outcome.type == "cancelled"
+    assert [r.status for r in tape.runs(thread_id=thread)] == ["interrupted"]

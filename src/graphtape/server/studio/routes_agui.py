@@ -256,6 +256,8 @@ async def agui_run(request: Request, graph_id: str, body: RunAgentInput) -> Stre
     thread's are written with them; ``resume`` answers pending interrupts by id. A re-POST of a
     ``runId`` the thread already has streams that run again, from ``Last-Event-ID``."""
     after = _last_event_id(request)
+    if not body.thread_id.strip() or not body.run_id.strip():
+        raise BadRequest("threadId and runId must not be empty; a client names its thread and each run")
     assistant = find_assistant(request, graph_id)
     thread = _thread(request, assistant, body.thread_id)
     for run in _runs_of(request, thread.thread_id):
