@@ -397,7 +397,7 @@ async def test_a_strict_replay_that_diverges_shows_where(tape):
             calls = [call for s in tl["steps"] for t in s["tasks"] for call in t["calls"]]
             diverged = [call for call in calls if call["source"] == "diverged"]
             assert [(d["kind"], d["node_path"]) for d in diverged] == [("llm", "write")]
-            assert diverged[0]["error"]["type"] == "Divergence"
+            assert diverged[0]["error"].startswith("Divergence: ")
 
 
 async def test_echoed_config_and_metadata_are_redacted(store_url):

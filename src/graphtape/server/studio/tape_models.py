@@ -122,7 +122,8 @@ class CallSummary(BaseModel):
     source: CallSource
     tokens: int | None = None
     cost: float | None = None
-    error: dict[str, Any] | None = None
+    #: the recorded error as one line (``Class: message``)
+    error: str | None = None
 
 
 class CallList(BaseModel):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "call_detail",
     "call_summary",
+    "error_text",
     "labels_of",
     "list_runs",
     "run_calls",
@@ -115,6 +116,14 @@ def call_source(run: RunRecord, call: events.CallEvent) -> str:
     return "recorded" if run.mode in ("record", "recover") else "live"
 
 
+def error_text(error: dict[str, Any] | None) -> str | None:
+    """A recorded error (``{type: "module:Class", message}``) as one line: ``Class: message``."""
+    if not error:
+        return None
+    kind = str(error.get("type", "error")).rpartition(":")[2]
+    return f"{kind}: {error.get('message', '')}"
+
+
 def call_summary(run: RunRecord, row: EventRow) -> dict[str, Any]:
     """A call event as a ``CallSummary``: its time span ends when it was written."""
     call = events.parse(row)
@@ -130,7 +139,7 @@ def call_summary(run: RunRecord, row: EventRow) -> dict[str, Any]:
         "source": call_source(run, call),
         "tokens": call.tokens,
         "cost": call.cost,
-        "error": call.error,
+        "error": error_text(call.error),
     }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from graphtape import events
-from graphtape.server.studio.tape_views import call_summary
+from graphtape.server.studio.tape_views import call_summary, error_text
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -23,13 +23,6 @@ __all__ = ["run_timeline"]
 
 def _root_task(ns: str | None) -> str:
     return (ns or "").split("|", 1)[0]
-
-
-def _error_text(error: dict[str, Any] | None) -> str | None:
-    if not error:
-        return None
-    kind = str(error.get("type", "error")).rpartition(":")[2]
-    return f"{kind}: {error.get('message', '')}"
 
 
 def run_timeline(tape: Tape, run_id: str) -> dict[str, Any]:
@@ -63,7 +56,7 @@ def run_timeline(tape: Tape, run_id: str) -> dict[str, Any]:
                 continue
             task["ended_at"] = row.ts
             if isinstance(ev, events.TaskFailed):
-                task["status"], task["error"] = "failed", _error_text(ev.error)
+                task["status"], task["error"] = "failed", error_text(ev.error)
             elif isinstance(ev, events.TaskInterrupted):
                 task["status"] = "interrupted"
             else:
@@ -86,7 +79,7 @@ def run_timeline(tape: Tape, run_id: str) -> dict[str, Any]:
                 "source": "diverged",
                 "tokens": None,
                 "cost": None,
-                "error": {"type": "Divergence", "message": ev.reason or ev.message},
+                "error": f"Divergence: {ev.reason or ev.message}",
             }
             (owner["calls"] if owner is not None else loose).append(diverged)
     by_step: dict[int | None, list[dict[str, Any]]] = {}
