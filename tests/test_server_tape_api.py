@@ -524,8 +524,18 @@ async def test_debugger_step_live_stop_and_the_session_limit(client):
     assert s["pause"]["kind"] in ("before", "after")
     s = (await client.post(f"/graphtape/debug/{sid}/stop")).json()
     assert s["status"] == "stopped" and s["pause"]["kind"] == "end"
-    second = await client.post("/graphtape/debug", json={"run_id": run_id})  # the stopped one no longer counts
-    assert second.status_code == 201 and second.json()["status"] == "finished"
+    again = (await client.post(f"/graphtape/debug/{sid}/stop")).json()  # stopping twice is harmless
+    assert again["status"] == "stopped"
+    body = {"run_id": run_id, "breakpoints": [{"type": "after", "node": "agent"}]}
+    second = await client.post("/graphtape/debug", json=body)  # the stopped one no longer counts
+    assert second.status_code == 201, second.text
+    sid = second.json()["session_id"]
+    s = second.json()
+    assert s["pause"]["kind"] == "after" and s["pause"]["node"] == "agent"
+    s = (await client.post(f"/graphtape/debug/{sid}/continue")).json()  # to the agent's second end
+    assert s["pause"]["kind"] == "after" and s["pause"]["step"] == 3
+    s = (await client.post(f"/graphtape/debug/{sid}/continue")).json()
+    assert s["status"] == "finished" and s["result"]["served"] == 3 and s["result"]["run_id"] == s["run_id"]
 
 
 async def test_the_tape_api_is_in_the_openapi_document(client):
