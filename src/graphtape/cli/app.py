@@ -20,6 +20,7 @@ import typer
 
 # isort: off
 from graphtape.cli import tape_cmds, runtime_cmds, archive_cmds, history_cmds, inject_cmds, test_cmds, studio_cmds  # noqa: F401
+from graphtape.cli import serve_cmds  # noqa: F401  (replaces runtime_cmds' serve)
 
 # isort: on
 from graphtape.cli.base import EXIT_BAD_RESULT, EXIT_ERROR, CliError, app, one_line

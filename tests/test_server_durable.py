@@ -1,0 +1,231 @@
+"""Durable runs across server processes: two real ``graphtape serve`` processes on one store.
+
+On PostgreSQL and on Redis: a run started on process A is seen, joined and
+cancelled through process B; a stream cut after its first event is resumed
+on the other process with ``Last-Event-ID``; and a process killed with
+SIGKILL in the middle of a run has the run finished by the other process
+through graphtape's recovery, the model call it had completed not made again
+(the fake model counts its calls in a file), every event in the stream once.
+Leases are 2 s so that takeovers are quick. SQLite serves one process: a
+second process on one SQLite store refuses to execute runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+import httpx
+
+import graphtape
+
+ROOT = Path(__file__).resolve().parent.parent
+LEASE = "2"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """A ``graphtape serve`` subprocess serving tests/durable_graph.py."""
+
+    def __init__(self, url: str, workdir: Path, concurrency: int = 2):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        env["GRAPHTAPE_DURABLE_DIR"] = str(workdir)
+        env.pop("GRAPHTAPE_URL", None)
+        command = [sys.executable, "-c", "from graphtape.cli import main; main()", "--url", url, "serve"]
+        command += ["--graph", "durable=tests.durable_graph:build", "--port", str(self.port)]
+        command += ["--lease-seconds", LEASE, "--concurrency", str(concurrency)]
+        self.proc = subprocess.Popen(
+            command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.client = httpx.Client(base_url=self.base, timeout=30)
+
+    def wait_ready(self) -> Server:
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"graphtape serve exited: {self.proc.communicate()}")
+            try:
+                if self.client.get("/ok").status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "graphtape serve did not answer"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def shared_url(backend, store_url):
+    if backend == "sqlite":
+        pytest.skip("an SQLite store serves one process")
+    graphtape.connect(store_url).close()  # the store exists before the servers start
+    return store_url
+
+
+@pytest.fixture
+def servers(shared_url, tmp_path):
+    started: list[Server] = []
+
+    def start(concurrency: int = 2) -> Server:
+        server = Server(shared_url, tmp_path, concurrency)
+        started.append(server)
+        return server.wait_ready()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def sse_events(lines) -> list[tuple[int, str, dict]]:
+    """(id, event, data) of each SSE message among ``lines``."""
+    out, fields = [], {}
+    for line in lines:
+        if not line:
+            if "event" in fields:
+                out.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            fields[name] = value
+    return out
+
+
+def read_stream(server: Server, tid: str, run_id: str, last_event_id: int | None = None, first_only: bool = False):
+    headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+    lines = []
+    with server.client.stream("GET", f"/threads/{tid}/runs/{run_id}/stream", headers=headers, timeout=60) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            lines.append(line)
+            if first_only and line == "" and any(x.startswith("event") for x in lines):
+                break
+    return sse_events([*lines, ""])
+
+
+def calls(tmp_path: Path) -> list[str]:
+    path = tmp_path / "calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def wait_for(predicate, what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_run_started_on_one_process_is_seen_joined_and_cancelled_from_another(servers, shared_url, tmp_path):
+    a, b = servers(), servers()
+    tid = a.client.post("/threads", json={}).json()["thread_id"]
+    assert b.client.get(f"/threads/{tid}").status_code == 200  # one thread registry
+    body = {"assistant_id": "durable", "input": {"topic": "x"}, "stream_mode": ["updates", "values"]}
+    run = a.client.post(f"/threads/{tid}/runs", json=body).json()
+    seen = b.client.get(f"/threads/{tid}/runs/{run['run_id']}").json()
+    assert seen["run_id"] == run["run_id"] and seen["status"] in ("pending", "running")
+    wait_for(lambda: "one x" in calls(tmp_path), "the first model call")
+
+    first = read_stream(a, tid, run["run_id"], first_only=True)
+    assert [(i, e) for i, e, _ in first] == [(1, "metadata")]
+    (tmp_path / "gate-x").touch()
+    rest = read_stream(b, tid, run["run_id"], last_event_id=1)  # reconnect to the other process
+    whole = read_stream(a, tid, run["run_id"])
+    assert whole[:1] == first and whole[1:] == rest
+    assert [i for i, _, _ in whole] == list(range(1, len(whole) + 1))
+    assert whole[-1][1] == "values" and whole[-1][2]["second"] == "answer to two x"
+    joined = b.client.get(f"/threads/{tid}/runs/{run['run_id']}/join").json()
+    assert joined == {"topic": "x", "first": "answer to one x", "second": "answer to two x"}
+    assert [r["run_id"] for r in b.client.get(f"/threads/{tid}/runs").json()] == [run["run_id"]]
+
+    # cancelled through B, whichever process executes it
+    other = a.client.post(f"/threads/{tid}/runs", json={**body, "input": {"topic": "y"}}).json()
+    wait_for(lambda: "one y" in calls(tmp_path), "the run to start")
+    started = time.monotonic()
+    r = b.client.post(f"/threads/{tid}/runs/{other['run_id']}/cancel", params={"wait": True})
+    assert r.status_code == 204 and time.monotonic() - started < 5
+    assert a.client.get(f"/threads/{tid}/runs/{other['run_id']}").json()["status"] == "interrupted"
+    tape = graphtape.connect(shared_url)
+    try:
+        assert tape.store.get_run(other["run_id"]).status == "interrupted"
+    finally:
+        tape.close()
+    assert calls(tmp_path) == ["one x", "two x", "one y"]
+
+
+def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeating_calls(
+    servers, shared_url, tmp_path
+):
+    a = servers()
+    tid = a.client.post("/threads", json={}).json()["thread_id"]
+    body = {"assistant_id": "durable", "input": {"topic": "k"}, "stream_mode": ["updates", "values"]}
+    run_id = a.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+    tape = graphtape.connect(shared_url)
+    try:
+        # the first call is on the tape: the node now waits for its gate
+        wait_for(lambda: bool(tape.store.events(run_id, ["llm_call"])), "the first call on the tape")
+        b = servers()
+        before = read_stream(b, tid, run_id, first_only=True)
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait(timeout=10)
+        (tmp_path / "gate-k").touch()
+        events = read_stream(b, tid, run_id)
+        assert events[:1] == before
+        ids = [i for i, _, _ in events]
+        assert ids == list(range(1, len(ids) + 1))  # every event once, in order
+        resumed = [d for _, e, d in events if e == "metadata" and d.get("resumed_after_crash")]
+        assert len(resumed) == 1 and resumed[0]["attempt"] == 2
+        assert events[-1][2] == {"topic": "k", "first": "answer to one k", "second": "answer to two k"}
+        assert calls(tmp_path) == ["one k", "two k"]  # the first call was served from the tape
+        row = b.client.get(f"/threads/{tid}/runs/{run_id}").json()
+        assert row["status"] == "success"
+        crashed = tape.store.get_run(run_id)
+        assert crashed.status == "crashed"
+        recovery = tape.store.get_run(crashed.meta["recovered_by"])
+        assert recovery.status == "finished" and recovery.mode == "recover"
+        assert recovery.served_calls == 1 and recovery.live_calls == 1
+        assert resumed[0]["graphtape_run_id"] == recovery.run_id
+    finally:
+        tape.close()
+
+
+def test_a_second_process_on_one_sqlite_store_refuses_to_execute_runs(tmp_path):
+    from graphtape.errors import StoreError
+    from graphtape.server.studio.workers import SQLITE_WORKERS_LEASE
+
+    url = f"sqlite:///{tmp_path}/tape.db"
+    tape = graphtape.connect(url)
+    try:
+        assert tape.store.acquire_lease(SQLITE_WORKERS_LEASE, "otherhost:1234", 30) is not None
+        from graphtape.server.studio import create_app
+        from tests.studio_graphs import studio_graphs
+
+        app = create_app(tape, studio_graphs())
+        with pytest.raises(StoreError, match=r"otherhost:1234.*one process"):
+            app.state.studio.workers.start()
+    finally:
+        tape.close()
