@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -460,6 +461,21 @@ async def test_stream_follows_a_run_written_while_watching_and_sends_heartbeats(
             assert ": heartbeat" in r.text
             messages = parse_tape_sse(r.text)
             assert messages[0]["event"] == "run_started" and messages[-1]["event"] == "run_finished"
+
+
+async def test_stream_of_a_run_whose_process_died_ends_with_an_error(tape):
+    from graphtape.store.base import EventRow, RunRecord, WriteBatch
+
+    crashed = RunRecord("dead-run-1", "dead-thread", "agent", status="running", started_at=time.time())
+    started = EventRow("dead-run-1", 0, "run_started", time.time(), {"input": None, "config": None, "versions": None})
+    tape.store.write(WriteBatch(new_runs=[crashed], events=[started]))  # as a killed process leaves it
+    app = create_app(tape, studio_graphs(), heartbeat_seconds=0.1)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
+            messages = parse_tape_sse((await c.get("/graphtape/runs/dead-run-1/stream")).text)
+    assert [m["event"] for m in messages] == ["run_started", "error"]
+    assert "graphtape recover" in messages[-1]["data"]["error"]
 
 
 # -- the debugger -----------------------------------------------------------------------------

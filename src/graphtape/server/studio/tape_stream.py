@@ -13,7 +13,9 @@ read of a run's events is one indexed query. The poll interval grows from
 busy run is seen within a tick.
 
 The stream ends after ``run_finished``/``run_failed``, or at once for a run
-that has ended once everything was sent. A run id the server has only just
+that has ended once everything was sent. A run whose process died (still
+``running``, nobody holding its thread's lease) never ends by itself: at a
+heartbeat the stream sees that, sends one ``error`` event saying so, and ends. A run id the server has only just
 promised (a background replay answers 202 with the new run's id before the run
 exists) is waited for; if its action ends without making the run, the
 stream sends one ``error`` event saying why and ends.
@@ -57,6 +59,20 @@ def _read(tape: Tape, run_id: str) -> tuple[bool | None, list[EventRow]]:
     return run.status != "running", tape.store.events(run_id)
 
 
+def _orphaned(tape: Tape, run_id: str) -> bool:
+    """Whether a ``running`` run has lost its process: nobody holds its thread's lease (a run ends
+    before its lease is released, so a run still ``running`` after the lease is gone never ends)."""
+    from graphtape.runtime.lease import lease_name
+
+    run = tape.store.get_run(run_id)
+    if run is None or run.status != "running":
+        return False
+    if tape.store.lease_holder(lease_name(run.thread_id)) is not None:
+        return False
+    again = tape.store.get_run(run_id)
+    return again is not None and again.status == "running"
+
+
 async def tape_sse(
     tape: Tape,
     run_id: str,
@@ -95,6 +111,13 @@ async def tape_sse(
             poll = min(poll * 1.5, _MAX_POLL)
             if now - quiet_since >= heartbeat:
                 quiet_since = now
+                if ended is False and await run_in_threadpool(_orphaned, tape, run_id):
+                    reason = (
+                        f"run {run_id} stopped without ending: its process is gone (nobody holds its thread); "
+                        "`graphtape recover` finishes it as a new run"
+                    )
+                    yield f"event: error\ndata: {json.dumps({'error': reason})}\n\n"
+                    return
                 yield ": heartbeat\n\n"
         await anyio.sleep(poll)
 
