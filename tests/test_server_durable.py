@@ -229,3 +229,16 @@ def test_a_second_process_on_one_sqlite_store_refuses_to_execute_runs(tmp_path):
             app.state.studio.workers.start()
     finally:
         tape.close()
+
+
+def test_serve_refuses_several_processes_on_sqlite(tmp_path):
+    from typer.testing import CliRunner
+
+    from graphtape.cli import app
+
+    args = ["--url", f"sqlite:///{tmp_path}/t.db", "serve", "--graph", "d=tests.durable_graph:build", "--workers", "2"]
+    result = CliRunner().invoke(app, args, env={"NO_COLOR": "1", "GRAPHTAPE_URL": None})
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: --workers 2 needs a PostgreSQL or Redis store: an SQLite store serves one process"
+    ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
@@ -84,6 +85,8 @@ class Studio:
         self.heartbeat_seconds = heartbeat_seconds
         self.assistants = Assistants(tape, graphs)
         self.queue = run_queue_for(tape)
+        # the queue's own connections go with the app (tests make many apps on one store)
+        weakref.finalize(self, self.queue.close)
         self.threads = Threads(tape, self.queue)
         self.runs = Runs(
             tape, self.queue, self.threads, self.assistants, lease_seconds=lease_seconds, poll_seconds=poll_seconds
