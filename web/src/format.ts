@@ -35,3 +35,18 @@ export function when(ts: number | string | null | undefined): string {
 export function pretty(v: unknown): string {
   return JSON.stringify(v ?? null, null, 2);
 }
+
+/** A value for reading: LangChain's serialised objects ({lc, type: "constructor", id, kwargs}) shown as
+ * their class name and fields. The raw JSON views keep the value as it is. */
+export function readable(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(readable);
+  if (v && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    if (o.lc !== undefined && o.type === "constructor" && Array.isArray(o.id) && o.kwargs && typeof o.kwargs === "object") {
+      const cls = String(o.id[o.id.length - 1]);
+      return { "(class)": cls, ...(readable(o.kwargs) as Record<string, unknown>) };
+    }
+    return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, readable(x)]));
+  }
+  return v;
+}

@@ -4,7 +4,7 @@ import { runTree, runKind } from "./runTree";
 import { barGeometry, callsOf, splitUnifiedDiff, waterfallRows } from "./waterfall";
 import { fieldsOf, initialTexts, valueOf } from "./schemaForm";
 import { layoutGraph, edgeLabel } from "./layout";
-import { money, seconds, shortId } from "./format";
+import { money, readable, seconds, shortId } from "./format";
 import { errorMessage, type RunSummary, type Timeline } from "./api";
 
 const run = (id: string, started: number, extra: Partial<RunSummary> = {}): RunSummary => ({
@@ -197,6 +197,9 @@ describe("format and errors", () => {
     expect(seconds(null)).toBe("–");
     expect(money(0.5)).toBe("$0.50");
     expect(shortId("abcdefghijk")).toBe("abcdefgh");
+    expect(
+      readable({ messages: [{ lc: 1, type: "constructor", id: ["x", "AIMessage"], kwargs: { content: "hi" } }], n: 1 }),
+    ).toEqual({ messages: [{ "(class)": "AIMessage", content: "hi" }], n: 1 });
   });
   it("takes the server's message from an error body", () => {
     expect(errorMessage(404, '{"error":"x","detail":"no run abc; list them with GET /graphtape/runs","status":404}')).toBe(

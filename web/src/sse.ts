@@ -16,29 +16,45 @@ export class SseParser {
   private data: string[] = [];
 
   feed(chunk: string): SseMessage[] {
-    this.buffer += chunk;
+    // scan with an index and cut the buffer once: a large chunk (a long run's history) stays linear
+    const text = this.buffer + chunk;
     const out: SseMessage[] = [];
-    let nl: number;
-    while ((nl = this.buffer.search(/\r\n|\r|\n/)) >= 0) {
-      const line = this.buffer.slice(0, nl);
-      const sep = this.buffer.startsWith("\r\n", nl) ? 2 : 1;
-      this.buffer = this.buffer.slice(nl + sep);
-      if (line === "") {
-        if (this.data.length) out.push({ id: this.id, event: this.event || "message", data: this.data.join("\n") });
-        this.event = "";
-        this.data = [];
-        continue;
+    let pos = 0;
+    for (;;) {
+      let nl = -1;
+      for (let i = pos; i < text.length; i++) {
+        const c = text.charCodeAt(i);
+        if (c === 10 || c === 13) {
+          nl = i;
+          break;
+        }
       }
-      if (line.startsWith(":")) continue; // a comment: the server's heartbeat
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let value = colon < 0 ? "" : line.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1);
-      if (field === "data") this.data.push(value);
-      else if (field === "event") this.event = value;
-      else if (field === "id") this.id = value;
+      if (nl < 0) break;
+      // a CR at the very end may be the first half of a CRLF: wait for the next chunk
+      if (text.charCodeAt(nl) === 13 && nl === text.length - 1) break;
+      const line = text.slice(pos, nl);
+      pos = nl + (text.charCodeAt(nl) === 13 && text.charCodeAt(nl + 1) === 10 ? 2 : 1);
+      this.line(line, out);
     }
+    this.buffer = text.slice(pos);
     return out;
+  }
+
+  private line(line: string, out: SseMessage[]): void {
+    if (line === "") {
+      if (this.data.length) out.push({ id: this.id, event: this.event || "message", data: this.data.join("\n") });
+      this.event = "";
+      this.data = [];
+      return;
+    }
+    if (line.startsWith(":")) return; // a comment: the server's heartbeat
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "data") this.data.push(value);
+    else if (field === "event") this.event = value;
+    else if (field === "id") this.id = value;
   }
 }
 
@@ -49,6 +65,9 @@ export interface FollowOptions {
   lastEventId?: string | null;
   /** the first wait before reconnecting, doubled up to 5 s */
   retryMs?: number;
+  /** whether a message is the stream's last (e.g. run_finished): a stream that ends before one was seen
+   * (the server stopped) is followed again, until a reconnection ends at once with nothing new */
+  isLast?: (m: SseMessage) => boolean;
 }
 
 /** Follow `url` until the server ends the stream normally; returns a function that stops following. */
@@ -60,7 +79,11 @@ export function follow(url: string, opts: FollowOptions): () => void {
 
   const run = async () => {
     let wait = base;
+    let sawLast = false;
+    let attempt = 0;
     while (!stopped) {
+      attempt += 1;
+      let received = 0;
       try {
         const headers: Record<string, string> = { Accept: "text/event-stream", ...authHeaders() };
         if (lastId) headers["Last-Event-ID"] = lastId;
@@ -79,12 +102,17 @@ export function follow(url: string, opts: FollowOptions): () => void {
           if (done) break;
           for (const m of parser.feed(value)) {
             if (m.id) lastId = m.id;
+            received += 1;
+            if (opts.isLast?.(m)) sawLast = true;
             opts.onMessage(m);
           }
         }
-        // the server ended the stream: the run is over and everything was sent
-        opts.onState?.("closed");
-        return;
+        // the server ended the stream: over when the last message came, or when a reconnection had nothing
+        if (!opts.isLast || sawLast || (attempt > 1 && received === 0)) {
+          opts.onState?.("closed");
+          return;
+        }
+        throw new Error("the stream ended early");
       } catch (err) {
         if (stopped) return;
         opts.onState?.("reconnecting", String(err));

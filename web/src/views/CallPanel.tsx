@@ -3,7 +3,7 @@
 // recorded and current requests side by side with the changed lines highlighted.
 import { useEffect, useState } from "react";
 import { api } from "../api";
-import { count, money, pretty, seconds, shortId } from "../format";
+import { count, money, pretty, readable, seconds, shortId } from "../format";
 import { splitUnifiedDiff } from "../waterfall";
 import { ErrorLine, JsonEditor, JsonTree, SourceBadge, useLoad } from "../ui";
 
@@ -129,7 +129,7 @@ export function CallPanel({
           )}
           <details open={!responseMsgs}>
             <summary>Response (JSON)</summary>
-            <JsonTree value={d.response} label="response" />
+            <JsonTree value={readable(d.response)} label="response" />
           </details>
           {d.usage && (
             <details>
@@ -137,7 +137,16 @@ export function CallPanel({
               <JsonTree value={d.usage} label="usage" />
             </details>
           )}
-          <OverrideForm runId={runId} callId={callId} initial={pretty(d.response)} onStarted={onStarted} />
+          <OverrideForm
+            runId={runId}
+            callId={callId}
+            initial={
+              responseMsgs && responseMsgs.length === 1 && !responseMsgs[0].toolCalls.length
+                ? JSON.stringify(responseMsgs[0].text)
+                : pretty(d.response)
+            }
+            onStarted={onStarted}
+          />
         </>
       )}
     </aside>
@@ -188,6 +197,9 @@ function OverrideForm({
       </button>
       {open && (
         <>
+          <p className="muted">
+            The output as JSON: for a model call, its answer as a string (or an AI message dict).
+          </p>
           <JsonEditor value={text} onChange={setText} label="Override output editor" height="200px" />
           <label>
             mode{" "}

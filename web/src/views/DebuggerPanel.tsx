@@ -2,14 +2,27 @@
 // continue, or answer a paused call with an edited output. Keys: n = step, c = continue.
 import { useCallback, useEffect, useMemo, useState } from "react";
 import { api, type Breakpoint, type DebugSession, type RunSummary } from "../api";
-import { pretty } from "../format";
+import { pretty, readable } from "../format";
 import { ErrorLine, JsonEditor, JsonTree, StatusBadge } from "../ui";
 import { GraphDiagram } from "./GraphDiagram";
+import { chatMessage } from "./CallPanel";
+
+/** A recorded output as editable JSON: a model's single plain answer as its text, anything else as is. */
+function editableOutput(value: unknown): string {
+  if (value === undefined || value === null) return "";
+  const list = Array.isArray(value) ? value : [value];
+  if (list.length === 1 && list[0] && typeof list[0] === "object" && "lc" in (list[0] as object)) {
+    const m = chatMessage(list[0]);
+    if (!m.toolCalls.length) return JSON.stringify(m.text);
+  }
+  return pretty(value);
+}
 
 export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: (runId: string) => void }) {
   const [nodes, setNodes] = useState<string[]>([]);
   const [callKind, setCallKind] = useState<"" | "llm" | "tool" | "effect">("llm");
   const [callName, setCallName] = useState("");
+  const [callNode, setCallNode] = useState("");
   const [callBreak, setCallBreak] = useState(false);
   const [mode, setMode] = useState<"strict" | "flight">("flight");
   const [session, setSession] = useState<DebugSession | null>(null);
@@ -19,9 +32,9 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
 
   const breakpoints = useMemo<Breakpoint[]>(() => {
     const out: Breakpoint[] = nodes.map((n) => ({ type: "before", node: n }));
-    if (callBreak) out.push({ type: "call", kind: callKind || null, name: callName || null, node: null });
+    if (callBreak) out.push({ type: "call", kind: callKind || null, name: callName || null, node: callNode || null });
     return out;
-  }, [nodes, callBreak, callKind, callName]);
+  }, [nodes, callBreak, callKind, callName, callNode]);
 
   const run_ = useCallback(async (fn: () => Promise<DebugSession>) => {
     setBusy(true);
@@ -29,7 +42,7 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
     try {
       const s = await fn();
       setSession(s);
-      setAnswer(s.pause?.recorded_output !== undefined && s.pause?.recorded_output !== null ? pretty(s.pause.recorded_output) : "");
+      setAnswer(editableOutput(s.pause?.recorded_output));
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
     } finally {
@@ -51,7 +64,11 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
   const toggle = (n: string) => {
     const next = nodes.includes(n) ? nodes.filter((x) => x !== n) : [...nodes, n];
     setNodes(next);
-    if (session && active) void run_(() => api.debugBreakpoints(session.session_id, next.map((x) => ({ type: "before", node: x }))));
+    if (session && active) {
+      const specs: Breakpoint[] = next.map((x) => ({ type: "before", node: x }));
+      if (callBreak) specs.push({ type: "call", kind: callKind || null, name: callName || null, node: callNode || null });
+      void run_(() => api.debugBreakpoints(session.session_id, specs));
+    }
   };
 
   const pause = session?.pause;
@@ -84,6 +101,9 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
           </label>
           <label>
             name <input aria-label="Call breakpoint name" value={callName} onChange={(e) => setCallName(e.target.value)} />
+          </label>
+          <label>
+            in node <input aria-label="Call breakpoint node" value={callNode} onChange={(e) => setCallNode(e.target.value)} />
           </label>
           <label>
             mode{" "}
@@ -128,7 +148,11 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
             {pause?.call && (
               <>
                 <h4>Request</h4>
-                <JsonTree value={pause.request} label="paused request" />
+                {typeof pause.request === "string" ? (
+                  <pre className="request-text">{pause.request}</pre>
+                ) : (
+                  <JsonTree value={pause.request} label="paused request" />
+                )}
                 <h4>Answer (recorded output, editable)</h4>
                 <JsonEditor value={answer} onChange={setAnswer} label="Paused call answer editor" height="160px" />
                 <button
@@ -150,13 +174,13 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
             {pause?.state !== undefined && pause?.state !== null && (
               <details>
                 <summary>State</summary>
-                <JsonTree value={pause.state} label="paused state" />
+                <JsonTree value={readable(pause.state)} label="paused state" />
               </details>
             )}
             {session.result && (
               <details open>
                 <summary>Result</summary>
-                <JsonTree value={session.result} label="debug result" />
+                <JsonTree value={readable(session.result)} label="debug result" />
               </details>
             )}
           </section>

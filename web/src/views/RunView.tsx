@@ -35,6 +35,9 @@ export function RunView() {
   const reloadTimer = useRef<number | null>(null);
   const { reload: reloadDetail } = detail;
   const { reload: reloadTimeline } = timeline;
+  // an ended run's stream replays its history: the views already show it, so only a running run reloads
+  const ended = useRef(false);
+  ended.current = Boolean(detail.data && detail.data.run.run_id === runId && detail.data.run.status !== "running");
 
   const setParam = useCallback(
     (updates: Record<string, string | null>) => {
@@ -48,13 +51,17 @@ export function RunView() {
     [params, setParams],
   );
 
-  // follow the run's tape events; refresh the views (at most every 300 ms) as they arrive
+  // follow the run's tape events once the timeline is shown (a long run's history would compete with it);
+  // refresh the views (at most every 300 ms) as they arrive
+  const ready = timeline.data?.run_id === runId || timeline.error !== null;
   useEffect(() => {
+    if (!ready) return;
     setEvents([]);
     const seen = new Set<number>();
     const batch: TapeEvent[] = [];
     let flush: number | null = null;
     const stop = follow(`/graphtape/runs/${encodeURIComponent(runId)}/stream`, {
+      isLast: (m) => m.event === "run_finished" || m.event === "run_failed" || m.event === "error",
       onMessage: (m) => {
         let ev: TapeEvent;
         try {
@@ -72,7 +79,7 @@ export function RunView() {
             const add = batch.splice(0);
             setEvents((prev) => prev.concat(add));
           }, 100);
-        if (reloadTimer.current === null)
+        if (reloadTimer.current === null && !ended.current)
           reloadTimer.current = window.setTimeout(() => {
             reloadTimer.current = null;
             reloadDetail();
@@ -91,7 +98,7 @@ export function RunView() {
       stop();
       if (flush !== null) window.clearTimeout(flush);
     };
-  }, [runId, reloadDetail, reloadTimeline]);
+  }, [runId, ready, reloadDetail, reloadTimeline]);
 
   const calls = useMemo(() => callsOf(timeline.data), [timeline.data]);
   const running = useMemo(() => {

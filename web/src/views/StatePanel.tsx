@@ -5,7 +5,7 @@ import { create as createDiffer } from "jsondiffpatch";
 import { format as htmlFormat } from "jsondiffpatch/formatters/html";
 import "jsondiffpatch/formatters/styles/html.css";
 import { api, type DiffResult } from "../api";
-import { pretty, shortId, when } from "../format";
+import { pretty, readable, shortId, when } from "../format";
 import { CopyButton, ErrorLine, JsonEditor, JsonTree, useLoad } from "../ui";
 
 export function StatePanel({
@@ -118,7 +118,7 @@ function Inspector({
       )}
       {state.data &&
         (view === "tree" ? (
-          <JsonTree value={state.data.values} label="state" />
+          <JsonTree value={readable(state.data.values)} label="state" />
         ) : (
           <JsonEditor value={raw} readOnly label="Raw state JSON" height="400px" />
         ))}
