@@ -162,20 +162,12 @@ def _find_run(request: Request, run_id: str, thread_id: str | None) -> RunEntry:
                 return run
         raise NotFound(f"no run {run_id!r} on thread {thread_id!r}; give the runId the client posted")
     runs = request.app.state.studio.runs
-    # a Studio run id alone: the runs kept by this process, or the store's run queue when runs are queued
-    entries = getattr(runs, "entries", None)
-    found = entries.get(run_id) if isinstance(entries, dict) else None
-    if found is None and isinstance(entries, dict):
-        found = next((r for r in entries.values() if _agui_run_id(r) == run_id), None)
-    queue = getattr(runs, "queue", None)
-    if found is None and queue is not None:
-        row = queue.get(run_id)
-        found = RunEntry(runs, row) if row is not None else None  # type: ignore[call-arg,arg-type,unused-ignore]
-    if found is None:
+    row = runs.queue.get(run_id)  # a Studio run id alone: the store's run queue knows it
+    if row is None:
         raise NotFound(
             f"no run {run_id!r}; give the run id of Content-Location, or the client's runId with ?threadId=..."
         )
-    return found
+    return RunEntry(runs, row)
 
 
 def _thread(request: Request, assistant: AssistantEntry, thread_id: str) -> ThreadEntry:
