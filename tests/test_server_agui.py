@@ -569,3 +569,27 @@ async def test_a_cancelled_run_finishes_with_the_cancelled_outcome(client, tape)
     assert evs[-1][1].type == EventType.RUN_FINISHED and evs[-1][1].outcome.type == "cancelled"
     (recorded,) = tape.runs(thread_id=thread)
     assert recorded.status != "finished"
+
+
+async def test_a_client_reconnects_to_another_server_process_on_the_same_store(client, tape, store_url):
+    """The events are read from the store: a second Studio on the same store (another process in
+    production) serves the rest of a run it did not execute, by Studio id or by a re-POST."""
+    import graphtape
+
+    thread, run_id = f"t-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    whole = (await post_run(client, hello(thread, run_id))).text
+    blocks = [b for b in whole.strip().split("\n\n") if b.startswith("id: ")]
+    studio_run = agui_events(whole)[0][1].metadata["graphtape"]["run_id"]
+    other_tape = graphtape.connect(store_url)
+    other = create_app(other_tape, graphs(), heartbeat_seconds=5)
+    try:
+        async with other.router.lifespan_context(other):
+            transport = httpx.ASGITransport(app=other)
+            async with httpx.AsyncClient(transport=transport, base_url="http://other", timeout=30) as second:
+                joined = await second.get(f"/agui/assistant/runs/{studio_run}/stream", headers={"Last-Event-ID": "5"})
+                assert [b for b in joined.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[5:]
+                again = await post_run(second, hello(thread, run_id), **{"Last-Event-ID": "11"})
+                assert [b for b in again.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[11:]
+    finally:
+        other_tape.close()
+    assert len(tape.runs(thread_id=thread)) == 1  # served again, never run again
