@@ -329,7 +329,7 @@ async def test_fork_with_an_edit_checked_against_the_state_schema(client, tape):
     assert_error(await client.post(url, json={"mode": "sideways"}), 422, "mode")
     assert_error(await client.post(url, json={"values": {"draft": "x"}, "as_node": "nowhere"}), 422, "as_node")
     other = f"/graphtape/threads/not-{tid}/checkpoints/{before_approve}/fork"
-    assert_error(await client.post(other, json={}), 404, "not on thread")
+    assert_error(await client.post(other, json={}), 404, "no recorded run on thread")
     assert_error(await client.post(f"/graphtape/threads/{tid}/checkpoints/ffffffffff/fork", json={}), 404)
     assert len(tape.runs(limit=None)) == 1  # nothing started
 
@@ -342,6 +342,18 @@ async def test_fork_with_an_edit_checked_against_the_state_schema(client, tape):
     assert fork.meta["fork_of"] == before_approve and fork.meta["edit"] == {"draft": "an edited draft"}
     detail = (await client.get(f"/graphtape/runs/{fork_id}")).json()
     assert detail["interrupts"][0]["value"]["draft"] == "an edited draft"
+
+
+async def test_fork_from_an_earlier_run_of_the_thread(client, tape):
+    tid, first = await record(client, "doc", {"topic": "tides"})
+    r = await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "command": {"resume": "yes"}})
+    assert r.status_code == 200 and r.json()["final"].endswith("/ yes")
+    entries = (await client.get(f"/graphtape/history/{first}")).json()["entries"]
+    after_draft = next(e["checkpoint_id"] for e in entries if e["writers"] == ["draft"])
+    url = f"/graphtape/threads/{tid}/checkpoints/{after_draft}/fork?wait=true"
+    result = (await client.post(url, json={"values": {"draft": "shorter"}, "mode": "strict"})).json()
+    assert result["status"] == "interrupted" and result["replay_of"] == first
+    assert tape.run(result["run_id"]).meta["fork_of"] == after_draft
 
 
 async def test_override_a_call_and_invalidate_from_a_node(client, tape):

@@ -389,8 +389,12 @@ async def fork_checkpoint(
     studio = _studio(request)
     tape = studio.tape
 
-    def locate() -> tuple[str, str]:
-        owner, event = find_checkpoint(tape, checkpoint_id)
+    def locate() -> tuple[str, str, str]:
+        # the checkpoint is looked for among the thread's runs only (not every run of the store)
+        newest = tape.store.list_runs(thread_id=thread_id, limit=1)
+        if not newest:
+            raise RunNotFound(f"no recorded run on thread {thread_id!r}; list runs with GET /graphtape/runs")
+        owner, event = find_checkpoint(tape, checkpoint_id, newest[0].run_id)
         run = tape.run(owner)
         if run.thread_id != thread_id:
             raise RunNotFound(
@@ -398,9 +402,9 @@ async def fork_checkpoint(
             )
         if event.ns:
             raise BadRequest("fork from a checkpoint of the root graph (this one belongs to a subgraph)")
-        return run.graph, str(event.checkpoint_id)
+        return run.graph, str(event.checkpoint_id), run.run_id
 
-    graph_name, full_id = await run_in_threadpool(locate)
+    graph_name, full_id, owner = await run_in_threadpool(locate)
     graph = _graph_of(request, graph_name)
     if body.values is not None:
         check_edit(graph, body.values, body.as_node)  # a 422 naming the channel, before anything starts
@@ -413,6 +417,7 @@ async def fork_checkpoint(
             as_node=body.as_node,
             mode=body.mode,
             allow_live_effects=body.allow_live_effects,
+            run_id=owner,
             new_run_id=new_run_id,
         )
 
