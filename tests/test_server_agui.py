@@ -593,3 +593,58 @@ async def test_a_client_reconnects_to_another_server_process_on_the_same_store(c
     finally:
         other_tape.close()
     assert len(tape.runs(thread_id=thread)) == 1  # served again, never run again
+
+
+async def test_the_publisher_closes_what_a_model_left_open_and_keeps_every_argument_chunk():
+    """Driven with parts as LangGraph streams them: text then two tool calls in one message, the
+    first call's arguments split over chunks that name no id, and no last chunk (the task's end
+    closes the message and its calls)."""
+    from langchain_core.messages import AIMessageChunk
+
+    from graphtape.server.studio.agui import AguiPublisher
+
+    emitted: list[tuple[str, Any]] = []
+
+    async def emit(name: str, data: Any) -> None:
+        emitted.append((name, data))
+
+    publisher = AguiPublisher("r1", "t1", {"agui": {"run_id": "client-run"}}, emit, frozenset())
+    meta = {"langgraph_checkpoint_ns": "agent:T1"}
+
+    def chunk(content: str = "", *calls: tuple[str | None, str, str | None, int]) -> Any:
+        pieces = [{"name": n, "args": a, "id": i, "index": x, "type": "tool_call_chunk"} for n, a, i, x in calls]
+        return (AIMessageChunk(id="m1", content=content, tool_call_chunks=pieces), meta)
+
+    await publisher.started()
+    await publisher.part((), "tasks", {"id": "T1", "name": "agent", "input": {}, "triggers": ["start"]})
+    await publisher.part((), "messages", chunk("Hi "))
+    await publisher.part((), "messages", chunk("", ("a", '{"x":', "c1", 0)))
+    await publisher.part((), "messages", chunk("", (None, " 1}", None, 0)))
+    await publisher.part((), "messages", chunk("", ("b", "{}", "c2", 1)))
+    await publisher.part((), "tasks", {"id": "T1", "name": "agent", "error": None, "result": {}, "interrupts": []})
+    await publisher.ended({"messages": [], "n": 1}, [])
+    evs = [(i, EVENTS.validate_python(data)) for i, (_, data) in enumerate(emitted, 1)]
+    assert [name for name, _ in emitted] == [e.type.value for _, e in evs]
+    shown = [(e.type.value, getattr(e, "tool_call_id", None) or getattr(e, "delta", None)) for _, e in evs]
+    assert shown == [
+        ("RUN_STARTED", None),
+        ("STEP_STARTED", None),
+        ("TEXT_MESSAGE_START", None),
+        ("TEXT_MESSAGE_CONTENT", "Hi "),
+        ("TEXT_MESSAGE_END", None),
+        ("TOOL_CALL_START", "c1"),
+        ("TOOL_CALL_ARGS", "c1"),
+        ("TOOL_CALL_ARGS", "c1"),
+        ("TOOL_CALL_START", "c2"),
+        ("TOOL_CALL_ARGS", "c2"),
+        ("TOOL_CALL_END", "c1"),
+        ("TOOL_CALL_END", "c2"),
+        ("STEP_FINISHED", None),
+        ("STATE_SNAPSHOT", None),
+        ("MESSAGES_SNAPSHOT", None),
+        ("RUN_FINISHED", None),
+    ]
+    assert "".join(e.delta for _, e in evs if e.type == EventType.TOOL_CALL_ARGS and e.tool_call_id == "c1") == (
+        '{"x": 1}'
+    )
+    assert evs[0][1].run_id == evs[-1][1].run_id == "client-run" and evs[13][1].snapshot == {"n": 1}

@@ -79,6 +79,7 @@ from langchain_core.messages import ToolMessage as LcToolMessage
 
 from graphtape import events
 from graphtape.record.context import session_for_run
+from graphtape.serde import redact
 from graphtape.server.studio.publish import Emit, Publisher, register_publisher
 from graphtape.server.studio.wire import to_wire
 
@@ -206,8 +207,8 @@ class AguiPublisher(Publisher):
         self.snapshot_sent = False
         #: streamed text messages still open -> the task they stream in
         self.open_text: dict[str, str] = {}
-        #: tool calls still open -> the task they stream in
-        self.open_calls: dict[str, str] = {}
+        #: tool calls still open -> (the task they stream in, their message)
+        self.open_calls: dict[str, tuple[str, str]] = {}
         #: (message id, chunk index) -> tool call id, for argument chunks that name no id
         self.call_index: dict[tuple[str, int], str] = {}
         #: message ids already sent (streamed or whole): never sent twice
@@ -275,7 +276,7 @@ class AguiPublisher(Publisher):
 
     async def ended(self, values: Any, interrupts: list[dict[str, Any]]) -> None:
         await self._close_all()
-        await self._state(values, final=True)
+        await self._state(values)
         messages = values.get("messages") if isinstance(values, dict) else None
         await self.send(MessagesSnapshotEvent(messages=agui_messages(messages if isinstance(messages, list) else [])))
         await self._tape_facts(final=True)
@@ -355,7 +356,7 @@ class AguiPublisher(Publisher):
             if call_id and known != call_id:  # a new call: its name, and any arguments that came with it
                 await self._end_text(mid)
                 self.call_index[(mid, index)] = call_id
-                self.open_calls[call_id] = task
+                self.open_calls[call_id] = (task, mid)
                 await self.send(
                     ToolCallStartEvent(
                         tool_call_id=call_id, tool_call_name=str(piece.get("name") or ""), parent_message_id=mid
@@ -393,27 +394,26 @@ class AguiPublisher(Publisher):
     async def _end_message(self, mid: str) -> None:
         self.closed.add(mid)
         await self._end_text(mid)
-        for (message_id, index), call_id in list(self.call_index.items()):
-            if message_id == mid:
-                del self.call_index[(message_id, index)]
-                if call_id in self.open_calls:
-                    del self.open_calls[call_id]
-                    await self.send(ToolCallEndEvent(tool_call_id=call_id))
+        for key in [k for k in self.call_index if k[0] == mid]:
+            del self.call_index[key]
+        for call_id in [c for c, (_, m) in self.open_calls.items() if m == mid]:
+            del self.open_calls[call_id]
+            await self.send(ToolCallEndEvent(tool_call_id=call_id))
 
     async def _close_task(self, task_id: str) -> None:
         """End what a finished task left open (a model that streamed no last chunk)."""
         mids = {m for m, t in self.open_text.items() if t.endswith(task_id)}
-        mids |= {m for (m, _), c in self.call_index.items() if self.open_calls.get(c, "").endswith(task_id)}
-        for mid in mids:
+        mids |= {m for t, m in self.open_calls.values() if t.endswith(task_id)}
+        for mid in sorted(mids):
             await self._end_message(mid)
 
     async def _close_all(self) -> None:
-        for mid in {*self.open_text, *(m for m, _ in self.call_index)}:
+        for mid in sorted({*self.open_text, *(m for _, m in self.open_calls.values())}):
             await self._end_message(mid)
 
     # -- state ---------------------------------------------------------------------------
 
-    async def _state(self, values: Any, final: bool = False) -> None:
+    async def _state(self, values: Any) -> None:
         state = state_of(values)
         if not self.snapshot_sent:
             self.snapshot_sent = True
@@ -465,9 +465,10 @@ class AguiPublisher(Publisher):
                 data = event.to_data()
                 value = {k: data[k] for k in _CALL_FIELDS if data.get(k) is not None}
                 value.update(kind=event.CALL_KIND, served=event.served)
-                await self.send(CustomEvent(name="graphtape.call", value=value))
+                await self.send(CustomEvent(name="graphtape.call", value=redact(value, self.redact_keys)))
             elif isinstance(event, events.Divergence):
-                await self.send(CustomEvent(name="graphtape.divergence", value=event.to_data()))
+                divergence = redact(to_wire(event.to_data()), self.redact_keys)
+                await self.send(CustomEvent(name="graphtape.divergence", value=divergence))
         if not final:
             return
         stats = events.replay_stats(r for r in rows if r.kind in events.CALL_EVENT_KINDS)
