@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from ag_ui.core import (
     AssistantMessage,
@@ -138,8 +139,9 @@ async def _agui_sse(stream: AsyncIterator[str]) -> AsyncIterator[str]:
 
 
 def _stream(request: Request, graph_id: str, run: RunEntry, after: int) -> StreamingResponse:
-    base = f"/agui/{graph_id}/runs/{run.run_id}"
-    headers = {**_SSE_HEADERS, "Content-Location": base, "Location": f"{base}/stream?threadId={run.thread_id}"}
+    base = f"/agui/{quote(graph_id, safe='')}/runs/{run.run_id}"
+    location = f"{base}/stream?{urlencode({'threadId': run.thread_id})}"
+    headers = {**_SSE_HEADERS, "Content-Location": base, "Location": location}
     stream = run.sse(request.app.state.studio.heartbeat_seconds, after=after)
     return StreamingResponse(_agui_sse(stream), media_type="text/event-stream", headers=headers)
 
