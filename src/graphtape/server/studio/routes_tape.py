@@ -156,7 +156,12 @@ async def get_events(
     return await run_in_threadpool(read)
 
 
-@router.get("/runs/{run_id}/stream", response_class=StreamingResponse, summary="The run's events live (SSE)")
+@router.get(
+    "/runs/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "id: seq, event: kind, data: the event"}},
+    summary="The run's events live (SSE)",
+)
 async def stream_events(
     request: Request,
     run_id: str,
@@ -243,7 +248,17 @@ async def export_thread(request: Request, thread_id: str) -> Response:
     return await run_in_threadpool(_exported, lambda p: tape.export_thread(thread_id, p), f"thread-{safe}.jsonl")
 
 
-@router.post("/import", response_model=ImportResult, summary="Load a tape file (the raw bytes as the body)")
+@router.post(
+    "/import",
+    response_model=ImportResult,
+    summary="Load a tape file (the raw bytes as the body)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 async def import_tape(request: Request) -> dict[str, Any]:
     """The body is a file written by export; it is checked whole (safe decoding) before anything is written."""
     from graphtape.export import parse_text
