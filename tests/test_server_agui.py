@@ -648,3 +648,28 @@ async def test_the_publisher_closes_what_a_model_left_open_and_keeps_every_argum
         '{"x": 1}'
     )
     assert evs[0][1].run_id == evs[-1][1].run_id == "client-run" and evs[13][1].snapshot == {"n": 1}
+
+
+async def test_a_strict_replay_that_diverges_reports_the_divergence_then_run_error(app, client, tape):
+    from graphtape.record.answer import ReplayPlan
+    from graphtape.replay.answerer import TapeAnswerer
+    from graphtape.replay.matcher import Matcher
+
+    recorded = agui_events((await post_run(client, hello(f"t-{uuid.uuid4().hex[:8]}"))).text)
+    original = recorded[0][1].metadata["graphtape"]["run_id"]
+    assistant = app.state.studio.assistants.find("assistant")
+    answerer = TapeAnswerer(Matcher.from_store(tape.store, [original]), "strict")
+    assistant.recorded.plan = ReplayPlan(answerer, "strict", replay_of=original)
+    asked = run_input(f"t-{uuid.uuid4().hex[:8]}", messages=[{"id": "u1", "role": "user", "content": "Something else"}])
+    try:
+        evs = agui_events((await post_run(client, asked)).text)
+    finally:
+        assistant.recorded.plan = None
+    (divergence,) = customs(evs, "graphtape.divergence")
+    assert (divergence["kind"], divergence["node_path"], divergence["run_id"]) == ("llm", "agent", original)
+    assert "Something else" in divergence["diff"]
+    (savings,) = customs(evs, "graphtape.savings")
+    assert (savings["mode"], savings["served"]) == ("strict", 0)
+    names = [getattr(e, "name", e.type) for _, e in evs]
+    assert names[-3:] == ["graphtape.divergence", "graphtape.savings", EventType.RUN_ERROR]
+    assert evs[-1][1].code == "Divergence"
