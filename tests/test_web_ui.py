@@ -510,3 +510,67 @@ def test_a_live_run_followed_across_a_server_restart(page, recorded, tmp_path):
         worker.join(30)
         tape.close()
         srv.stop()
+
+
+def test_label_a_run_and_rerun_from_a_node(page, server, recorded):
+    _, runs = recorded
+    run_id = runs["doc_pipeline"]
+    _open_run(page, server, run_id)
+    page.get_by_label("Run label").fill("baseline")
+    page.get_by_role("button", name="Save label").click()
+    expect(page.get_by_label("Run label")).to_have_value("baseline")
+    assert _get(server.base, f"/graphtape/runs/{run_id}")["run"]["label"] == "baseline"
+    page.goto(f"{server.base}/ui?q=baseline")
+    expect(page.locator(f'[data-run-id="{run_id}"]')).to_contain_text("baseline")
+    # invalidate: the node's calls and everything after it run again
+    shape = _get(server.base, "/assistants/doc_pipeline/graph")
+    last = next(e["source"] for e in shape["edges"] if e["target"] == "__end__")
+    _open_run(page, server, run_id)
+    page.get_by_label("Node to re-run from").select_option(last)
+    page.get_by_label("allow live effects").check()  # the last node sends mail: an effect
+    page.get_by_role("button", name="Re-run from node").click()
+    new_id = _new_run_id(page, run_id)
+    run = _wait_run_ended(server, new_id)
+    assert run["status"] == "finished", run
+    assert run["meta"].get("invalidate_from") == last
+    expect(page.get_by_role("region", name="Run")).to_contain_text("invalidate")
+
+
+def test_export_a_run_and_import_it_into_another_store(page, server, recorded, tmp_path):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    with urllib.request.urlopen(f"{server.base}/graphtape/runs/{run_id}/export", timeout=10) as r:
+        tape_file = r.read()
+    other = Server(f"sqlite:///{tmp_path / 'other.db'}", _free_port(), tmp_path / "other.log")
+    other.start()
+    try:
+        page.goto(f"{other.base}/ui")
+        chooser = page.get_by_label("Import a tape file")
+        chooser.set_input_files({"name": "broken.tape", "mimeType": "application/octet-stream", "buffer": b"junk"})
+        expect(page.get_by_role("alert")).to_be_visible()
+        assert _get(other.base, "/graphtape/runs")["total"] == 0
+        chooser.set_input_files({"name": "refund.tape", "mimeType": "application/octet-stream", "buffer": tape_file})
+        expect(page.get_by_role("status")).to_contain_text("imported")
+        expect(page.locator(f'[data-run-id="{run_id}"]')).to_be_visible()
+    finally:
+        other.stop()
+
+
+def test_the_graph_diagram_and_the_dark_theme(page, server, recorded, shots):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    shape = _get(server.base, "/assistants/refund_agent/graph?xray=true")
+    _open_run(page, server, run_id, "?tab=graph")
+    nodes = page.locator(".react-flow__node")
+    expect(nodes).to_have_count(len(shape["nodes"]))
+    conditional = [e for e in shape["edges"] if e.get("conditional")]
+    assert conditional, "the refund agent routes with conditional edges"
+    expect(page.locator(".react-flow__edge.edge-conditional")).to_have_count(len(conditional))
+    expect(page.locator(".react-flow__edge.edge-plain")).to_have_count(len(shape["edges"]) - len(conditional))
+    page.get_by_role("button", name="Switch to dark theme").click()
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    page.screenshot(path=str(shots / "graph-dark.png"))
+    page.reload()  # the choice is kept
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    page.get_by_role("button", name="Switch to light theme").click()
+    expect(page.locator("html")).to_have_attribute("data-theme", "light")

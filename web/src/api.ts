@@ -305,8 +305,21 @@ export const api = {
       `/graphtape/runs/${enc(id)}/calls/${enc(callId)}/override`,
       { output, mode, from_start: false },
     ),
-  invalidate: (id: string, node: string) =>
-    request<{ run_id: string }>("POST", `/graphtape/runs/${enc(id)}/invalidate`, { node, allow_live_effects: false }),
+  invalidate: (id: string, node: string, allowLiveEffects = false) =>
+    request<{ run_id: string }>("POST", `/graphtape/runs/${enc(id)}/invalidate`, {
+      node,
+      allow_live_effects: allowLiveEffects,
+    }),
+  importTape: async (file: Blob): Promise<{ run_ids: string[] }> => {
+    const res = await fetch("/graphtape/import", {
+      method: "POST",
+      headers: { "Content-Type": "application/octet-stream", ...authHeaders() },
+      body: file,
+    });
+    const text = await res.text();
+    if (!res.ok) throw new ApiError(res.status, errorMessage(res.status, text));
+    return JSON.parse(text) as { run_ids: string[] };
+  },
   createThread: () => request<{ thread_id: string }>("POST", "/threads", {}),
   startRun: (threadId: string, assistant: string, body: Record<string, unknown>) =>
     request<{ run_id: string; thread_id: string }>("POST", `/threads/${enc(threadId)}/runs`, {

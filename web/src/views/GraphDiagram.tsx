@@ -6,6 +6,7 @@ import "@xyflow/react/dist/style.css";
 import { api } from "../api";
 import { layoutGraph, type NodeData } from "../layout";
 import { ErrorLine, useLoad } from "../ui";
+import { useTheme } from "../theme";
 
 function StepNode({ data }: NodeProps<Node<NodeData>>) {
   return (
@@ -34,6 +35,7 @@ export function GraphDiagram({
   onToggleBreakpoint?: (node: string) => void;
 }) {
   const shape = useLoad(() => api.graph(graph), `graph:${graph}`);
+  const { theme } = useTheme();
   const { nodes, edges } = useMemo(
     () => (shape.data ? layoutGraph(shape.data, running, breakpoints) : { nodes: [], edges: [] }),
     [shape.data, running, breakpoints],
@@ -46,6 +48,7 @@ export function GraphDiagram({
         edges={edges}
         nodeTypes={nodeTypes}
         fitView
+        colorMode={theme}
         nodesDraggable={false}
         nodesConnectable={false}
         onNodeClick={(_, n) => onToggleBreakpoint && !n.data.terminal && onToggleBreakpoint(n.id)}

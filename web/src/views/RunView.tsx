@@ -196,6 +196,7 @@ export function RunView() {
                 Cancel run
               </button>
             )}
+            <InvalidateForm graph={run.graph} onSubmit={(node, live) => act(() => api.invalidate(run.run_id, node, live))} busy={busy} />
             <LabelEditor runId={run.run_id} label={run.label} onSaved={detail.reload} />
             <a href={`/graphtape/runs/${run.run_id}/export`} download>
               Export tape
@@ -310,6 +311,44 @@ function LabelEditor({ runId, label, onSaved }: { runId: string; label: string |
       <input aria-label="Run label" placeholder="label" value={text} onChange={(e) => setText(e.target.value)} />
       <button type="submit">Save label</button>
       {error && <span className="error">{error}</span>}
+    </form>
+  );
+}
+
+/** Re-run from a node: its recorded outputs and everything after it are computed again (flight). */
+function InvalidateForm({
+  graph,
+  busy,
+  onSubmit,
+}: {
+  graph: string;
+  busy: boolean;
+  onSubmit: (node: string, allowLiveEffects: boolean) => void;
+}) {
+  const shape = useLoad(() => api.graph(graph), `graph:${graph}`);
+  const nodes = (shape.data?.nodes ?? []).map((n) => n.id).filter((id) => !id.startsWith("__"));
+  const [node, setNode] = useState("");
+  const [live, setLive] = useState(false);
+  return (
+    <form
+      className="inline"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (node) onSubmit(node, live);
+      }}
+    >
+      <select aria-label="Node to re-run from" value={node} onChange={(e) => setNode(e.target.value)}>
+        <option value="">node…</option>
+        {nodes.map((n) => (
+          <option key={n}>{n}</option>
+        ))}
+      </select>
+      <label title="effects (payments, mail...) whose request changed may run for real">
+        <input type="checkbox" checked={live} onChange={(e) => setLive(e.target.checked)} /> allow live effects
+      </label>
+      <button type="submit" disabled={busy || !node}>
+        Re-run from node
+      </button>
     </form>
   );
 }

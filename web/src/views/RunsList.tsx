@@ -1,6 +1,6 @@
 // The runs list: every recorded run, replay and fork (branches under their parent), filtered by graph,
 // status and text; the served graphs beside it. Filters live in the URL so a filtered list can be shared.
-import { useMemo, useRef } from "react";
+import { useMemo, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { useVirtualizer } from "@tanstack/react-virtual";
 import { api } from "../api";
@@ -25,6 +25,20 @@ export function RunsList() {
     setParams(next, { replace: true });
   };
   const scroller = useRef<HTMLDivElement>(null);
+  const [imported, setImported] = useState<string | null>(null);
+  const [importError, setImportError] = useState<string | null>(null);
+  const onImport = async (file: File | undefined) => {
+    if (!file) return;
+    setImportError(null);
+    try {
+      const res = await api.importTape(file);
+      setImported(`imported ${res.run_ids.length} run(s) from ${file.name}`);
+      runs.reload();
+    } catch (e) {
+      setImported(null);
+      setImportError(e instanceof Error ? e.message : String(e));
+    }
+  };
   const virtual = useVirtualizer({
     count: rows.length,
     getScrollElement: () => scroller.current,
@@ -85,9 +99,21 @@ export function RunsList() {
           <button type="button" onClick={runs.reload} aria-label="Refresh the runs">
             Refresh
           </button>
+          <label className="file-button">
+            Import a tape file{" "}
+            <input
+              type="file"
+              aria-label="Import a tape file"
+              onChange={(e) => {
+                void onImport(e.target.files?.[0]);
+                e.target.value = "";
+              }}
+            />
+          </label>
           <span className="muted">{runs.data ? `${runs.data.total} runs` : runs.loading ? "loading…" : ""}</span>
+          {imported && <span role="status">{imported}</span>}
         </div>
-        <ErrorLine error={runs.error} />
+        <ErrorLine error={runs.error ?? importError} />
         <div className="table-head run-row" aria-hidden="true">
           <span>run</span>
           <span>graph</span>
