@@ -286,8 +286,13 @@ async def test_a_cancelled_interrupt_and_the_legacy_forwarded_resume(client):
 
 async def test_state_from_the_client_is_written_with_the_new_messages_only(client):
     thread = f"t-{uuid.uuid4().hex[:8]}"
-    evs = agui_events((await post_run(client, {**hello(thread), "state": {"topic": "tides"}})).text)
+    tools = [{"name": "confirm", "description": "Ask the user", "parameters": {"type": "object"}}]
+    first = {**hello(thread), "state": {"topic": "tides"}, "tools": tools}
+    evs = agui_events((await post_run(client, first)).text)
     assert evs[1][1].snapshot == {"notes": [], "topic": "tides"}
+    (run,) = (await client.get(f"/threads/{thread}/runs")).json()
+    assert run["kwargs"]["config"]["configurable"]["agui"] == {"tools": tools}  # the graph reads them in its config
+    assert run["metadata"]["agui_run_id"] == first["runId"]
     # a second run: the client sends the whole conversation and its state back; only the new message counts
     (paused,) = evs[-1][1].outcome.interrupts
     agui_events(
