@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.test_web_ui_graphs import busy_graph
+
 CHROMIUM = "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
     pytest.skip(f"the browser tests need Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
@@ -70,7 +72,7 @@ class Server:
         env.pop("GRAPHTAPE_URL", None)
         code = "import sys; from graphtape.cli.app import main; sys.exit(main())"
         cmd = [sys.executable, "-c", code, "dev", "--url", self.store, "--port", str(self.port)]
-        cmd += ["--no-browser", "--no-reload"]
+        cmd += ["--no-browser", "--no-reload", "--graph", "slow=tests.test_web_ui_graphs:slow"]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(cmd, cwd=ROOT / "examples", env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -403,41 +405,12 @@ def test_debugger_breaks_on_a_call_uses_an_edited_answer_and_steps(page, server,
     assert "not eligible" in json.dumps(final)
 
 
-def _busy_graph(steps: int, calls: int, pause: float) -> Any:
-    """A graph that loops ``steps`` times over a node making ``calls`` effect calls (each ``pause`` s long)."""
-    from typing import TypedDict
-
-    from langgraph.graph import END, START, StateGraph
-
-    import graphtape
-
-    @graphtape.effect(name="tick")
-    def tick(i: int) -> int:
-        if pause:
-            time.sleep(pause)
-        return i
-
-    class Busy(TypedDict):
-        n: int
-
-    def work(state: Busy) -> dict[str, int]:
-        for i in range(calls):
-            tick(i)
-        return {"n": state["n"] + 1}
-
-    g = StateGraph(Busy)
-    g.add_node("work", work)
-    g.add_edge(START, "work")
-    g.add_conditional_edges("work", lambda s: "work" if s["n"] < steps else END, {"work": "work", END: END})
-    return g.compile()
-
-
 def test_a_run_of_10000_events_opens_and_scrolls_within_budget(page, server, recorded, shots):
     import graphtape
 
     tape = graphtape.connect(recorded[0])
     try:
-        rec = tape.record(_busy_graph(4, 2500, 0), name="busy")
+        rec = tape.record(busy_graph(4, 2500, 0), name="busy")
         rec.invoke({"n": 0})
         run_id = rec.last_run_id
         total = len(tape.store.events(run_id))
@@ -477,7 +450,7 @@ def test_a_live_run_followed_across_a_server_restart(page, recorded, tmp_path):
     box: dict[str, Any] = {}
 
     def record() -> None:
-        rec = tape.record(_busy_graph(8, 1, 0.6), name="slow")
+        rec = tape.record(busy_graph(8, 1, 0.6), name="slow")
         rec.invoke({"n": 0})
         box["run_id"] = rec.last_run_id
 
@@ -574,3 +547,49 @@ def test_the_graph_diagram_and_the_dark_theme(page, server, recorded, shots):
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
     page.get_by_role("button", name="Switch to light theme").click()
     expect(page.locator("html")).to_have_attribute("data-theme", "light")
+
+
+def test_cancel_a_running_run(page, server):
+    page.goto(server.base + "/ui/new?graph=slow")
+    page.get_by_label("N", exact=True).fill("0")
+    page.get_by_role("button", name="Start run").click()
+    run_id = _new_run_id(page, "/new")
+    header = page.get_by_role("region", name="Run")
+    expect(header.locator(".status-running").first).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="live")).to_be_visible()
+    # the running node is highlighted on the diagram
+    page.get_by_role("tab", name="Graph").click()
+    expect(page.locator('.react-flow__node[data-id="work"] .gnode')).to_have_class(re.compile("running"))
+    header.get_by_role("button", name="Cancel run").click()
+    run = _wait_run_ended(server, run_id)
+    assert run["status"] == "interrupted", run
+    expect(header.locator(".status-interrupted").first).to_be_visible()
+    expect(header.get_by_role("button", name="Cancel run")).to_have_count(0)
+
+
+def test_keyboard_moves_between_calls_and_every_control_has_a_name(page, server, recorded):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    calls = _get(server.base, f"/graphtape/runs/{run_id}/calls")["calls"]
+    _open_run(page, server, run_id)
+    expect(page.get_by_role("tree", name="Timeline").locator("[data-call-id]").first).to_be_visible()
+    page.locator("body").press("j")
+    page.wait_for_url(f"**call={calls[0]['call_id']}")
+    page.locator("body").press("j")
+    page.wait_for_url(f"**call={calls[1]['call_id']}")
+    page.locator("body").press("k")
+    page.wait_for_url(f"**call={calls[0]['call_id']}")
+    page.locator("body").press("Escape")
+    expect(page.get_by_role("complementary", name="Call detail")).to_have_count(0)
+    page.locator("body").press("s")
+    expect(page.get_by_role("tab", name="State")).to_have_attribute("aria-selected", "true")
+    for tab in ("timeline", "state", "debugger"):
+        page.goto(f"{server.base}/ui/runs/{run_id}?tab={tab}&call={calls[0]['call_id']}")
+        expect(page.get_by_role("complementary", name="Call detail")).to_be_visible()
+        unnamed = page.evaluate(
+            """() => [...document.querySelectorAll('button, select, input, textarea, a[href]')]
+                .filter(el => !(el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.length
+                               || el.getAttribute('title') || el.closest('.react-flow__panel')))
+                .map(el => el.outerHTML.slice(0, 120))"""
+        )
+        assert unnamed == [], unnamed
