@@ -14,6 +14,7 @@ LangGraph regenerates them on every execution.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -137,6 +138,9 @@ class RecordedCall:
     name: str | None
     #: fingerprint of the tool's or effect's code when recorded (None on older tapes)
     code: str | None = None
+    #: the stored response, read with the run's other calls when a replay indexes the tape (see
+    #: ``Matcher.from_store``): decoded only if the call is served
+    response_data: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_event(cls, row: EventRow) -> RecordedCall:
@@ -173,4 +177,6 @@ class RecordedCall:
     def response_env(self, store: TapeStore) -> Any:
         if self.response_ref is None:
             return None
+        if self.response_data is not None:
+            return json.loads(self.response_data)
         return store.get_json(self.response_ref)

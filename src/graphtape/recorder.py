@@ -16,6 +16,7 @@ used as the graphtape run id, so callers can also choose it up front.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 from collections.abc import AsyncIterator, Iterator
@@ -46,10 +47,16 @@ def code_fingerprint(graph: Any) -> str:
         bound = getattr(node, "bound", None)
         fn = getattr(bound, "func", None) or getattr(bound, "afunc", None) or bound
         try:
-            h.update(inspect.getsource(fn).encode())  # type: ignore[arg-type]
+            h.update(_node_source(fn).encode())
         except (TypeError, OSError):
             h.update(type(bound).__qualname__.encode())
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _node_source(fn: Any) -> str:
+    """A node function's source, read once per function (every replay records the graph afresh)."""
+    return inspect.getsource(fn)
 
 
 def replayable_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:

@@ -308,12 +308,15 @@ class Session:
         rec = call.served
         assert rec is not None
         if call.override is not None:
-            value_env, error = call.override, None
+            value_env, error, ref = call.override, None, None
         else:
-            value_env, error = rec.response_env(self.store), rec.error
+            # the recorded response is already on this store: the new call event points at the same
+            # blob instead of serialising and hashing the value again
+            value_env, error, ref = rec.response_env(self.store), rec.error, rec.response_ref
         self._record_call(
             call,
             response_env=value_env,
+            response_ref=ref,
             error=error,
             latency=0.0,
             usage=None,
@@ -365,6 +368,7 @@ class Session:
         *,
         response_env: Any,
         error: dict[str, Any] | None,
+        response_ref: str | None = None,
         latency: float,
         usage: dict[str, Any] | None,
         source: str,
@@ -389,7 +393,7 @@ class Session:
             fingerprint=call.fingerprint,
             request=call.request_ref,
             messages=call.messages_ref,
-            response=self.put_json(response_env) if response_env is not None else None,
+            response=response_ref or (self.put_json(response_env) if response_env is not None else None),
             error=error,
             tokens=tokens_total or None,
             cost=round(cost, 10) or None,

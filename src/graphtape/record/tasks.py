@@ -109,16 +109,15 @@ class TaskRecorder(BaseCallbackHandler):
         session = self.session
         full = self._info.pop(run_id, info)
         watching = session.answerer.watches_tasks
+        writes: Any
         if watching:
             session.answerer.task_ending(full, outputs)
-        session.emit(
-            events.TaskFinished(
-                task=info["task"],
-                duration=round(self._clock() - started, 6),
-                # serialised at flush time, usually on LangGraph's checkpoint thread
-                writes=Lazy(lambda: session.put_json(session.view(outputs))),
-            )
-        )
+            # the check compares by this address first: computed once, for the check and the event
+            writes = full["writes_ref"] = session.put_json(session.view(outputs))
+        else:
+            # serialised at flush time, usually on LangGraph's checkpoint thread
+            writes = Lazy(lambda: session.put_json(session.view(outputs)))
+        session.emit(events.TaskFinished(task=info["task"], duration=round(self._clock() - started, 6), writes=writes))
         if watching:
             session.answerer.task_ended(session, full, outputs)
 

@@ -49,9 +49,16 @@ class Matcher:
 
     @classmethod
     def from_store(cls, store: TapeStore, run_ids: list[str], **kw: Any) -> Matcher:
+        """The recorded calls of ``run_ids``, with their responses read in one query (the tape is
+        indexed once per replay; a served call then costs no store read, and a value is decoded
+        only when its call is served)."""
         calls: list[RecordedCall] = []
         for rid in run_ids:
             calls.extend(RecordedCall.from_event(ev) for ev in store.events(rid, CALL_KINDS))
+        found = store.get_blobs(c.response_ref for c in calls if c.response_ref is not None)
+        for c in calls:
+            if c.response_ref is not None:
+                c.response_data = found.get(c.response_ref)
         return cls(calls, **kw)
 
     def release(self, call_ids: list[str]) -> None:
