@@ -124,14 +124,15 @@ def begin_llm(
     sent = {k: v for k, v in kwargs.items() if k not in _TRACING_ONLY}
     params = sent_form(model._get_invocation_params(stop=stop, **sent))
     params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
-    blobs = [session.message_blob(m) for m in messages]
-    msg_json = [js for js, _ in blobs]
-    hashes = [h for _, h in blobs]
-    head = session.put_messages(hashes)
+    writer = session.writer
+    forms = writer.forms(list(messages))
+    msg_json = [f.js for f in forms]
+    # the chain stores only what the tape lacks (a conversation's history is there from earlier turns)
+    head = session.put_messages([f.h for f in forms], forms)
     name = model_name(model, params)
     request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
     # canonical message keys, not blob addresses: stored blobs keep key order, fingerprints must not
-    keys = [session.message_key(m) for m in messages]
+    keys = [writer.form_key(f) for f in forms]
     return session.begin(
         "llm",
         metadata,

@@ -29,6 +29,68 @@ from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
 FLUSH_INTERVAL = 0.05
 
 
+#: Probe the store for an existing prefix of a message list this long or longer (one indexed read
+#: instead of re-sending a conversation's whole history on every turn).
+PROBE_MIN = 8
+#: How many of the longest prefixes one probe asks about.
+PROBE_WIDTH = 4
+#: Entries kept in the process-wide memos below before they are dropped (and rebuilt as needed).
+MEMO_MAX = 50_000
+
+
+class MessageForm:
+    """A message as the tape stores it: request JSON, stored bytes, blob address, canonical key."""
+
+    __slots__ = ("data", "h", "js", "key")
+
+    def __init__(self, js: dict[str, Any]):
+        self.js = js
+        self.data = serde.stored_json(js)
+        self.h = serde.digest(self.data)
+        self.key: str | None = None
+
+
+#: (message class, message id) -> (a private deep copy of the message, its form). A conversation's
+#: history comes back from the checkpointer as new objects on every turn; an equal message (pydantic
+#: equality: every field) with the same id has the same form, found here instead of serialised again.
+_FORMS: dict[tuple[type, str], tuple[Any, MessageForm]] = {}
+#: (parent chain id, item address) -> chain id: a request repeats its history's chain
+_CHAIN_IDS: dict[tuple[str | None, str], str] = {}
+
+
+def message_form(msg: Any) -> MessageForm:
+    """The stored form of ``msg``, from the process-wide memo when an equal message was seen before."""
+    mid = msg.id
+    if isinstance(mid, str):
+        hit = _FORMS.get((type(msg), mid))
+        if hit is not None and hit[0] == msg:
+            return hit[1]
+    form = MessageForm(serde.message_for_request(msg))
+    if isinstance(mid, str):
+        if len(_FORMS) >= MEMO_MAX:
+            _FORMS.clear()
+        # a copy: the caller may change its message in place later, the memo must keep what was hashed
+        _FORMS[(type(msg), mid)] = (msg.model_copy(deep=True), form)
+    return form
+
+
+def chain_ids(hashes: list[str]) -> list[str]:
+    """The chain node id of every prefix of ``hashes`` (content addressed: parent id + item)."""
+    out: list[str] = []
+    parent: str | None = None
+    memo = _CHAIN_IDS
+    for mh in hashes:
+        cid = memo.get((parent, mh))
+        if cid is None:
+            cid = serde.digest(f"{parent or ''}/{mh}")
+            if len(memo) >= MEMO_MAX:
+                memo.clear()
+            memo[(parent, mh)] = cid
+        out.append(cid)
+        parent = cid
+    return out
+
+
 class Lazy:
     """An event field computed at flush time (off the hot path when LangGraph saves in the background)."""
 
@@ -78,24 +140,49 @@ class TapeWriter:
         """An exactly restorable envelope; messages stored once, by reference."""
         return serde.encode_value(obj, self.put_json)
 
-    def message_blob(self, msg: Any) -> tuple[dict[str, Any], str]:
-        """A message's request JSON and its blob address, computed once per message object in a run.
+    def message_blob(self, msg: Any, *, store: bool = True) -> tuple[dict[str, Any], str]:
+        """A message's request JSON and its blob address, computed once per message in a run.
 
         A run meets the same message objects several times: in every chat
         request that carries the history, and again in the final state. At
         turn 200 of a conversation, turning 400 messages into JSON twice was
         half the cost of recording the turn. The memo holds the message (so
         its ``id()`` is not reused) and the identities of its field values: a
-        field given a new value is seen and the message is read again.
+        field given a new value is seen and the message is read again. A
+        message object this run has not met is looked up by content in the
+        process-wide memo (:func:`message_form`). ``store=False``: only the
+        address (the caller stores it with a chain, see :meth:`put_messages`).
         """
+        form = self._form(msg)
+        if store:
+            self._put_data(form.h, form.data)
+        return form.js, form.h
+
+    def forms(self, messages: list[Any]) -> list[MessageForm]:
+        """The stored form of each message (see :meth:`message_blob`), none of them stored yet."""
+        return [self._form(m) for m in messages]
+
+    def _form(self, msg: Any) -> MessageForm:
         fields = tuple(map(id, msg.__dict__.values()))
         hit = self._messages.get(id(msg))
         if hit is not None and hit[0] is msg and hit[1] == fields:
-            return hit[2], hit[3]
-        js = serde.message_for_request(msg)
-        h = self.put_json(js)
-        self._messages[id(msg)] = [msg, fields, js, h, None]
-        return js, h
+            form: MessageForm = hit[2]
+            return form
+        form = message_form(msg)
+        self._messages[id(msg)] = [msg, fields, form]
+        return form
+
+    def _put_data(self, h: str, data: bytes) -> None:
+        if h not in self._written:
+            with self._lock:
+                self._batch.blobs[h] = data
+
+    @staticmethod
+    def form_key(form: MessageForm) -> str:
+        """The canonical key of a message form (see :meth:`message_key`), computed once."""
+        if form.key is None:
+            form.key = serde.digest(serde.canonical_bytes(form.js))
+        return form.key
 
     def message_key(self, msg: Any) -> str:
         """The digest of a message's *canonical* JSON: what request fingerprints are built from.
@@ -104,11 +191,7 @@ class TapeWriter:
         JSON; fingerprints must not depend on key order (and must stay what
         tapes recorded before blobs kept their order), so they use this key.
         """
-        self.message_blob(msg)
-        entry = self._messages[id(msg)]
-        if entry[4] is None:
-            entry[4] = serde.digest(serde.canonical_bytes(entry[2]))
-        return entry[4]
+        return self.form_key(self._form(msg))
 
     def message_ref(self, msg: Any) -> dict[str, Any]:
         ref: dict[str, Any] = {"$m": self.message_blob(msg)[1]}
@@ -129,8 +212,8 @@ class TapeWriter:
         if isinstance(obj, BaseMessage):
             return self.message_ref(obj)
         if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, BaseMessage) for m in obj):
-            hashes = [self.message_blob(m)[1] for m in obj]
-            return {"$chain": self.put_messages(hashes)}
+            forms = self.forms(list(obj))
+            return {"$chain": self.put_messages([f.h for f in forms], forms)}
         if isinstance(obj, dict):
             return {str(k): self.view(v) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
@@ -139,19 +222,60 @@ class TapeWriter:
             return {k: self.view(getattr(obj, k)) for k in type(obj).model_fields}
         return serde.to_jsonable(obj)
 
-    def put_messages(self, hashes: list[str]) -> str | None:
-        """Store a message list as a chain; returns its head (content addressed)."""
-        parent: str | None = None
+    def put_messages(self, hashes: list[str], forms: list[MessageForm] | None = None) -> str | None:
+        """Store a message list as a chain; returns its head (content addressed).
+
+        With ``forms`` (the forms of the messages ``hashes`` are the addresses
+        of, not stored yet: see :meth:`forms`), only the part of the
+        chain the store lacks is written, with its messages' blobs: a chain
+        node on the tape implies its ancestors and their items are there too
+        (they are written together, and garbage collection keeps a node's
+        ancestors). What this run wrote is known; for a long list the store
+        is asked once about the longest prefixes (a conversation's request
+        is the previous turn's messages plus the new ones).
+        """
+        if not hashes:
+            return None
+        ids = chain_ids(hashes)
+        start = self._known_prefix(ids)
+        if forms is not None:
+            if len(ids) - start >= PROBE_MIN:
+                start = max(start, self._probe(ids, hashes, start))
+            for form in forms[start:]:
+                self._put_data(form.h, form.data)
         new: dict[str, tuple[str | None, str]] = {}
-        for mh in hashes:
-            cid = serde.digest(f"{parent or ''}/{mh}")
+        for i in range(start, len(ids)):
+            cid = ids[i]
             if cid not in self._written:
-                new[cid] = (parent, mh)
-            parent = cid
+                new[cid] = (ids[i - 1] if i else None, hashes[i])
         if new:
             with self._lock:
                 self._batch.chains.update(new)
-        return parent
+        return ids[-1]
+
+    def _known_prefix(self, ids: list[str]) -> int:
+        """How many leading nodes of ``ids`` this run wrote or queued (a node is never stored without its
+        ancestors)."""
+        chains = self._batch.chains
+        for i in range(len(ids) - 1, -1, -1):
+            if ids[i] in self._written or ids[i] in chains:
+                return i + 1
+        return 0
+
+    def _probe(self, ids: list[str], hashes: list[str], start: int) -> int:
+        """How many leading nodes of ``ids`` the store has, asking about the longest prefixes only."""
+        wanted = ids[max(start, len(ids) - PROBE_WIDTH) :]
+        try:
+            found = self.store.get_chain_nodes(wanted)
+        except Exception:  # the probe is an optimisation: writing everything is always correct
+            return start
+        for i in range(len(ids) - 1, len(ids) - 1 - len(wanted), -1):
+            if ids[i] in found:
+                with self._lock:
+                    self._written.update(ids[: i + 1])
+                    self._written.update(hashes[: i + 1])
+                return i + 1
+        return start
 
     # -- rows ------------------------------------------------------------------------------
 
