@@ -1,7 +1,8 @@
 """Durable runs across server processes: two real ``graphtape serve`` processes on one store.
 
 On PostgreSQL and on Redis: a run started on process A is seen, joined and
-cancelled through process B; a stream cut after its first event is resumed
+cancelled through process B (and an assistant made through one is the
+other's); a stream cut after its first event is resumed
 on the other process with ``Last-Event-ID``; and a process killed with
 SIGKILL in the middle of a run has the run finished by the other process
 through graphtape's recovery, the model call it had completed not made again
@@ -175,6 +176,18 @@ def test_a_run_started_on_one_process_is_seen_joined_and_cancelled_from_another(
     finally:
         tape.close()
     assert calls(tmp_path) == ["one x", "two x", "one y"]
+
+    # an assistant made through A is B's too, and a patch through B is A's
+    made = a.client.post("/assistants", json={"graph_id": "durable", "name": "mine", "metadata": {"k": 1}}).json()
+    aid = made["assistant_id"]
+    assert b.client.get(f"/assistants/{aid}").json()["name"] == "mine"
+    patched = b.client.patch(f"/assistants/{aid}", json={"name": "renamed", "metadata": {"j": 2}}).json()
+    assert patched["version"] == 2
+    seen = a.client.get(f"/assistants/{aid}").json()
+    assert seen["name"] == "renamed" and seen["metadata"] == {"k": 1, "j": 2} and seen["version"] == 2
+    assert aid in {x["assistant_id"] for x in a.client.post("/assistants/search", json={}).json()}
+    assert b.client.delete(f"/assistants/{aid}").status_code == 204
+    assert a.client.get(f"/assistants/{aid}").status_code == 404
 
 
 def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeating_calls(

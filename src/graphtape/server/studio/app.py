@@ -34,6 +34,7 @@ from starlette.routing import Match
 import graphtape
 from graphtape.errors import GraphtapeError, ThreadBusy
 from graphtape.server.studio import webui
+from graphtape.server.studio.assistant_rows import StoredAssistants
 from graphtape.server.studio.assistants import Assistants
 from graphtape.server.studio.debug_sessions import DebugSessions
 from graphtape.server.studio.models import ErrorBody, ServerInfo
@@ -85,6 +86,8 @@ class Studio:
         self.heartbeat_seconds = heartbeat_seconds
         self.assistants = Assistants(tape, graphs)
         self.queue = run_queue_for(tape)
+        # assistants made over HTTP live in the store beside the runs: every process sees them
+        self.assistants.custom = StoredAssistants(self.queue, self.assistants)  # type: ignore[assignment]
         # the queue's own connections go with the app (tests make many apps on one store)
         weakref.finalize(self, self.queue.close)
         self.threads = Threads(tape, self.queue)

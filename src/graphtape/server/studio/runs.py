@@ -12,7 +12,7 @@ through the run's publisher (:mod:`graphtape.server.studio.publish`), whose
 
 Viewers (``runs.stream``, ``runs.join_stream``, ``wait``, ``join``) read the
 log and the run's status from the store, through one :class:`RunFeed` per run
-per process: the feed polls the store while someone watches (every
+per process: the feed polls the store while someone watches (every half
 ``poll_seconds``) and is woken at once by appends made in this process, so
 many viewers of one run cost one reader, and a viewer reconnecting with
 ``Last-Event-ID`` to any process gets every later event exactly once.
@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
@@ -111,8 +111,10 @@ class RunFeed:
         try:
             while self.viewers > 0 and not self.done:
                 if not self.refresh():
+                    # twice as often as idle workers: an event appended by another process reaches
+                    # its viewers here within half a poll interval
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), self.runs.poll_seconds)
+                        await asyncio.wait_for(self._changed.wait(), self.runs.poll_seconds / 2)
         finally:
             self._poller = None
             if self.viewers <= 0 or self.done:
@@ -530,19 +532,22 @@ class Runs:
                 if row.kwargs.get(key):
                     kwargs[key] = row.kwargs[key]
             if publisher.uses_events:
-                async for event in recorded.astream_events(run_input, config, version="v2", **kwargs):
-                    await publisher.event(event)
+                events = recorded.astream_events(run_input, config, version="v2", **kwargs)
+                await _relay(events, publisher.event)
             else:
                 subgraphs = publisher.subgraphs()
                 parts = recorded.astream(
                     run_input, config, stream_mode=publisher.graph_modes(), subgraphs=subgraphs, **kwargs
                 )
-                async for item in parts:
+
+                async def part(item: Any) -> None:
                     if subgraphs:
                         namespace, mode, chunk = item
                     else:
                         namespace, (mode, chunk) = (), item
                     await publisher.part(tuple(namespace), mode, chunk)
+
+                await _relay(parts, part)
         # the thread's values once the run has ended (``__interrupt__`` added when it paused)
         snap = await recorded.graph.aget_state({"configurable": {"thread_id": row.thread_id}})
         values = to_wire(snap.values)
@@ -568,6 +573,19 @@ class Runs:
             await self.pool.stop()
         for task in list(self._background):
             task.cancel()
+
+
+async def _relay(items: Any, handle: Callable[[Any], Awaitable[None]]) -> None:
+    """Hand each item of a recorded stream to ``handle``. When the run's lease was lost (another
+    worker took the run over), the stream is stopped with that error, which leaves the graphtape
+    run ``running`` on the tape for the new owner to recover (the recorder's rule for store errors)."""
+    async for item in items:
+        try:
+            await handle(item)
+        except LeaseLost as exc:
+            with contextlib.suppress(LeaseLost, StopAsyncIteration):
+                await items.athrow(exc)
+            raise
 
 
 async def _announce(publisher: Publisher, row: QueuedRun, graphtape_run_id: str) -> None:
