@@ -226,6 +226,33 @@ def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeat
         tape.close()
 
 
+def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path):
+    url = f"sqlite:///{tmp_path}/tape.db"
+    graphtape.connect(url).close()
+    first = Server(url, tmp_path, 1).wait_ready()
+    second = None
+    tape = graphtape.connect(url)
+    try:
+        tid = first.client.post("/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "durable", "input": {"topic": "s"}, "stream_mode": ["values"]}
+        run_id = first.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+        wait_for(lambda: bool(tape.store.events(run_id, ["llm_call"])), "the first call on the tape")
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=10)
+        (tmp_path / "gate-s").touch()
+        second = Server(url, tmp_path, 1).wait_ready()  # the killed one's claim on the file expires
+        events = read_stream(second, tid, run_id)
+        assert [i for i, _, _ in events] == list(range(1, len(events) + 1))
+        assert events[-1][2]["second"] == "answer to two s"
+        assert calls(tmp_path) == ["one s", "two s"]
+        assert second.client.get(f"/threads/{tid}/runs/{run_id}").json()["status"] == "success"
+    finally:
+        tape.close()
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
 def test_a_second_process_on_one_sqlite_store_refuses_to_execute_runs(tmp_path):
     from graphtape.errors import StoreError
     from graphtape.server.studio.workers import SQLITE_WORKERS_LEASE

@@ -12,7 +12,9 @@ fenced).
 
 SQLite serves one process: the pool of a second process on the same SQLite
 file refuses to start (:class:`~graphtape.errors.StoreError` naming the process
-that serves it), through a lease on the tape's store.
+that serves it), through a lease on the tape's store. When that process is
+gone (killed on this machine), a new one waits for its lease to expire and
+then recovers the runs it left.
 
 Rejected: one asyncio task per worker slot, each polling the queue: N claims
 per poll interval where one does; threads: the graphs' async nodes and the
@@ -48,6 +50,20 @@ _PROCESS = f"{socket.gethostname()}:{os.getpid()}"
 _pools_holding: dict[str, int] = {}
 
 
+def _dead_here(owner: str) -> bool:
+    """Whether ``owner`` (``host:pid``) names a process of this host that no longer exists."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, another user's
+        return False
+    return False
+
+
 class WorkerPool:
     """Executes up to ``concurrency`` queued runs at once in this process."""
 
@@ -68,9 +84,9 @@ class WorkerPool:
         """Start claiming runs on the running event loop (a no-op when started, or with no concurrency)."""
         if self.concurrency <= 0 or (self._dispatcher is not None and not self._dispatcher.done()):
             return
-        self._hold_sqlite()
+        held = self._hold_sqlite()
         self._wake = asyncio.Event()
-        self._dispatcher = asyncio.create_task(self._dispatch(), name="graphtape-studio-dispatcher")
+        self._dispatcher = asyncio.create_task(self._dispatch(held), name="graphtape-studio-dispatcher")
 
     def wake(self) -> None:
         """Look at the queue now (this process queued or ended a run)."""
@@ -105,13 +121,16 @@ class WorkerPool:
 
     # -- SQLite: one process -----------------------------------------------------------------
 
-    def _hold_sqlite(self) -> None:
+    def _hold_sqlite(self) -> bool:
+        """Take the SQLite store's one-process lease: True when held (or not needed), False when a
+        dead process of this host still holds it (the dispatcher waits for it to expire)."""
         if not self.runs.queue.single_process or self._guard is not None:
-            return
+            return True
         store = self.runs.tape.store
-        ttl = max(self.runs.lease_seconds, 5.0)
-        if store.acquire_lease(SQLITE_WORKERS_LEASE, _PROCESS, ttl) is None:
+        if store.acquire_lease(SQLITE_WORKERS_LEASE, _PROCESS, max(self.runs.lease_seconds, 5.0)) is None:
             holder = store.lease_holder(SQLITE_WORKERS_LEASE)
+            if holder is not None and _dead_here(holder[0]):
+                return False  # a server of this machine that was killed: its runs are ours to recover
             who = holder[0] if holder is not None else "another process"
             raise StoreError(
                 f"{store.url} is served by {who}: an SQLite store serves runs from one process; "
@@ -119,6 +138,7 @@ class WorkerPool:
             )
         self._guard = _PROCESS
         _pools_holding[store.url] = _pools_holding.get(store.url, 0) + 1
+        return True
 
     def _renew_sqlite(self) -> None:
         if self._guard is not None:
@@ -136,8 +156,12 @@ class WorkerPool:
 
     # -- the loops ---------------------------------------------------------------------------
 
-    async def _dispatch(self) -> None:
+    async def _dispatch(self, held: bool = True) -> None:
         assert self._wake is not None
+        while not held:
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(StoreError):
+                held = self._hold_sqlite()
         loop = asyncio.get_running_loop()
         renewed = loop.time()
         backoff = self.runs.poll_seconds
