@@ -224,3 +224,37 @@ def test_concurrent_claimers_never_take_one_run_twice(tape, backend):
     for t in {r.thread_id for r in runs}:  # each thread's runs in queue order
         order = [r for r, tid in claimed if tid == t]
         assert order == [r.run_id for r in runs if r.thread_id == t]
+
+
+def test_listeners_hear_what_other_processes_do(tape):
+    speaker, listener = run_queue_for(tape), run_queue_for(tape)
+    heard: list[tuple[str, str]] = []
+    stop = listener.listen(lambda what, run_id: heard.append((what, run_id)))
+    try:
+        if stop is None:
+            pytest.skip("this backend has no notices: its users poll")
+        time.sleep(0.3)  # subscribed
+        first, second = new_run("N"), new_run("N")
+        speaker.enqueue(first)
+        speaker.enqueue(second)
+        speaker.claim("w", 30)
+        speaker.append(first.run_id, "w", "values", "{}")
+        speaker.request_cancel([first.run_id, second.run_id])
+        speaker.finish(first.run_id, "w", "interrupted", None)
+        expected = [
+            ("queued", first.run_id),
+            ("queued", second.run_id),
+            ("event", first.run_id),
+            ("cancel", first.run_id),
+            ("ended", second.run_id),
+            ("ended", first.run_id),
+        ]
+        deadline = time.monotonic() + 10
+        while len(heard) < len(expected) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert heard == expected
+    finally:
+        if stop is not None:
+            stop()
+        speaker.close()
+        listener.close()

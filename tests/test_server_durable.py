@@ -253,7 +253,7 @@ def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path):
             second.stop()
 
 
-def test_a_second_process_on_one_sqlite_store_refuses_to_execute_runs(tmp_path):
+async def test_a_second_process_on_one_sqlite_store_refuses_to_execute_runs(tmp_path):
     from graphtape.errors import StoreError
     from graphtape.server.studio.workers import SQLITE_WORKERS_LEASE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
@@ -219,6 +219,13 @@ class RunQueue(abc.ABC):
     @abc.abstractmethod
     def delete_assistant(self, assistant_id: str) -> bool:
         """Remove an assistant; False when there was none."""
+
+    def listen(self, on_notice: Callable[[str, str], None]) -> Callable[[], None] | None:
+        """Call ``on_notice(what, run_id)`` from a background thread when any process queued a run
+        (``queued``), appended an event (``event``), asked to cancel (``cancel``) or ended one
+        (``ended``); returns the function that stops listening, or None when the backend cannot
+        (its users poll; they poll anyway, notices only make them quicker)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Safe to call twice."""

@@ -6,11 +6,18 @@ on them. Enqueues on one thread are serialised by a transaction-scoped
 advisory lock on the thread's id, so "reject if the thread is busy" cannot
 let two runs in at once. The tables are created on first use under an
 advisory lock (concurrent ``CREATE TABLE IF NOT EXISTS`` can collide).
+
+Each change other processes may wait for is also a ``NOTIFY`` on the schema's
+channel (delivered when its transaction commits), which
+:meth:`PostgresRunQueue.listen` hears on a connection of its own: waiting
+workers and viewers wake at once instead of at their next poll.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,6 +68,9 @@ class PostgresRunQueue(SqlRunQueue):
     def __init__(self, conninfo: str, schema: str, url: str, *, max_size: int = 4, connect_timeout: float = 10.0):
         self.url = url
         self.schema = schema
+        self._conninfo = conninfo
+        #: the NOTIFY channel of this schema's queue
+        self.channel = "gt_q_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
         self._statements: dict[str, str] = {}
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout))) as conn:
@@ -116,6 +126,29 @@ class PostgresRunQueue(SqlRunQueue):
 
     def _lock_thread(self, cur: Any, thread_id: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(?))", ("gt_q thread " + thread_id,))
+
+    def _notice(self, cur: Any, what: str, run_id: str) -> None:
+        cur.execute("SELECT pg_notify(?, ?)", (self.channel, f"{what}:{run_id}"))
+
+    def listen(self, on_notice: Callable[[str, str], None]) -> Callable[[], None] | None:
+        """``LISTEN`` on the schema's channel from a thread with a connection of its own."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10) as conn:
+                        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                        while not stop.is_set():
+                            for notice in conn.notifies(timeout=0.5):
+                                what, _, run_id = notice.payload.partition(":")
+                                on_notice(what, run_id)
+                except Exception:  # the server restarts: listen again (the users poll meanwhile)
+                    stop.wait(1.0)
+
+        thread = threading.Thread(target=loop, name=f"graphtape-queue-listen:{self.schema}", daemon=True)
+        thread.start()
+        return stop.set
 
     def close(self) -> None:
         self._pool.close()

@@ -15,6 +15,9 @@ alone. The layout (``P`` the store's prefix):
 ``P q:asst:<id>``          string    an assistant row as JSON; ``P q:assts`` (zset by creation)
 =========================  ========  ================================================
 
+The scripts ``PUBLISH`` a notice on ``P q:notices`` (``queued:<id>``,
+``event:<id>``, ``cancel:<id>``, ``ended:<id>``) for :meth:`RedisRunQueue.listen`.
+
 A claim walks ``q:active`` in order and takes the first run that is the
 oldest active run of its thread and pending or past its lease: O(active
 runs), which is small where a queue is healthy.
@@ -23,8 +26,9 @@ runs), which is small where a queue is healthy.
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis as redis_client
@@ -58,8 +62,10 @@ if strategy == 'interrupt' or strategy == 'rollback' then
     if status == 'pending' then
       redis.call('HSET', key, 'status', 'interrupted', 'result', cancelled, 'updated_at', now)
       redis.call('ZREM', p .. 'q:active', other)
+      redis.call('PUBLISH', p .. 'q:notices', 'ended:' .. other)
     elseif status == 'running' then
       redis.call('HSET', key, 'cancel_requested', '1')
+      redis.call('PUBLISH', p .. 'q:notices', 'cancel:' .. other)
     end
   end
 end
@@ -70,6 +76,7 @@ redis.call('HSET', key, 'pos', pos)
 redis.call('ZADD', p .. 'q:active', pos, rid)
 redis.call('ZADD', p .. 'q:runs', pos, rid)
 redis.call('ZADD', p .. 'q:thread-runs:' .. tid, pos, rid)
+redis.call('PUBLISH', p .. 'q:notices', 'queued:' .. rid)
 return {1, found}
 """
 
@@ -104,6 +111,7 @@ if f[1] ~= ARGV[1] or f[2] ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'updated_at', ARGV[4])
 redis.call('HDEL', KEYS[1], 'lease_expires')
 redis.call('ZREM', KEYS[2], ARGV[5])
+redis.call('PUBLISH', ARGV[6], 'ended:' .. ARGV[5])
 return 1
 """
 
@@ -112,8 +120,10 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'pending' then
   redis.call('HSET', KEYS[1], 'status', 'interrupted', 'result', ARGV[1], 'updated_at', ARGV[2])
   redis.call('ZREM', KEYS[2], ARGV[3])
+  redis.call('PUBLISH', ARGV[4], 'ended:' .. ARGV[3])
 elseif status == 'running' then
   redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+  redis.call('PUBLISH', ARGV[4], 'cancel:' .. ARGV[3])
 end
 return status
 """
@@ -123,6 +133,7 @@ local f = redis.call('HMGET', KEYS[1], 'worker', 'status')
 if f[1] ~= ARGV[1] or f[2] ~= 'running' then return -1 end
 local seq = redis.call('HINCRBY', KEYS[1], 'events', 1)
 redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('PUBLISH', ARGV[3], 'event:' .. ARGV[4])
 return seq
 """
 
@@ -202,6 +213,8 @@ class RedisRunQueue(RunQueue):
     def __init__(self, client: redis_client.Redis, prefix: str, url: str):
         self.url = url
         self.p = prefix + "q:"
+        #: the channel notices are published on (see :meth:`listen`)
+        self.channel = self.p + "notices"
         self._prefix = prefix
         self._r = client
         self._enqueue = client.register_script(_ENQUEUE)
@@ -287,12 +300,13 @@ class RedisRunQueue(RunQueue):
 
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
         keys = [self.p + "run:" + run_id, self.p + "active"]
-        return bool(self._call(self._finish, keys, [worker, status, _json(result), repr(time.time()), run_id]))
+        args = [worker, status, _json(result), repr(time.time()), run_id, self.channel]
+        return bool(self._call(self._finish, keys, args))
 
     def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:
         for rid in run_ids:
             keys = [self.p + "run:" + rid, self.p + "active"]
-            self._call(self._cancel, keys, [_json(cancel_result), repr(time.time()), rid])
+            self._call(self._cancel, keys, [_json(cancel_result), repr(time.time()), rid, self.channel])
         return self._rows(list(run_ids))
 
     def get(self, run_id: str) -> QueuedRun | None:
@@ -334,7 +348,7 @@ class RedisRunQueue(RunQueue):
 
     def append(self, run_id: str, worker: str, event: str, data: str) -> int:
         keys = [self.p + "run:" + run_id, self.p + "ev:" + run_id]
-        seq = int(self._call(self._append, keys, [worker, event + "\n" + data]))
+        seq = int(self._call(self._append, keys, [worker, event + "\n" + data, self.channel, run_id]))
         if seq < 0:
             raise LeaseLost(f"run {run_id} is no longer held by worker {worker}; its events stop here")
         return seq
@@ -448,6 +462,30 @@ class RedisRunQueue(RunQueue):
         pipe.zrem(self.p + "assts", assistant_id)
         removed, _ = self._do(pipe.execute)
         return bool(removed)
+
+    def listen(self, on_notice: Callable[[str, str], None]) -> Callable[[], None] | None:
+        """``SUBSCRIBE`` to the queue's channel from a thread (the scripts ``PUBLISH`` their notices)."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    pubsub = self._r.pubsub(ignore_subscribe_messages=True)
+                    pubsub.subscribe(self.channel)
+                    try:
+                        while not stop.is_set():
+                            message = pubsub.get_message(timeout=0.5)
+                            if message is not None and message.get("type") == "message":
+                                what, _, run_id = (_text(message["data"]) or "").partition(":")
+                                on_notice(what, run_id)
+                    finally:
+                        pubsub.close()
+                except Exception:  # the server restarts: subscribe again (the users poll meanwhile)
+                    stop.wait(1.0)
+
+        thread = threading.Thread(target=loop, name=f"graphtape-queue-listen:{self.p}", daemon=True)
+        thread.start()
+        return stop.set
 
     def close(self) -> None:
         self._r.close()

@@ -138,6 +138,9 @@ class SqlRunQueue(RunQueue):
     def _lock_thread(self, cur: Any, thread_id: str) -> None:
         """Serialise the enqueues of one thread (within the current transaction)."""
 
+    def _notice(self, cur: Any, what: str, run_id: str) -> None:
+        """Tell listeners (:meth:`listen`) once the current transaction commits; a no-op here."""
+
     # -- runs ------------------------------------------------------------------------------
 
     def _active(self, cur: Any, thread_id: str) -> list[QueuedRun]:
@@ -158,8 +161,10 @@ class SqlRunQueue(RunQueue):
                 "UPDATE gt_q_runs SET status='interrupted', result=?, updated_at=? WHERE run_id=? AND status='pending'",
                 (_json(cancel_result), now, run.run_id),
             )
+            self._notice(cur, "ended", run.run_id)
         elif run.status == "running":
             cur.execute("UPDATE gt_q_runs SET cancel_requested=1 WHERE run_id=?", (run.run_id,))
+            self._notice(cur, "cancel", run.run_id)
 
     def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
         def go(cur: Any) -> Enqueued:
@@ -195,6 +200,7 @@ class SqlRunQueue(RunQueue):
                     0,
                 ),
             )
+            self._notice(cur, "queued", run.run_id)
             return Enqueued(run, active)
 
         return self._tx(go)
@@ -243,7 +249,10 @@ class SqlRunQueue(RunQueue):
                 " WHERE run_id=? AND worker=? AND status='running'",
                 (status, _json(result), time.time(), run_id, worker),
             )
-            return bool(cur.rowcount == 1)
+            if cur.rowcount != 1:
+                return False
+            self._notice(cur, "ended", run_id)
+            return True
 
         return self._tx(go)
 
@@ -321,6 +330,7 @@ class SqlRunQueue(RunQueue):
             cur.execute(
                 "INSERT INTO gt_q_events(run_id, seq, event, data) VALUES (?,?,?,?)", (run_id, seq, event, data)
             )
+            self._notice(cur, "event", run_id)
             return seq
 
         return self._tx(go)

@@ -296,7 +296,15 @@ class Runs:
         feed = self.feeds.get(run_id)
         if feed is None:
             feed = self.feeds[run_id] = RunFeed(self, run_id)
+            if self.pool is not None:
+                self.pool.listen()
         return feed
+
+    def noticed(self, run_id: str) -> None:
+        """The store says another process appended to (or ended) the run: its viewers here read now."""
+        feed = self.feeds.get(run_id)
+        if feed is not None:
+            feed._notify()
 
     def _drop_feed(self, feed: RunFeed) -> None:
         if feed.viewers <= 0 and self.feeds.get(feed.run_id) is feed:

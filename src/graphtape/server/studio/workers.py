@@ -2,8 +2,10 @@
 
 One dispatcher task per process claims runs while fewer than ``concurrency``
 execute here; it is woken at once when this process queued a run or ended
-one, and otherwise looks at the queue every ``poll_seconds`` (for runs other
-processes queued, and for runs whose worker died). Each executing run has a
+one, or when the store says another process did (PostgreSQL ``NOTIFY``, Redis
+``PUBLISH``: :meth:`~graphtape.store.runqueue.RunQueue.listen`), and otherwise
+looks at the queue every ``poll_seconds`` (for runs whose worker died, and as a
+fallback). Each executing run has a
 heartbeat task that renews the run's lease (every quarter second, at most a
 third of the lease) and reads the run's cancel flag with the same statement,
 so a cancel made through any process stops the run here within about 250 ms
@@ -28,6 +30,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graphtape.errors import StoreError
@@ -77,16 +80,31 @@ class WorkerPool:
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._guard: str | None = None
+        self._unlisten: Callable[[], None] | None = None
 
     # -- control ---------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start claiming runs on the running event loop (a no-op when started, or with no concurrency)."""
+        self.listen()
         if self.concurrency <= 0 or (self._dispatcher is not None and not self._dispatcher.done()):
             return
         held = self._hold_sqlite()
         self._wake = asyncio.Event()
         self._dispatcher = asyncio.create_task(self._dispatch(held), name="graphtape-studio-dispatcher")
+
+    def listen(self) -> None:
+        """Hear what other processes do to the queue (when the store can tell), for the dispatcher
+        and for this process's viewers; started with the pool, or by the first viewer."""
+        if self._unlisten is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def heard(what: str, run_id: str) -> None:  # in the queue's listening thread
+            with contextlib.suppress(RuntimeError):  # the loop closed
+                loop.call_soon_threadsafe(self._noticed, what, run_id)
+
+        self._unlisten = self.runs.queue.listen(heard) or (lambda: None)
 
     def wake(self) -> None:
         """Look at the queue now (this process queued or ended a run)."""
@@ -100,6 +118,15 @@ class WorkerPool:
         if task is not None:
             task.cancel()
 
+    def _noticed(self, what: str, run_id: str) -> None:
+        """What another process did to the queue (or this one: harmless), heard from the store."""
+        if what in ("queued", "ended") and self._wake is not None:
+            self._wake.set()
+        if what == "ended" or (what == "event" and run_id not in self.executing):  # ours are pushed already
+            self.runs.noticed(run_id)
+        if what == "cancel":
+            self.cancel_local(run_id)
+
     def lost(self, run_id: str) -> bool:
         """Whether this process lost the run's lease (another worker owns it now)."""
         return run_id in self._lost
@@ -111,6 +138,9 @@ class WorkerPool:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._dispatcher
             self._dispatcher = None
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         tasks = list(self.executing.values())
         for task in tasks:
             task.cancel()
