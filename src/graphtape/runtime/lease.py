@@ -55,7 +55,9 @@ class ThreadLease:
         self.token: int | None = None
         self.lost = False
         self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
+        self._beat_lock = threading.Lock()
+        #: when the heartbeat renews it next (monotonic seconds)
+        self.due = 0.0
 
     @property
     def fence(self) -> tuple[str, int] | None:
@@ -81,28 +83,31 @@ class ThreadLease:
             delay = min(delay * 2, 0.5)
 
     def _start_heartbeat(self) -> None:
-        def beat() -> None:
-            interval = max(self.ttl / 3, 0.05)
-            while not self._stop.wait(interval):
-                try:
-                    if self.store.acquire_lease(self.name, self.owner, self.ttl) != self.token:
-                        self.lost = True
-                        return
-                except Exception:  # a store hiccup: try again next beat; fencing still protects writes
-                    continue
+        self._stop.clear()
+        HEARTBEATS.add(self)
 
-        self._heartbeat = threading.Thread(target=beat, name=f"graphtape-lease-{self.thread_id}", daemon=True)
-        self._heartbeat.start()
+    def beat(self) -> None:
+        """Renew the lease (called by the process's heartbeat thread); a lost lease is noted, not raised."""
+        with self._beat_lock:
+            if self._stop.is_set() or self.token is None:
+                return
+            try:
+                if self.store.acquire_lease(self.name, self.owner, self.ttl) != self.token:
+                    self.lost = True
+                    self._stop.set()
+            except Exception:  # a store hiccup: try again next beat; fencing still protects writes
+                pass
 
     def release(self) -> None:
         self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join(timeout=1.0)
-        if self.token is not None:
-            try:
-                self.store.release_lease(self.name, self.owner)
-            finally:
-                self.token = None
+        HEARTBEATS.remove(self)
+        # a renewal in progress finishes first, so it cannot take the lease back after the release
+        with self._beat_lock:
+            if self.token is not None:
+                try:
+                    self.store.release_lease(self.name, self.owner)
+                finally:
+                    self.token = None
 
     def __enter__(self) -> ThreadLease:
         self.acquire()
@@ -110,3 +115,53 @@ class ThreadLease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class Heartbeats:
+    """One thread per process renews every held lease every ``ttl / 3`` seconds.
+
+    A thread per run cost more than the run's own recording on short runs: starting it
+    and joining it at the end each wait for the thread to be scheduled (milliseconds on
+    a busy machine). Runs register their lease here and unregister it on release; the
+    thread starts with the first lease (again after a fork) and idles when none is held.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._leases: dict[int, ThreadLease] = {}
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: ThreadLease) -> None:
+        with self._cond:
+            lease.due = time.monotonic() + max(lease.ttl / 3, 0.05)
+            self._leases[id(lease)] = lease
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="graphtape-leases", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, lease: ThreadLease) -> None:
+        with self._cond:
+            self._leases.pop(id(lease), None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [lease for lease in self._leases.values() if lease.due <= now]
+                for lease in due:
+                    lease.due = now + max(lease.ttl / 3, 0.05)
+                if not due:
+                    nearest = min((lease.due for lease in self._leases.values()), default=now + 60.0)
+                    self._cond.wait(timeout=max(nearest - now, 0.01))
+                    continue
+            for lease in due:
+                lease.beat()
+
+
+#: the process's lease heartbeat
+HEARTBEATS = Heartbeats()
+
+if hasattr(os, "register_at_fork"):
+    # a child has no heartbeat thread, and the parent's may have held the lock at the fork
+    os.register_at_fork(after_in_child=HEARTBEATS.__init__)
