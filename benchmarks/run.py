@@ -668,8 +668,13 @@ def refund_policy(topic: str) -> str:
     return f"policy for {topic}: 30 days"
 
 
-def _agent_brain(call: Any) -> Any:
-    """Two tool calls, one per model turn, then an answer: 3 LLM + 2 tool calls per run."""
+AGENT_SERVER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.providers import ProviderServer
+
+def brain(call):
+    # two tool calls, one per model turn, then an answer: 3 LLM + 2 tool calls per run
     results = sum(1 for m in call.body.get("messages") or [] if m.get("role") == "tool")
     if results == 0:
         return {"tool_calls": [{"name": "order_status", "args": {"order_id": "A-17"}}]}
@@ -677,49 +682,68 @@ def _agent_brain(call: Any) -> Any:
         return {"tool_calls": [{"name": "refund_policy", "args": {"topic": "late delivery"}}]}
     return "Your order A-17 shipped; late deliveries can be refunded within 30 days."
 
+server = ProviderServer().start()
+server.keep_alive = True
+print(server.openai_base_url, flush=True)
+while True:
+    if server.pending < 1000:
+        server.script(*[brain] * 10000)
+    time.sleep(0.5)
+"""
+
+
+@contextlib.contextmanager
+def agent_server() -> Any:
+    """The suite's fake OpenAI server (tests/providers.py) in a process of its own: its work is not timed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AGENT_SERVER, str(ROOT)], stdout=subprocess.PIPE, text=True, cwd=str(ROOT)
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError("the fake OpenAI server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
 
 def bench_agent(tmp: Path, reps: int) -> dict[str, Any]:
     """``create_agent`` (3 LLM + 2 tool calls, 7 checkpoints) on ``ChatOpenAI`` against a local fake server.
 
     Baseline: the agent with ``InMemorySaver``, unrecorded; subject: the same
     agent recorded beside its own ``InMemorySaver`` (the tape on SQLite).
-    The figure is the overhead in ms per run.
+    The figure is the overhead in ms per run. The server runs in its own
+    process, so its work does not compete with the run for the GIL.
     """
-    sys.path.insert(0, str(ROOT))
     from langchain.agents import create_agent
     from langchain_openai import ChatOpenAI
-    from tests.providers import ProviderServer
 
-    server = ProviderServer().start()
-    server.keep_alive = True
-    model = ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
-    tools = [order_status, refund_policy]
-    unrecorded = create_agent(model, tools, checkpointer=InMemorySaver())
-    tape = graphtape.connect(f"sqlite:///{tmp}/tape-agent.db")
-    recorded = tape.record(create_agent(model, tools), name="agent", checkpointer=InMemorySaver())
-    question = {"messages": [HumanMessage("Where is my order A-17, and can I get a refund if it is late?")]}
+    with agent_server() as url:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=url, api_key="sk-bench", max_retries=0)
+        tools = [order_status, refund_policy]
+        unrecorded = create_agent(model, tools, checkpointer=InMemorySaver())
+        tape = graphtape.connect(f"sqlite:///{tmp}/tape-agent.db")
+        recorded = tape.record(create_agent(model, tools), name="agent", checkpointer=InMemorySaver())
+        question = {"messages": [HumanMessage("Where is my order A-17, and can I get a refund if it is late?")]}
 
-    def run(target: Any) -> Callable[[], Any]:
-        def go() -> Any:
-            server.script(_agent_brain, _agent_brain, _agent_brain)
-            return target.invoke(question, new_thread())
+        def run(target: Any) -> Callable[[], Any]:
+            return lambda: target.invoke(question, new_thread())
 
-        return go
+        def check(out: Any) -> None:
+            kinds = [type(m).__name__ for m in out["messages"]]
+            if kinds.count("AIMessage") != 3 or kinds.count("ToolMessage") != 2:
+                raise AssertionError(f"the agent run was not 3 LLM + 2 tool calls: {kinds}")
 
-    def check(out: Any) -> None:
-        kinds = [type(m).__name__ for m in out["messages"]]
-        if kinds.count("AIMessage") != 3 or kinds.count("ToolMessage") != 2:
-            raise AssertionError(f"the agent run was not 3 LLM + 2 tool calls: {kinds}")
-
-    try:
-        samples = interleave(
-            {"unrecorded (InMemorySaver)": run(unrecorded), "recorded": run(recorded)},
-            reps,
-            check={"unrecorded (InMemorySaver)": check, "recorded": check},
-        )
-    finally:
-        tape.close()
-        server.stop()
+        try:
+            samples = interleave(
+                {"unrecorded (InMemorySaver)": run(unrecorded), "recorded": run(recorded)},
+                reps,
+                check={"unrecorded (InMemorySaver)": check, "recorded": check},
+            )
+        finally:
+            tape.close()
     stats = {k: summary(v, 1000.0) for k, v in samples.items()}
     base, subj = "unrecorded (InMemorySaver)", "recorded"
     overhead = stats[subj]["median"] - stats[base]["median"]
