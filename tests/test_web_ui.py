@@ -211,6 +211,23 @@ def test_the_runs_list_shows_the_recorded_runs_and_filters_by_graph(page, server
     page.wait_for_url("**graph=refund_agent")
     expect(rows.locator(f'[data-run-id="{runs["doc_pipeline"]}"]')).to_have_count(0)
     expect(rows.locator(f'[data-run-id="{runs["refund_agent"]}"]')).to_be_visible()
+    # by status: the research assistant's first run paused at its interrupt
+    page.get_by_role("button", name="All graphs").click()
+    page.get_by_label("Filter by status").select_option("interrupted")
+    page.wait_for_url("**status=interrupted")
+    listed = rows.locator("[data-run-id]")
+    expect(listed.first).to_be_visible()
+    api = _get(server.base, "/graphtape/runs?status=interrupted")
+    expect(listed).to_have_count(api["total"])
+    expect(rows.locator(f'[data-run-id="{runs["refund_agent"]}"]')).to_have_count(0)
+    # by time: everything here started within the hour; by text
+    page.get_by_label("Filter by status").select_option("")
+    page.get_by_label("Filter by time").select_option("1h")
+    expect(rows.locator(f'[data-run-id="{runs["refund_agent"]}"]')).to_be_visible()
+    page.get_by_label("Search runs").fill(runs["doc_pipeline"][:8])
+    page.get_by_label("Search runs").press("Enter")
+    expect(listed).to_have_count(1)
+    expect(rows.locator(f'[data-run-id="{runs["doc_pipeline"]}"]')).to_be_visible()
 
 
 def test_open_a_run_and_inspect_a_checkpoint(page, server, recorded, shots):
@@ -310,6 +327,11 @@ def test_fork_with_an_edit_starts_a_new_branch(page, server, recorded):
     page.get_by_role("button", name="Fork from here").click()
     editor = page.get_by_label("Fork state editor")
     expect(editor.locator(".cm-content")).to_contain_text('"decision": "refund"')
+    # values that do not fit the state schema: the server's message names the channel, no run starts
+    _set_editor(page, editor, '{"attempts": "many"}')
+    page.get_by_role("button", name="Start fork").click()
+    expect(page.get_by_label("Fork editor").get_by_role("alert")).to_contain_text("attempts")
+    assert page.url.split("/ui/runs/", 1)[1].startswith(run_id)
     _set_editor(page, editor, '{"decision": "other"}')
     page.get_by_role("button", name="Start fork").click()
     new_id = _new_run_id(page, run_id)
@@ -555,6 +577,8 @@ def test_the_graph_diagram_and_the_dark_theme(page, server, recorded, shots):
     expect(page.locator(".react-flow__edge.edge-plain")).to_have_count(len(shape["edges"]) - len(conditional))
     page.get_by_role("button", name="Switch to dark theme").click()
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    page.get_by_role("button", name="Expand subgraphs").click()
+    expect(page.get_by_text("this graph has no subgraphs")).to_be_visible()
     page.screenshot(path=str(shots / "graph-dark.png"))
     page.reload()  # the choice is kept
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
@@ -606,3 +630,18 @@ def test_keyboard_moves_between_calls_and_every_control_has_a_name(page, server,
                 .map(el => el.outerHTML.slice(0, 120))"""
         )
         assert unnamed == [], unnamed
+
+
+def test_subgraphs_expand_on_the_diagram(page, server, recorded):
+    _, runs = recorded
+    run_id = runs["doc_pipeline"]
+    inner = [n["id"] for n in _get(server.base, "/assistants/doc_pipeline/graph?xray=true")["nodes"] if ":" in n["id"]]
+    assert inner, "the document pipeline has a subgraph"
+    _open_run(page, server, run_id, "?tab=graph")
+    expect(page.locator('.react-flow__node[data-id="analyze"]')).to_be_visible()
+    page.get_by_role("button", name="Expand subgraphs").click()
+    for node in inner:
+        expect(page.locator(f'.react-flow__node[data-id="{node}"] .gnode.sub')).to_be_visible()
+    expect(page.locator('.react-flow__node[data-id="analyze"]')).to_have_count(0)
+    page.get_by_role("button", name="Collapse subgraphs").click()
+    expect(page.locator('.react-flow__node[data-id="analyze"]')).to_be_visible()

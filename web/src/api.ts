@@ -267,13 +267,14 @@ const enc = encodeURIComponent;
 
 export const api = {
   assistants: () => request<Assistant[]>("POST", "/assistants/search", { limit: 100 }),
-  graph: (assistant: string) => request<GraphShape>("GET", `/assistants/${enc(assistant)}/graph?xray=true`),
+  graph: (assistant: string, xray = false) =>
+    request<GraphShape>("GET", `/assistants/${enc(assistant)}/graph?xray=${xray}`),
   schemas: (assistant: string) =>
     request<{ input_schema: Record<string, unknown> | null; state_schema: Record<string, unknown> | null }>(
       "GET",
       `/assistants/${enc(assistant)}/schemas`,
     ),
-  runs: (filter: { graph?: string; status?: string; q?: string; limit?: number; offset?: number }) =>
+  runs: (filter: { graph?: string; status?: string; q?: string; since?: number; limit?: number; offset?: number }) =>
     request<{ runs: RunSummary[]; total: number }>("GET", `/graphtape/runs${q({ limit: 200, ...filter })}`),
   run: (id: string) => request<RunDetail>("GET", `/graphtape/runs/${enc(id)}`),
   timeline: (id: string) => request<Timeline>("GET", `/graphtape/runs/${enc(id)}/timeline`),

@@ -6,6 +6,8 @@ import type { GraphShape } from "./api";
 
 export interface NodeData extends Record<string, unknown> {
   label: string;
+  /** the subgraph node it belongs to (expanded view: ids are "parent:child") */
+  parent: string | null;
   running: boolean;
   breakpoint: boolean;
   terminal: boolean;
@@ -36,17 +38,22 @@ export function layoutGraph(
   const nodes: Node<NodeData>[] = shape.nodes.map((n) => {
     const p = g.node(n.id);
     const terminal = n.id === "__start__" || n.id === "__end__";
+    const cut = n.id.lastIndexOf(":");
+    const parent = cut > 0 ? n.id.slice(0, cut) : null;
+    const root = n.id.split(":")[0];
+    const isRunning = running.has(n.id) || running.has(root);
     return {
       id: n.id,
       position: { x: (p?.x ?? 0) - WIDTH / 2, y: (p?.y ?? 0) - HEIGHT / 2 },
       data: {
-        label: terminal ? n.id.replace(/__/g, "") : n.id,
-        running: running.has(n.id),
+        label: terminal ? n.id.replace(/__/g, "") : n.id.split(":").join(" › "),
+        parent,
+        running: isRunning,
         breakpoint: breakpoints.has(n.id),
         terminal,
       },
       type: "step",
-      ariaLabel: `node ${n.id}${running.has(n.id) ? " (running)" : ""}${breakpoints.has(n.id) ? " (breakpoint)" : ""}`,
+      ariaLabel: `node ${n.id}${isRunning ? " (running)" : ""}${breakpoints.has(n.id) ? " (breakpoint)" : ""}`,
     };
   });
   const edges: Edge[] = shape.edges.map((e, i) => {
@@ -56,7 +63,7 @@ export function layoutGraph(
       source: e.source,
       target: e.target,
       label: e.conditional ? label ?? "" : label,
-      animated: running.has(e.source),
+      animated: running.has(e.source.split(":")[0]),
       className: e.conditional ? "edge-conditional" : "edge-plain",
       style: e.conditional ? { strokeDasharray: "6 4" } : undefined,
     };

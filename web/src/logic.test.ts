@@ -187,6 +187,12 @@ describe("layoutGraph", () => {
     expect(edges[1].label).toBe("call");
     expect(edges[0].className).toBe("edge-plain");
     expect(edgeLabel({ label: "x" })).toBe("x");
+    const sub = layoutGraph(
+      { nodes: [{ id: "analyze:summarize" }, { id: "classify" }], edges: [{ source: "analyze:summarize", target: "classify" }] },
+      new Set(["analyze"]),
+    );
+    expect(sub.nodes[0].data).toMatchObject({ label: "analyze › summarize", parent: "analyze", running: true });
+    expect(sub.nodes[1].data.parent).toBeNull();
   });
 });
 

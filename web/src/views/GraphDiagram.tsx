@@ -1,6 +1,6 @@
 // The diagram of a run's graph (React Flow, laid out by dagre): conditional edges dashed with their labels,
 // the running node highlighted; a click on a node toggles a breakpoint on it (used by the debugger).
-import { useMemo } from "react";
+import { useMemo, useState } from "react";
 import { Background, Controls, Handle, Position, ReactFlow, type Node, type NodeProps } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { api } from "../api";
@@ -11,7 +11,7 @@ import { useTheme } from "../theme";
 function StepNode({ data }: NodeProps<Node<NodeData>>) {
   return (
     <div
-      className={`gnode${data.running ? " running" : ""}${data.breakpoint ? " has-bp" : ""}${data.terminal ? " terminal" : ""}`}
+      className={`gnode${data.parent ? " sub" : ""}${data.running ? " running" : ""}${data.breakpoint ? " has-bp" : ""}${data.terminal ? " terminal" : ""}`}
     >
       <Handle type="target" position={Position.Top} />
       {data.breakpoint && <span className="bp-dot" aria-hidden="true" />}
@@ -34,7 +34,9 @@ export function GraphDiagram({
   breakpoints?: ReadonlySet<string>;
   onToggleBreakpoint?: (node: string) => void;
 }) {
-  const shape = useLoad(() => api.graph(graph), `graph:${graph}`);
+  const [expanded, setExpanded] = useState(false);
+  const shape = useLoad(() => api.graph(graph, expanded), `graph:${graph}:${expanded}`);
+  const hasSubgraphs = (shape.data?.nodes ?? []).some((n) => n.id.includes(":"));
   const { theme } = useTheme();
   const { nodes, edges } = useMemo(
     () => (shape.data ? layoutGraph(shape.data, running, breakpoints) : { nodes: [], edges: [] }),
@@ -43,6 +45,12 @@ export function GraphDiagram({
   return (
     <div className="graph-view" aria-label={`Graph ${graph}`}>
       <ErrorLine error={shape.error} />
+      <div className="graph-tools">
+        <button type="button" aria-pressed={expanded} onClick={() => setExpanded(!expanded)}>
+          {expanded ? "Collapse subgraphs" : "Expand subgraphs"}
+        </button>
+        {expanded && shape.data && !shape.loading && !hasSubgraphs && <span className="muted">this graph has no subgraphs</span>}
+      </div>
       <ReactFlow
         nodes={nodes}
         edges={edges}

@@ -9,14 +9,26 @@ import { runKind, runTree } from "../runTree";
 import { ErrorLine, StatusBadge, useLoad } from "../ui";
 
 const STATUSES = ["", "running", "finished", "failed", "interrupted", "paused"];
+/** the time filter: started within the last ... */
+const PERIODS: Record<string, [string, number]> = {
+  "1h": ["last hour", 3600],
+  "1d": ["last 24 hours", 86400],
+  "7d": ["last 7 days", 7 * 86400],
+};
 
 export function RunsList() {
   const [params, setParams] = useSearchParams();
   const graph = params.get("graph") ?? "";
   const status = params.get("status") ?? "";
   const text = params.get("q") ?? "";
+  const period = params.get("since") ?? "";
+  // whole minutes, so that the list's key stays the same between renders
+  const since = PERIODS[period] ? Math.floor(Date.now() / 60000) * 60 - PERIODS[period][1] : undefined;
   const assistants = useLoad(() => api.assistants(), "assistants");
-  const runs = useLoad(() => api.runs({ graph, status, q: text, limit: 500 }), `${graph}|${status}|${text}`);
+  const runs = useLoad(
+    () => api.runs({ graph, status, q: text, since, limit: 500 }),
+    `${graph}|${status}|${text}|${since ?? ""}`,
+  );
   const rows = useMemo(() => runTree(runs.data?.runs ?? []), [runs.data]);
   const set = (k: string, v: string) => {
     const next = new URLSearchParams(params);
@@ -82,6 +94,17 @@ export function RunsList() {
               {STATUSES.map((s) => (
                 <option key={s} value={s}>
                   {s || "any"}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Started{" "}
+            <select aria-label="Filter by time" value={period} onChange={(e) => set("since", e.target.value)}>
+              <option value="">any time</option>
+              {Object.entries(PERIODS).map(([k, [label]]) => (
+                <option key={k} value={k}>
+                  {label}
                 </option>
               ))}
             </select>
