@@ -174,3 +174,17 @@ def test_the_checker_sees_function_local_cycles():
     }
     assert graph["graphtape.b"] == {"graphtape.a"}  # the TYPE_CHECKING import is not counted
     assert cycles(graph) == [["graphtape.a", "graphtape.b"]]
+
+
+def test_only_the_cli_imports_the_cli():
+    """The CLI is a thin layer over the library: the server, the store, the runtime and the rest never
+    import it (what both need, such as showing a recorded value, lives in the library)."""
+    graph = import_graph()
+    offenders = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        if not name.startswith("graphtape.cli")
+        for target in targets
+        if target.startswith("graphtape.cli")
+    )
+    assert not offenders, "\n".join(offenders)

@@ -26,7 +26,7 @@ from graphtape.cli.base import (
     print_replay_result,
     stdout,
 )
-from graphtape.cli.explain import unused_reasons
+from graphtape.debug.explain import unused_reasons
 
 
 class RunMode(enum.StrEnum):

@@ -21,6 +21,7 @@ from typing import Any
 from rich.text import Text
 
 from graphtape import events, serde
+from graphtape.debug.display import display_value
 
 STATUS_STYLES = {
     "finished": "green",
@@ -106,34 +107,6 @@ def clip(text: str, width: int = 80) -> str:
 # ---------------------------------------------------------------------------
 # payloads
 # ---------------------------------------------------------------------------
-
-_SAFE_ENVELOPES = {"json", "lc", "datetime", "date", "time", "uuid", "decimal", "bytes"}
-
-
-def display_value(env: Any) -> Any:
-    """A recorded value envelope as something printable, without importing user classes."""
-    if not isinstance(env, dict) or "t" not in env:
-        return env
-    t = env.get("t")
-    v: Any = env.get("v")  # its shape depends on ``t``
-    try:
-        if t in _SAFE_ENVELOPES:
-            return serde.decode_value(env)
-        if t in ("list", "tuple"):
-            return [display_value(x) for x in v]
-        if t == "dict":
-            return {k: display_value(x) for k, x in v.items()}
-        if t == "pairs":
-            return {json.dumps(serde.to_jsonable(display_value(k))): display_value(x) for k, x in v}
-        if t == "enum":
-            return display_value(v)
-        if t in ("pydantic", "dataclass"):
-            return v if t == "pydantic" else {k: display_value(x) for k, x in v.items()}
-        if t == "repr":
-            return f"<{env.get('c')}: {v}>"
-    except Exception:  # a damaged or unexpected payload is shown raw
-        return v
-    return v
 
 
 def _message_parts(msg: Any) -> tuple[str, Any, list[dict[str, Any]]] | None:

@@ -27,8 +27,8 @@ from graphtape.cli.render import (
 
 
 def unused_text(result: Any, reasons: dict[str, int] | None) -> Text:
-    """What the unused recorded calls were, one reason per line (see ``cli/explain.py``)."""
-    from graphtape.cli.explain import REASONS
+    """What the unused recorded calls were, one reason per line (see ``debug/explain.py``)."""
+    from graphtape.debug.explain import REASONS
 
     text = Text(f"{result.unused} recorded call(s) not needed by this replay")
     for reason, n in (reasons or {}).items():

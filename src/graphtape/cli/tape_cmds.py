@@ -34,8 +34,8 @@ from graphtape.cli.base import (
     stderr,
     stdout,
 )
-from graphtape.cli.explain import counted_calls, unused_reasons
 from graphtape.cli.new_store import new_store_removed_on_error
+from graphtape.debug.explain import counted_calls, unused_reasons
 from graphtape.errors import GraphtapeError
 from graphtape.store.base import RUN_STATUSES
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from graphtape import events, serde
 from graphtape.calls import RecordedCall
-from graphtape.cli.explain import counted_calls
-from graphtape.cli.render import display_value
 from graphtape.debug.branches import LABEL_KIND
+from graphtape.debug.display import display_value
+from graphtape.debug.explain import counted_calls
 from graphtape.errors import RunNotFound
 from graphtape.store.base import EventRow, RunRecord
 
