@@ -406,6 +406,13 @@ class Runs:
             run_id, thread.thread_id, assistant.assistant_id, assistant.graph_id, kwargs, metadata,
             multitask_strategy=body.multitask_strategy,
         )  # fmt: skip
+        # busy before the run is queued: a worker of another process may end it before this returns
+        # (refused, the thread is busy anyway: another run is active on it)
+        fields: dict[str, Any] = {"status": "busy"}
+        if thread.graph_id is None:
+            fields["graph_id"] = assistant.graph_id
+            fields["metadata"] = {"graph_id": assistant.graph_id, **thread.metadata}
+        self.threads.update(thread, **fields)
         queued = self.queue.enqueue(row, strategy=body.multitask_strategy, cancel_result=CANCELLED_BEFORE_START)
         if queued.run is None:
             busy = queued.active[0].run_id
@@ -417,11 +424,6 @@ class Runs:
         if body.multitask_strategy in ("interrupt", "rollback") and self.pool is not None:
             for other in queued.active:
                 self.pool.cancel_local(other.run_id)
-        fields: dict[str, Any] = {"status": "busy"}
-        if thread.graph_id is None:
-            fields["graph_id"] = assistant.graph_id
-            fields["metadata"] = {"graph_id": assistant.graph_id, **thread.metadata}
-        self.threads.update(thread, **fields)
         run = RunEntry(self, queued.run)
         if self.pool is not None:
             self.pool.wake()
