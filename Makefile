@@ -6,7 +6,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-record test lint bench
+.PHONY: demo demo-record test lint bench web-check
 
 $(BIN)/graphtape: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,3 +37,13 @@ bench: $(BIN)/graphtape
 	$(BIN)/python benchmarks/history.py
 	$(BIN)/python benchmarks/savers.py
 	$(BIN)/python benchmarks/faults.py
+
+# the web UI (source in web/, built assets committed in src/graphtape/ui/): lint, type check, unit tests, and a
+# rebuild from the lock file that must give exactly the committed assets (needs Node.js and npm, not the venv)
+web-check:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run lint && npm test && npm run build
+	@if [ -n "$$(git status --porcelain -- src/graphtape/ui)" ]; then \
+	  git status --short -- src/graphtape/ui; \
+	  echo "the committed web UI build is not what web/ builds: run 'cd web && npm ci && npm run build' and commit src/graphtape/ui"; \
+	  exit 1; \
+	fi
