@@ -356,8 +356,17 @@ def test_answer_an_interrupt_from_a_new_run(page, server):
     assert run["status"] in ("interrupted", "paused"), run
     form = page.get_by_role("region", name="Pending interrupt")
     expect(form).to_contain_text("approve?")
+    # feedback in words: the assistant drafts again and asks again
+    form.get_by_label("Answer as text").fill("Add one number, please.")
+    form.get_by_role("button", name="Send text").click()
+    revised = _new_run_id(page, run_id)
+    assert _wait_run_ended(server, revised)["status"] in ("interrupted", "paused")
+    state = _get(server.base, f"/threads/{run['thread_id']}/state")["values"]
+    assert state["feedback"] == "Add one number, please." and state["revisions"] == 1
+    form = page.get_by_role("region", name="Pending interrupt")
+    expect(form).to_contain_text("approve?")
     form.get_by_role("button", name="Approve").click()
-    resumed = _new_run_id(page, run_id)
+    resumed = _new_run_id(page, revised)
     run2 = _wait_run_ended(server, resumed)
     assert run2["status"] == "finished", run2
     assert run2["thread_id"] == run["thread_id"]
