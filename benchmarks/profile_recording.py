@@ -14,7 +14,10 @@ as shipped (benchmark 1's failing configuration):
   graphtape's entry points are wrapped with timers.
 * **cProfile** of the main thread (``durability="sync"``), graphtape frames.
 
-Then a cProfile of the recorded 200-turn conversation of benchmark 3.
+Then the agent-shaped run of benchmark 4 (``create_agent`` against the local
+fake OpenAI server: wall and main-thread CPU per run, recorded and not, and
+a cProfile of the recorded run) and a cProfile of the recorded 200-turn
+conversation of benchmark 3, with its time per turn over the last turns.
 
 This script patches graphtape internals by name to switch components off;
 a component whose name no longer exists is skipped with a note.
@@ -214,22 +217,77 @@ def cprofile_sync(tmp: Path, runs: int) -> str:
     return _trim(buf.getvalue(), runs * STEPS, "super-step")
 
 
-def cprofile_conversation(tmp: Path, turns: int) -> tuple[str, float]:
+def cprofile_conversation(tmp: Path, turns: int) -> tuple[str, dict[str, float]]:
+    """Benchmark 3's chat-sized conversation, recorded and unrecorded turn by turn: main-thread CPU per turn
+    over the first and last 20 turns (is the recording's work independent of the history?), and a cProfile
+    of the recorded last 20 turns."""
     tape = graphtape.connect(f"sqlite:///{tmp}/prof-conv.db")
-    rec = tape.record(bench.chat_graph(bench.make_model(1)).compile(), checkpointer=InMemorySaver())
+    rec = tape.record(bench.chat_graph(bench.make_model(1, paragraphs=True)).compile(), checkpointer=InMemorySaver())
+    plain = bench.chat_graph(bench.make_model(1, paragraphs=True)).compile(checkpointer=InMemorySaver())
     rng = random.Random(7)
     cfg = {"configurable": {"thread_id": "conversation"}}
+    cpu: dict[str, list[float]] = {"recorded": [], "unrecorded": []}
     prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
     for turn in range(turns):
-        rec.invoke({"messages": [HumanMessage(f"Turn {turn}: {bench.sentence(rng)}")]}, cfg)
+        msg = {"messages": [HumanMessage(f"Turn {turn}: {bench.sentence(rng)}")]}
+        for name, target in (("recorded", rec), ("unrecorded", plain))[:: 1 if turn % 2 else -1]:
+            c0 = time.thread_time()
+            target.invoke(msg, cfg)
+            cpu[name].append(time.thread_time() - c0)
+    # the profile: 20 more recorded turns on another thread with the same history (timings above unprofiled)
+    state = rec.get_state(cfg).values["messages"]
+    other = {"configurable": {"thread_id": "conversation-profiled"}}
+    rec.invoke({"messages": state[:-2]}, other)
+    prof.enable()
+    for turn in range(20):
+        rec.invoke({"messages": [HumanMessage(f"Profiled turn {turn}: {bench.sentence(rng)}")]}, other)
     prof.disable()
-    elapsed = time.perf_counter() - t0
     tape.close()
+    figures = {}
+    for name, xs in cpu.items():
+        figures[f"{name}: first 20 turns, CPU ms/turn"] = statistics.median(xs[:20]) * 1000
+        figures[f"{name}: last 20 turns, CPU ms/turn"] = statistics.median(xs[-20:]) * 1000
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(r"graphtape/|load/dump.py.*dumpd|zlib", 22)
-    return _trim(buf.getvalue(), turns, "turn"), elapsed
+    return _trim(buf.getvalue(), 20, "turn"), figures
+
+
+def agent_overhead(tmp: Path, runs: int) -> tuple[dict[str, float], str]:
+    """Benchmark 4's agent run (``create_agent``, 3 LLM + 2 tool calls): wall and main-thread CPU per run,
+    recorded and unrecorded interleaved, then a cProfile of the recorded run (graphtape frames)."""
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    with bench.agent_server() as url:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=url, api_key="sk-bench", max_retries=0)
+        tools = [bench.order_status, bench.refund_policy]
+        tape = graphtape.connect(f"sqlite:///{tmp}/prof-agent.db")
+        targets = {
+            "unrecorded": create_agent(model, tools, checkpointer=InMemorySaver()),
+            "recorded": tape.record(create_agent(model, tools), name="agent", checkpointer=InMemorySaver()),
+        }
+        question = {"messages": [HumanMessage("Where is my order A-17, and can I get a refund if it is late?")]}
+        samples: dict[str, list[tuple[float, float]]] = {k: [] for k in targets}
+        for k in targets:  # warm up
+            targets[k].invoke(question, bench.new_thread())
+        for rep in range(runs):
+            for k in list(targets) if rep % 2 else list(targets)[::-1]:
+                c0, t0 = time.thread_time(), time.perf_counter()
+                targets[k].invoke(question, bench.new_thread())
+                samples[k].append((time.perf_counter() - t0, time.thread_time() - c0))
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(runs):
+            targets["recorded"].invoke(question, bench.new_thread())
+        prof.disable()
+        tape.close()
+    out = {}
+    for k, xs in samples.items():
+        out[f"{k}: wall ms/run"] = statistics.median(x[0] for x in xs) * 1000
+        out[f"{k}: main-thread CPU ms/run"] = statistics.median(x[1] for x in xs) * 1000
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(r"graphtape/", 25)
+    return out, _trim(buf.getvalue(), runs, "run")
 
 
 def _trim(text: str, per: int, unit: str) -> str:
@@ -280,9 +338,15 @@ def main() -> int:
                 print(f"  {label:52s} {us:8.1f} µs   ({calls:.0f} calls/run)")
         print("\n== cProfile, main thread, durability=sync (graphtape frames and callback dispatch)")
         print(cprofile_sync(tmp, args.reps))
+        print(f"\n== Agent run (benchmark 4: create_agent, 3 LLM + 2 tool calls), {args.reps} interleaved runs")
+        figures, text = agent_overhead(tmp, args.reps)
+        for name, value in figures.items():
+            print(f"  {name:42s} {value:8.2f}")
+        print(text)
         print(f"\n== cProfile, {args.turns}-turn conversation (benchmark 3), recorded")
-        text, elapsed = cprofile_conversation(tmp, args.turns)
-        print(f"  total {elapsed:.2f} s under the profiler")
+        text, figures = cprofile_conversation(tmp, args.turns)
+        for name, value in figures.items():
+            print(f"  {name:42s} {value:8.2f}")
         print(text)
     return 0
 

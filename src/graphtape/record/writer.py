@@ -63,7 +63,8 @@ def message_form(msg: Any) -> MessageForm:
     mid = msg.id
     if isinstance(mid, str):
         hit = _FORMS.get((type(msg), mid))
-        if hit is not None and hit[0] == msg:
+        # the fields compared as a dict (what pydantic's ``==`` compares, in C): once per message and turn
+        if hit is not None and hit[0].__dict__ == msg.__dict__:
             return hit[1]
     form = MessageForm(serde.message_for_request(msg))
     if isinstance(mid, str):
