@@ -131,6 +131,12 @@ class Heartbeats:
         self._leases: dict[int, ThreadLease] = {}
         self._thread: threading.Thread | None = None
 
+    def reset(self) -> None:
+        """Forget every lease and the thread (in a forked child: neither is its own)."""
+        self._cond = threading.Condition()
+        self._leases = {}
+        self._thread = None
+
     def add(self, lease: ThreadLease) -> None:
         with self._cond:
             lease.due = time.monotonic() + max(lease.ttl / 3, 0.05)
@@ -164,4 +170,4 @@ HEARTBEATS = Heartbeats()
 
 if hasattr(os, "register_at_fork"):
     # a child has no heartbeat thread, and the parent's may have held the lock at the fork
-    os.register_at_fork(after_in_child=HEARTBEATS.__init__)
+    os.register_at_fork(after_in_child=HEARTBEATS.reset)
