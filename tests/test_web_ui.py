@@ -371,7 +371,13 @@ def test_answer_an_interrupt_from_a_new_run(page, server):
     assert run2["status"] == "finished", run2
     assert run2["thread_id"] == run["thread_id"]
     expect(page.get_by_role("region", name="Run").locator(".status-finished").first).to_be_visible()
-    assert _get(server.base, f"/threads/{run['thread_id']}/state")["interrupts"] == []
+    final = _get(server.base, f"/threads/{run['thread_id']}/state")
+    assert final["interrupts"] == []
+    # the report streamed token by token: the Messages tab grew it into the final text
+    page.get_by_role("tab", name="Messages").click()
+    chat = page.get_by_label("Streamed messages")
+    report = chat.locator(".bubble").filter(has_text="report")
+    expect(report.locator(".text")).to_have_text(final["values"]["report"])
 
 
 def test_watch_a_live_run_stream(page, server):

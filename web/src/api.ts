@@ -265,6 +265,9 @@ const q = (params: Record<string, string | number | boolean | null | undefined>)
 
 const enc = encodeURIComponent;
 
+/** What runs started here stream: the state after each step, node updates, and model tokens. */
+export const STREAM_MODES = ["values", "updates", "messages-tuple"];
+
 export const api = {
   assistants: () => request<Assistant[]>("POST", "/assistants/search", { limit: 100 }),
   graph: (assistant: string, xray = false) =>

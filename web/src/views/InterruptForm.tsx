@@ -2,7 +2,7 @@
 // tool-call review, else approve, reject, a text answer or raw JSON. The answer resumes the thread as a new
 // run (LangGraph's Command(resume)), which the page then follows.
 import { useState } from "react";
-import { api, type PendingInterrupt, type RunSummary } from "../api";
+import { api, STREAM_MODES, type PendingInterrupt, type RunSummary } from "../api";
 import { pretty } from "../format";
 import { resumeValue, reviewAnswer, reviewOf } from "../interrupts";
 import { ErrorLine, JsonEditor, JsonTree, useLoad } from "../ui";
@@ -32,7 +32,10 @@ export function InterruptForm({
     setError(null);
     try {
       const ids = pending.map((p) => p.id ?? "").filter(Boolean);
-      const res = await api.startRun(run.thread_id, run.graph, { command: { resume: resumeValue(ids, first.id, answer) } });
+      const res = await api.startRun(run.thread_id, run.graph, {
+        command: { resume: resumeValue(ids, first.id, answer) },
+        stream_mode: STREAM_MODES,
+      });
       onStarted(res.run_id);
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));

@@ -16,8 +16,9 @@ import { CallPanel } from "./CallPanel";
 import { EventsList } from "./EventsList";
 import { InterruptForm } from "./InterruptForm";
 import { DebuggerPanel } from "./DebuggerPanel";
+import { LiveMessages } from "./LiveMessages";
 
-const TABS = ["timeline", "graph", "state", "events", "debugger"] as const;
+const TABS = ["timeline", "graph", "state", "messages", "events", "debugger"] as const;
 type Tab = (typeof TABS)[number];
 
 export function RunView() {
@@ -119,7 +120,14 @@ export function RunView() {
         setParam({ call: calls[i < 0 ? 0 : next].call_id });
       } else if (e.key === "Escape") setParam({ call: null });
       else {
-        const tabKey: Record<string, Tab> = { t: "timeline", g: "graph", s: "state", e: "events", d: "debugger" };
+        const tabKey: Record<string, Tab> = {
+          t: "timeline",
+          g: "graph",
+          s: "state",
+          m: "messages",
+          e: "events",
+          d: "debugger",
+        };
         if (tabKey[e.key]) setParam({ tab: tabKey[e.key] });
       }
     };
@@ -272,6 +280,7 @@ export function RunView() {
                 onFork={(id) => navigate(`/ui/runs/${id}`)}
               />
             )}
+            {tab === "messages" && run && <LiveMessages threadId={run.thread_id} runId={run.run_id} />}
             {tab === "events" && <EventsList events={events} />}
             {tab === "debugger" && run && <DebuggerPanel run={run} onOpenRun={(id) => navigate(`/ui/runs/${id}`)} />}
           </div>

@@ -2,7 +2,7 @@
 // new run's view, which follows it live.
 import { useEffect, useMemo, useState } from "react";
 import { useNavigate, useSearchParams } from "react-router-dom";
-import { api } from "../api";
+import { api, STREAM_MODES } from "../api";
 import { fieldsOf, initialTexts, valueOf } from "../schemaForm";
 import { ErrorLine, JsonEditor, useLoad } from "../ui";
 
@@ -32,7 +32,7 @@ export function StartRun() {
     setBusy(true);
     try {
       const thread = await api.createThread();
-      const res = await api.startRun(thread.thread_id, graph, { input });
+      const res = await api.startRun(thread.thread_id, graph, { input, stream_mode: STREAM_MODES });
       navigate(`/ui/runs/${res.run_id}`);
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
