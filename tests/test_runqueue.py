@@ -114,6 +114,17 @@ def test_an_expired_lease_is_claimed_again_and_fences_the_old_worker(queue):
     ]
 
 
+def test_a_released_run_is_claimed_again_at_once(queue):
+    run = new_run("R")
+    queue.enqueue(run)
+    queue.claim("leaving", 30)
+    assert not queue.release(run.run_id, "someone else")
+    assert queue.release(run.run_id, "leaving")
+    again = queue.claim("staying", 30)
+    assert again is not None and again.run_id == run.run_id and again.attempt == 2 and again.status == "running"
+    assert not queue.release(run.run_id, "leaving")
+
+
 def test_cancel_a_pending_run_ends_it_and_a_running_one_is_flagged(queue):
     first, second = new_run("C"), new_run("C")
     queue.enqueue(first)

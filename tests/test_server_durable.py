@@ -226,6 +226,33 @@ def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeat
         tape.close()
 
 
+def test_a_process_stopped_gracefully_hands_its_run_over_at_once(servers, shared_url, tmp_path):
+    a, b = servers(concurrency=2), servers(concurrency=0)  # B executes nothing until A is gone
+    tid = a.client.post("/threads", json={}).json()["thread_id"]
+    body = {"assistant_id": "durable", "input": {"topic": "t"}, "stream_mode": ["values"]}
+    run_id = a.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+    tape = graphtape.connect(shared_url)
+    try:
+        wait_for(lambda: bool(tape.store.events(run_id, ["llm_call"])), "the first call on the tape")
+        c = servers(concurrency=2)
+        a.proc.send_signal(signal.SIGTERM)
+        a.proc.wait(timeout=30)
+        stopped = time.monotonic()
+        (tmp_path / "gate-t").touch()
+        events = read_stream(b, tid, run_id)
+        assert time.monotonic() - stopped < 10  # released: no lease to wait for
+        assert [i for i, _, _ in events] == list(range(1, len(events) + 1))
+        assert events[-1][2]["second"] == "answer to two t"
+        assert calls(tmp_path) == ["one t", "two t"]
+        row = c.client.get(f"/threads/{tid}/runs/{run_id}").json()
+        assert row["status"] == "success"
+        first = tape.store.get_run(run_id)
+        assert first.status == "interrupted" and first.meta["recovered_by"]
+        assert tape.store.get_run(first.meta["recovered_by"]).served_calls == 1
+    finally:
+        tape.close()
+
+
 def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path):
     url = f"sqlite:///{tmp_path}/tape.db"
     graphtape.connect(url).close()

@@ -119,6 +119,8 @@ def serve_cmd(
                 port=port,
                 workers=workers,
                 log_level="warning",
+                # open streams get 5 s to end on SIGTERM; then the runs executing are handed over
+                timeout_graceful_shutdown=5,
             )
         except SystemExit as exc:  # uvicorn exits when it cannot bind
             raise CliError(f"could not serve on {host}:{port} (is the port in use?)") from exc

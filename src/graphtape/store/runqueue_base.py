@@ -140,6 +140,11 @@ class RunQueue(abc.ABC):
         or None when the worker no longer holds it (it expired and another worker claimed it)."""
 
     @abc.abstractmethod
+    def release(self, run_id: str, worker: str) -> bool:
+        """Give a running run up (its lease expires now, its status stays ``running``) so that any
+        worker claims it at once and resumes it; False when ``worker`` did not hold it."""
+
+    @abc.abstractmethod
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
         """End the run with ``status`` and ``result`` if ``worker`` still holds it (else False)."""
 

@@ -105,6 +105,14 @@ redis.call('HSET', KEYS[1], 'lease_expires', ARGV[2])
 return tonumber(f[3] or '0')
 """
 
+_RELEASE = """
+local f = redis.call('HMGET', KEYS[1], 'worker', 'status')
+if f[1] ~= ARGV[1] or f[2] ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'lease_expires', '0')
+redis.call('PUBLISH', ARGV[2], 'queued:' .. ARGV[3])
+return 1
+"""
+
 _FINISH = """
 local f = redis.call('HMGET', KEYS[1], 'worker', 'status')
 if f[1] ~= ARGV[1] or f[2] ~= 'running' then return 0 end
@@ -221,6 +229,7 @@ class RedisRunQueue(RunQueue):
         self._claim = client.register_script(_CLAIM)
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._finish = client.register_script(_FINISH)
+        self._release = client.register_script(_RELEASE)
         self._cancel = client.register_script(_CANCEL)
         self._append = client.register_script(_APPEND)
         self._create_thread = client.register_script(_CREATE_THREAD)
@@ -297,6 +306,10 @@ class RedisRunQueue(RunQueue):
     def heartbeat(self, run_id: str, worker: str, ttl: float) -> bool | None:
         out = self._call(self._heartbeat, [self.p + "run:" + run_id], [worker, repr(time.time() + ttl)])
         return None if int(out) < 0 else bool(int(out))
+
+    def release(self, run_id: str, worker: str) -> bool:
+        keys = [self.p + "run:" + run_id]
+        return bool(self._call(self._release, keys, [worker, self.channel, run_id]))
 
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
         keys = [self.p + "run:" + run_id, self.p + "active"]

@@ -242,6 +242,19 @@ class SqlRunQueue(RunQueue):
 
         return self._tx(go)
 
+    def release(self, run_id: str, worker: str) -> bool:
+        def go(cur: Any) -> bool:
+            cur.execute(
+                "UPDATE gt_q_runs SET lease_expires=0 WHERE run_id=? AND worker=? AND status='running'",
+                (run_id, worker),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._notice(cur, "queued", run_id)
+            return True
+
+        return self._tx(go)
+
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
         def go(cur: Any) -> bool:
             cur.execute(

@@ -578,7 +578,8 @@ class Runs:
             await asyncio.sleep(min(0.2, self.poll_seconds * 2))
 
     async def shutdown(self) -> None:
-        """Stop this process's workers (the server is stopping): their runs end ``interrupted``."""
+        """Stop this process's workers (the server is stopping): the runs they execute are handed
+        over to other processes, or to this server started again (:meth:`WorkerPool.stop`)."""
         if self.pool is not None:
             await self.pool.stop()
         for task in list(self._background):

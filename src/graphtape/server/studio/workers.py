@@ -128,11 +128,13 @@ class WorkerPool:
             self.cancel_local(run_id)
 
     def lost(self, run_id: str) -> bool:
-        """Whether this process lost the run's lease (another worker owns it now)."""
+        """Whether this process lost the run's lease (another worker owns it now) or is handing it over."""
         return run_id in self._lost
 
     async def stop(self) -> None:
-        """Stop claiming, and cancel the runs executing here (they end ``interrupted``)."""
+        """Stop claiming, and hand the runs executing here over: each is stopped where it is (its
+        work so far checkpointed and recorded) and released, so that a worker of another process
+        (or of this server started again) claims it at once and resumes it like a crashed one."""
         if self._dispatcher is not None:
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -141,12 +143,16 @@ class WorkerPool:
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
-        tasks = list(self.executing.values())
-        for task in tasks:
+        handed = dict(self.executing)
+        self._lost.update(handed)  # this process gives them up: their execution stops without ending them
+        for task in handed.values():
             task.cancel()
-        for task in tasks:
+        for task in handed.values():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        for run_id in handed:
+            with contextlib.suppress(Exception):
+                self.runs.queue.release(run_id, self.worker)
         self._release_sqlite()
 
     # -- SQLite: one process -----------------------------------------------------------------
