@@ -7,7 +7,7 @@ on the other process with ``Last-Event-ID``; and a process killed with
 SIGKILL in the middle of a run has the run finished by the other process
 through graphtape's recovery, the model call it had completed not made again
 (the fake model counts its calls in a file), every event in the stream once.
-Leases are 2 s so that takeovers are quick. SQLite serves one process: a
+Leases are 3 s so that takeovers are quick. SQLite serves one process: a
 second process on one SQLite store refuses to execute runs.
 """
 
@@ -31,7 +31,7 @@ import httpx
 import graphtape
 
 ROOT = Path(__file__).resolve().parent.parent
-LEASE = "2"
+LEASE = "3"
 
 
 def free_port() -> int:
