@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
@@ -50,7 +51,9 @@ if TYPE_CHECKING:
     from graphtape.server.studio.assistants import Assistants
     from graphtape.server.studio.workers import WorkerPool
 
-__all__ = ["CANCELLED", "CANCELLED_BEFORE_START", "RunEntry", "RunFeed", "Runs"]
+__all__ = ["CANCELLED", "CANCELLED_BEFORE_START", "RunEntry", "RunFeed", "Runs", "graph_config"]
+
+log = logging.getLogger(__name__)
 
 #: the result of a run cancelled while it ran, and of one cancelled before it began
 CANCELLED = {"__error__": {"error": "Cancelled", "message": "the run was cancelled"}}
@@ -84,7 +87,7 @@ class RunFeed:
     def ended(self, row: QueuedRun) -> None:
         """This process ended the run: its viewers here read the last events and stop."""
         self.row = row
-        self._wake_poller()
+        self._notify()  # the poller reads the end
 
     def refresh(self) -> bool:
         """Read what is new in the store; whether anything changed."""
@@ -104,13 +107,15 @@ class RunFeed:
             return True
         return False
 
-    def _wake_poller(self) -> None:
-        self._notify()
-
     async def _poll(self) -> None:
         try:
             while self.viewers > 0 and not self.done:
-                if not self.refresh():
+                try:
+                    changed = self.refresh()
+                except Exception as exc:  # the store is restarting: the viewers wait, heartbeats go on
+                    log.warning("graphtape studio: reading run %s failed: %s", self.run_id, exc)
+                    changed = False
+                if not changed:
                     # twice as often as idle workers: an event appended by another process reaches
                     # its viewers here within half a poll interval
                     with contextlib.suppress(TimeoutError):
@@ -127,7 +132,7 @@ class RunFeed:
         await asyncio.wait_for(self._changed.wait(), timeout)
 
     @contextlib.contextmanager
-    def watched(self) -> Any:
+    def watched(self) -> Iterator[RunFeed]:
         self.viewers += 1
         if self._poller is None and not self.done:
             self._poller = asyncio.create_task(self._poll())
