@@ -1,9 +1,6 @@
 // Small shared pieces of the views: loading data, error lines, badges, the JSON tree, the JSON editor.
-import { useCallback, useEffect, useState, type ReactNode } from "react";
-import CodeMirror from "@uiw/react-codemirror";
-import { json } from "@codemirror/lang-json";
+import { Suspense, lazy, useCallback, useEffect, useState, type ReactNode } from "react";
 import type { CallSource } from "./api";
-import { useTheme } from "./theme";
 
 export interface Loaded<T> {
   data: T | null;
@@ -145,34 +142,23 @@ export function JsonTree({ value, label = "value" }: { value: unknown; label?: s
   );
 }
 
-/** CodeMirror 6 with JSON highlighting; `readOnly` for raw views. */
-export function JsonEditor({
-  value,
-  onChange,
-  readOnly = false,
-  label,
-  height = "280px",
-}: {
+export interface JsonEditorProps {
   value: string;
   onChange?: (v: string) => void;
   readOnly?: boolean;
   label: string;
   height?: string;
-}) {
-  const { theme } = useTheme();
+}
+
+// CodeMirror is loaded on first use: the runs list and the timeline do not wait for it
+const CodeEditor = lazy(() => import("./editor"));
+
+/** CodeMirror 6 with JSON highlighting; `readOnly` for raw views. */
+export function JsonEditor(props: JsonEditorProps) {
   return (
-    <div className="editor" aria-label={label}>
-      <CodeMirror
-        value={value}
-        height={height}
-        theme={theme}
-        readOnly={readOnly}
-        editable={!readOnly}
-        extensions={[json()]}
-        onChange={onChange}
-        basicSetup={{ foldGutter: true, lineNumbers: true }}
-      />
-    </div>
+    <Suspense fallback={<pre className="editor muted" aria-label={props.label} style={{ minHeight: props.height }}>{props.value}</pre>}>
+      <CodeEditor {...props} />
+    </Suspense>
   );
 }
 

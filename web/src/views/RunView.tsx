@@ -1,7 +1,7 @@
 // One run: its header and actions, and tabs for the timeline, graph, state (with fork and diff), events and
 // the debugger; the selected call's detail beside them. The run follows its tape stream while it executes.
 // The URL holds the tab, the checkpoint and the call: /ui/runs/<id>?tab=state&checkpoint=<id>&call=<id>.
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { Suspense, lazy, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { Link, useNavigate, useParams, useSearchParams } from "react-router-dom";
 import { api, type TapeEvent } from "../api";
 import { count, money, seconds, shortId, when } from "../format";
@@ -10,13 +10,17 @@ import { runKind } from "../runTree";
 import { callsOf } from "../waterfall";
 import { ErrorLine, StatusBadge, useLoad } from "../ui";
 import { TimelineView } from "./TimelineView";
-import { GraphDiagram } from "./GraphDiagram";
-import { StatePanel } from "./StatePanel";
+
 import { CallPanel } from "./CallPanel";
 import { EventsList } from "./EventsList";
 import { InterruptForm } from "./InterruptForm";
-import { DebuggerPanel } from "./DebuggerPanel";
+
 import { LiveMessages } from "./LiveMessages";
+
+// the diagram (React Flow), the state tab (jsondiffpatch) and the debugger load when first opened
+const GraphDiagram = lazy(() => import("./GraphDiagram").then((m) => ({ default: m.GraphDiagram })));
+const StatePanel = lazy(() => import("./StatePanel").then((m) => ({ default: m.StatePanel })));
+const DebuggerPanel = lazy(() => import("./DebuggerPanel").then((m) => ({ default: m.DebuggerPanel })));
 
 const TABS = ["timeline", "graph", "state", "messages", "events", "debugger"] as const;
 type Tab = (typeof TABS)[number];
@@ -260,6 +264,7 @@ export function RunView() {
             ))}
           </div>
           <div role="tabpanel" aria-label={tab} className="tab-panel">
+            <Suspense fallback={<p className="muted">loading…</p>}>
             {tab === "timeline" && (
               <TimelineView
                 timeline={timeline.data}
@@ -283,6 +288,7 @@ export function RunView() {
             {tab === "messages" && run && <LiveMessages threadId={run.thread_id} runId={run.run_id} />}
             {tab === "events" && <EventsList events={events} />}
             {tab === "debugger" && run && <DebuggerPanel run={run} onOpenRun={(id) => navigate(`/ui/runs/${id}`)} />}
+            </Suspense>
           </div>
         </div>
         {callId && run && (
