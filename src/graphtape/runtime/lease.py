@@ -130,12 +130,18 @@ class Heartbeats:
         self._cond = threading.Condition()
         self._leases: dict[int, ThreadLease] = {}
         self._thread: threading.Thread | None = None
+        #: when the sleeping thread wakes up next (monotonic seconds)
+        self._wake_at = 0.0
+
+    #: the longest the thread sleeps: a lease with a ttl of 3 s or more added meanwhile needs no wake-up
+    IDLE = 1.0
 
     def reset(self) -> None:
         """Forget every lease and the thread (in a forked child: neither is its own)."""
         self._cond = threading.Condition()
         self._leases = {}
         self._thread = None
+        self._wake_at = 0.0
 
     def add(self, lease: ThreadLease) -> None:
         with self._cond:
@@ -144,7 +150,10 @@ class Heartbeats:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="graphtape-leases", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif lease.due < self._wake_at:
+                # woken only when it would sleep past this lease's renewal: a wake-up costs the
+                # running graph a switch of the interpreter lock
+                self._cond.notify()
 
     def remove(self, lease: ThreadLease) -> None:
         with self._cond:
@@ -158,8 +167,9 @@ class Heartbeats:
                 for lease in due:
                     lease.due = now + max(lease.ttl / 3, 0.05)
                 if not due:
-                    nearest = min((lease.due for lease in self._leases.values()), default=now + 60.0)
-                    self._cond.wait(timeout=max(nearest - now, 0.01))
+                    nearest = min((lease.due for lease in self._leases.values()), default=now + self.IDLE)
+                    self._wake_at = min(nearest, now + self.IDLE)
+                    self._cond.wait(timeout=max(self._wake_at - now, 0.01))
                     continue
             for lease in due:
                 lease.beat()
