@@ -13,8 +13,9 @@ so a cancel made through any process stops the run here within about 250 ms
 fenced).
 
 SQLite serves one process: the pool of a second process on the same SQLite
-file refuses to start (:class:`~graphtape.errors.StoreError` naming the process
-that serves it), through a lease on the tape's store. When that process is
+file does not start (it logs why, naming the process that serves the store,
+and leaves its runs to that one: the process still serves the API), through a
+lease on the tape's store. When that process is
 gone (killed on this machine), a new one waits for its lease to expire and
 then recovers the runs it left.
 
@@ -81,15 +82,22 @@ class WorkerPool:
         self._dispatcher: asyncio.Task[None] | None = None
         self._guard: str | None = None
         self._unlisten: Callable[[], None] | None = None
+        #: why this process executes no runs (another process serves the SQLite store), if it does not
+        self.refused: str | None = None
 
     # -- control ---------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start claiming runs on the running event loop (a no-op when started, or with no concurrency)."""
         self.listen()
-        if self.concurrency <= 0 or (self._dispatcher is not None and not self._dispatcher.done()):
+        if self.concurrency <= 0 or self.refused or (self._dispatcher is not None and not self._dispatcher.done()):
             return
-        held = self._hold_sqlite()
+        try:
+            held = self._hold_sqlite()
+        except StoreError as exc:
+            self.refused = f"{exc}; this process serves the API and leaves the runs to that one"
+            log.warning("graphtape studio: %s", self.refused)
+            return
         self._wake = asyncio.Event()
         self._dispatcher = asyncio.create_task(self._dispatch(held), name="graphtape-studio-dispatcher")
 
