@@ -598,7 +598,7 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
             "target": 3.0 if realistic else None,
         },
         {
-            "benchmark": "3. (ctx) file after VACUUM",
+            "benchmark": "3. file after VACUUM",
             "unit": "bytes",
             "baseline_name": "distinct msg bytes",
             "baseline": distinct,
@@ -608,7 +608,7 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
             "target": 3.0 if realistic else None,
         },
         {
-            "benchmark": "3. (ctx) time per turn",
+            "benchmark": "3. time per turn",
             "unit": "ms/turn",
             "baseline_name": "unrecorded",
             "baseline": statistics.median(live_times) * 1000,
