@@ -56,6 +56,33 @@ class TaskRecorder(BaseCallbackHandler):
         # strict replay stops here at the first task whose writes differ.
         return self.session.answerer.watches_tasks
 
+    # Only chain events are wanted. Without these, every chat model call was dispatched to this
+    # handler too, and langchain, finding no ``on_chat_model_start``, turned the whole request into
+    # a string for ``on_llm_start``: work that grew with the conversation, on every call.
+    @property
+    def ignore_llm(self) -> bool:
+        return True
+
+    @property
+    def ignore_chat_model(self) -> bool:
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        return True
+
+    @property
+    def ignore_retry(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
+
     def __init__(self, session: Session):
         self.session = session
         answerer = session.answerer
