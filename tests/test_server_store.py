@@ -255,3 +255,20 @@ async def test_explicit_null_ttl_and_store_default(client):
     assert r.status_code == 204
     got = await client.get("/store/items", params={"namespace": "t", "key": "k2", "refresh_ttl": "false"})
     assert got.json()["key"] == "k2"
+
+
+async def test_a_served_graph_without_a_store_gets_the_apis_store_opened_on_first_use(tape):
+    app = create_app(tape, {"memory": memory_graph()})  # compiled without a store
+    async with app.router.lifespan_context(app):
+        assert app.state.studio.kv is None  # nothing opened for graphs that never use it
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
+            put = {"namespace": ["users", "bo"], "key": "total", "value": {"total": 2}}
+            assert (await c.put("/store/items", json=put)).status_code == 204
+            thread = (await c.post("/threads", json={})).json()["thread_id"]
+            body = {"assistant_id": "memory", "input": {"user": "bo", "n": 3}}
+            out = await c.post(f"/threads/{thread}/runs/wait", json=body)
+            assert out.json()["n"] == 5, out.text
+            got = await c.get("/store/items", params={"namespace": "users.bo", "key": "total"})
+            assert got.json()["value"] == {"total": 5}
+    assert app.state.studio.kv is None  # closed with the app

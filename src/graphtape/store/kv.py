@@ -20,15 +20,16 @@ Example::
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from langgraph.store.base import BaseStore, TTLConfig
+from langgraph.store.base import BaseStore, Op, Result, TTLConfig
 
 from graphtape.errors import StoreError
 from graphtape.store.base import TapeStore
 from graphtape.store.kv_base import InvalidStoreOp, KVStore
 
-__all__ = ["InvalidStoreOp", "KVStore", "attach_store", "kv_store_for"]
+__all__ = ["InvalidStoreOp", "KVStore", "LazyStore", "attach_store", "kv_store_for"]
 
 
 def kv_store_for(url: str | TapeStore | None = None, *, ttl: TTLConfig | None = None) -> KVStore:
@@ -102,3 +103,21 @@ def attach_store(graph: Any, store: BaseStore) -> Any:
     if getattr(graph, "store", None) is not None:
         return graph
     return graph.copy(update={"store": store})
+
+
+class LazyStore(BaseStore):
+    """A LangGraph store opened the first time a node uses it.
+
+    A server gives its store to every graph it serves, most of which never
+    touch it: opening it on first use keeps the connections (and, on SQLite,
+    the tables) of a store nobody uses from being made at all.
+    """
+
+    def __init__(self, open_store: Callable[[], BaseStore]):
+        self._open_store = open_store
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self._open_store().batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await self._open_store().abatch(ops)

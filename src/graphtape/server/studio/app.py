@@ -43,12 +43,14 @@ from graphtape.server.studio.routes_agui import router as agui_router
 from graphtape.server.studio.routes_assistants import router as assistants_router
 from graphtape.server.studio.routes_runs import router as runs_router
 from graphtape.server.studio.routes_store import router as store_router
+from graphtape.server.studio.routes_store import studio_kv
 from graphtape.server.studio.routes_tape import router as tape_router
 from graphtape.server.studio.routes_threads import router as threads_router
 from graphtape.server.studio.runs import Runs
 from graphtape.server.studio.tape_actions import Actions
 from graphtape.server.studio.threads import Threads
 from graphtape.server.studio.workers import DEFAULT_CONCURRENCY, WorkerPool
+from graphtape.store.kv import LazyStore
 from graphtape.store.runqueue import run_queue_for
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Studio", "create_app"]
@@ -84,7 +86,9 @@ class Studio:
         self.tape = tape
         #: seconds without an event after which a stream sends an SSE comment line
         self.heartbeat_seconds = heartbeat_seconds
-        self.assistants = Assistants(tape, graphs)
+        # the graphs' LangGraph store is the one /store serves, opened when first used
+        self.kv: Any = None
+        self.assistants = Assistants(tape, graphs, store=LazyStore(lambda: studio_kv(self)))
         self.queue = run_queue_for(tape)
         # assistants made over HTTP live in the store beside the runs: every process sees them
         self.assistants.custom = StoredAssistants(self.queue, self.assistants)  # type: ignore[assignment]

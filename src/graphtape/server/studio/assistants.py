@@ -94,10 +94,13 @@ class AssistantEntry:
 class Assistants:
     """The served graphs' assistants and the ones made over HTTP, found by id (or graph name)."""
 
-    def __init__(self, tape: Any, graphs: dict[str, Any]):
+    def __init__(self, tape: Any, graphs: dict[str, Any], store: Any = None):
         self.tape = tape
+        #: the LangGraph store given to every served graph compiled without one of its own (``/store``'s)
+        self.store = store
         self.entries: dict[str, AssistantEntry] = {}
         for name, graph in graphs.items():
+            graph = self._with_store(graph)
             self.entries[name] = AssistantEntry(name, graph, tape.record(graph, name=name))
         self.custom: dict[str, AssistantEntry] = {}
 
@@ -134,6 +137,7 @@ class Assistants:
             for e in self._on(graph_id):
                 e.load_error = error
             return entry
+        graph = self._with_store(graph)
         recorded = self.tape.record(graph, name=graph_id)
         if entry is None:
             entry = self.entries[graph_id] = AssistantEntry(graph_id, graph, recorded)
@@ -143,6 +147,13 @@ class Assistants:
             # once, when it starts
             e.graph, e.recorded, e._schemas, e.load_error = graph, recorded, None, None
         return entry
+
+    def _with_store(self, graph: Any) -> Any:
+        if self.store is None:
+            return graph
+        from graphtape.store.kv import attach_store
+
+        return attach_store(graph, self.store)
 
     def _on(self, graph_id: str) -> list[AssistantEntry]:
         return [e for e in self.all() if e.graph_id == graph_id]

@@ -602,6 +602,13 @@ async def _relay(items: Any, handle: Callable[[Any], Awaitable[None]]) -> None:
             with contextlib.suppress(LeaseLost, StopAsyncIteration):
                 await items.athrow(exc)
             raise
+        except asyncio.CancelledError:
+            # cancelled while the publisher was busy (not inside the graph's own await): stop the
+            # stream with the cancellation itself, so the tape records the run ``interrupted``
+            # (stopped from outside) rather than a stream its consumer closed before the end
+            with contextlib.suppress(BaseException):
+                await items.athrow(asyncio.CancelledError())
+            raise
 
 
 async def _announce(publisher: Publisher, row: QueuedRun, graphtape_run_id: str) -> None:
