@@ -37,6 +37,8 @@ bench: $(BIN)/graphtape
 	$(BIN)/python benchmarks/history.py
 	$(BIN)/python benchmarks/savers.py
 	$(BIN)/python benchmarks/faults.py
+	$(BIN)/python benchmarks/server.py
+	$(BIN)/python benchmarks/server_queue.py
 
 # the web UI (source in web/, built assets committed in src/graphtape/ui/): lint, type check, unit tests, and a
 # rebuild from the lock file that must give exactly the committed assets (needs Node.js and npm, not the venv)

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ["benchmarks/history.py", "--checkpoints", "200", "--reps", "2"],
         ["benchmarks/faults.py", "--trials", "1", "--backends", "sqlite"],
         ["benchmarks/server.py", "--quick", "--viewers", "5"],
+        ["benchmarks/server_queue.py", "--quick"],
     ],
 )
 def test_benchmark_runs(args, tmp_path):
