@@ -129,6 +129,9 @@ def test_paused_threads_follow_older_than_unless_kept_longer(tape, tmp_path):
     dry = archive(tape, older_than=5 * DAY, to=dest, keep_interrupted_for=30 * DAY, dry_run=True)
     assert sorted(t.thread_id for t in dry.threads) == ["paused-40d", "stopped-10d"]
     assert dict(dry.skipped)["paused-10d"].startswith("paused at an interrupt 10d ago, less than the 30d")
+    # the Python API takes the same rule
+    dry = tape.archive(older_than=5 * DAY, to=dest, keep_interrupted_for=30 * DAY, dry_run=True)
+    assert sorted(t.thread_id for t in dry.threads) == ["paused-40d", "stopped-10d"]
     result = archive(tape, older_than=5 * DAY, to=dest, keep_interrupted_for=30 * DAY)
     assert sorted(t.thread_id for t in result.threads) == ["paused-40d", "stopped-10d"]
     assert tape.store.list_runs(thread_id="paused-10d")

@@ -549,16 +549,25 @@ class Tape:
         status: str | list[str] | None = None,
         dry_run: bool = False,
         expire_after: float | None = None,
+        keep_interrupted_for: float | None = None,
     ):
         """Move threads quiet for more than ``older_than`` seconds to compressed files in ``to``
         (a directory or an fsspec URL), verified before they leave the store; see
         :mod:`graphtape.runtime.archive`. ``status`` limits it to threads whose runs all have it;
-        ``expire_after`` (seconds) deletes the archives this store made longer ago than that."""
+        ``expire_after`` (seconds) deletes the archives this store made longer ago than that;
+        ``keep_interrupted_for`` (seconds) keeps a thread waiting at an interrupt that long, however
+        old it is."""
         from graphtape.runtime.archive import archive
 
         statuses = [status] if isinstance(status, str) else status
         return archive(
-            self, older_than=older_than, to=to, statuses=statuses, dry_run=dry_run, expire_after=expire_after
+            self,
+            older_than=older_than,
+            to=to,
+            statuses=statuses,
+            dry_run=dry_run,
+            expire_after=expire_after,
+            keep_interrupted_for=keep_interrupted_for,
         )
 
     def restore(self, thread_or_file: str, *, from_: str | Path | None = None):
