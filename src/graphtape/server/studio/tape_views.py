@@ -218,7 +218,13 @@ def _pending_interrupts(typed: list[tuple[EventRow, Any]]) -> list[dict[str, Any
 def run_detail(tape: Tape, run_id: str) -> dict[str, Any]:
     """A run with its input, output, children, savings, pending interrupts and divergence."""
     run = tape.run(run_id)
-    rows = tape.store.events(run.run_id)
+    # only the kinds this view reads: a long run has thousands of task and call events it does not need
+    kinds = [events.RunStarted.KIND, events.Resume.KIND, events.RunFinished.KIND, events.Divergence.KIND]
+    if run.status == "interrupted":
+        kinds += [events.Interrupt.KIND, events.TaskStarted.KIND, events.TaskInterrupted.KIND]
+    if run.mode not in ("record", "recover"):
+        kinds += list(events.CALL_EVENT_KINDS)
+    rows = tape.store.events(run.run_id, kinds)
     typed = [(row, events.parse(row)) for row in rows]
     input_value: Any = None
     output: Any = None
