@@ -7,19 +7,27 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from graphtape.errors import LeaseLost
 
 __all__ = [
     "ACTIVE",
     "ENDED",
     "RUN_STATUSES",
+    "THREAD_FIELDS",
     "AssistantRow",
     "Enqueued",
     "QueuedRun",
     "RunEvent",
     "RunQueue",
     "ThreadRow",
+    "check_thread_fields",
+    "json_text",
+    "lease_lost",
+    "reset_to_pending",
 ]
 
 #: the statuses of a queued run
@@ -28,6 +36,27 @@ RUN_STATUSES = ("pending", "running", "success", "error", "interrupted", "timeou
 ACTIVE = ("pending", "running")
 #: a run that has ended
 ENDED = ("success", "error", "interrupted", "timeout")
+
+
+#: the fields of a thread row that :meth:`RunQueue.update_thread` may change
+THREAD_FIELDS = frozenset({"status", "graph_id", "metadata", "deleted"})
+
+
+def json_text(value: Any) -> str:
+    """A JSON value as every backend stores it: compact, non-ASCII kept as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def check_thread_fields(fields: Mapping[str, Any]) -> None:
+    """Refuse (``TypeError``) the fields :meth:`RunQueue.update_thread` cannot change."""
+    unknown = set(fields) - THREAD_FIELDS
+    if unknown:
+        raise TypeError(f"update_thread() cannot change {sorted(unknown)}")
+
+
+def lease_lost(run_id: str, worker: str) -> LeaseLost:
+    """The error :meth:`RunQueue.append` raises when ``worker`` no longer holds the run."""
+    return LeaseLost(f"run {run_id} is no longer held by worker {worker}; its events stop here")
 
 
 @dataclasses.dataclass
@@ -58,6 +87,13 @@ class QueuedRun:
     @property
     def done(self) -> bool:
         return self.status in ENDED
+
+
+def reset_to_pending(run: QueuedRun, now: float) -> None:
+    """Make ``run`` the row :meth:`RunQueue.enqueue` stores at ``now``: pending, never claimed, no events."""
+    run.status, run.attempt, run.events, run.worker, run.lease_expires = "pending", 0, 0, None, None
+    run.created_at = run.created_at or now
+    run.updated_at = now
 
 
 @dataclasses.dataclass(frozen=True)

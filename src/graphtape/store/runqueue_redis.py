@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_client
 
-from graphtape.errors import LeaseLost, StoreError
+from graphtape.errors import StoreError
 from graphtape.store.runqueue_base import (
     AssistantRow,
     Enqueued,
@@ -41,6 +41,10 @@ from graphtape.store.runqueue_base import (
     RunEvent,
     RunQueue,
     ThreadRow,
+    check_thread_fields,
+    json_text,
+    lease_lost,
+    reset_to_pending,
 )
 
 if TYPE_CHECKING:
@@ -154,10 +158,6 @@ return 1
 """
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def _text(value: Any) -> str | None:
     return None if value is None else value.decode() if isinstance(value, bytes) else str(value)
 
@@ -191,8 +191,8 @@ def _run(fields: dict[Any, Any]) -> QueuedRun | None:
 def _thread_fields(row: ThreadRow) -> dict[str, str]:
     return {
         "thread_id": row.thread_id,
-        "graph_id": _json(row.graph_id),
-        "metadata": _json(row.metadata),
+        "graph_id": json_text(row.graph_id),
+        "metadata": json_text(row.metadata),
         "status": row.status,
         "created_at": repr(row.created_at),
         "updated_at": repr(row.updated_at),
@@ -269,16 +269,14 @@ class RedisRunQueue(RunQueue):
 
     def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
         now = time.time()
-        run.status, run.attempt, run.events, run.worker, run.lease_expires = "pending", 0, 0, None, None
-        run.created_at = run.created_at or now
-        run.updated_at = now
+        reset_to_pending(run, now)
         fields = {
             "run_id": run.run_id,
             "thread_id": run.thread_id,
             "assistant_id": run.assistant_id,
             "graph_id": run.graph_id,
-            "kwargs": _json(run.kwargs),
-            "metadata": _json(run.metadata),
+            "kwargs": json_text(run.kwargs),
+            "metadata": json_text(run.metadata),
             "multitask_strategy": run.multitask_strategy,
             "status": "pending",
             "created_at": repr(run.created_at),
@@ -288,8 +286,8 @@ class RedisRunQueue(RunQueue):
             "events": "0",
         }
         if run.result is not None:
-            fields["result"] = _json(run.result)
-        args: list[Any] = [self._prefix, run.run_id, run.thread_id, strategy, repr(now), _json(cancel_result)]
+            fields["result"] = json_text(run.result)
+        args: list[Any] = [self._prefix, run.run_id, run.thread_id, strategy, repr(now), json_text(cancel_result)]
         for name, value in fields.items():
             args += [name, value]
         done, found = self._call(self._enqueue, [], args)
@@ -313,13 +311,13 @@ class RedisRunQueue(RunQueue):
 
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
         keys = [self.p + "run:" + run_id, self.p + "active"]
-        args = [worker, status, _json(result), repr(time.time()), run_id, self.channel]
+        args = [worker, status, json_text(result), repr(time.time()), run_id, self.channel]
         return bool(self._call(self._finish, keys, args))
 
     def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:
         for rid in run_ids:
             keys = [self.p + "run:" + rid, self.p + "active"]
-            self._call(self._cancel, keys, [_json(cancel_result), repr(time.time()), rid, self.channel])
+            self._call(self._cancel, keys, [json_text(cancel_result), repr(time.time()), rid, self.channel])
         return self._rows(list(run_ids))
 
     def get(self, run_id: str) -> QueuedRun | None:
@@ -363,7 +361,7 @@ class RedisRunQueue(RunQueue):
         keys = [self.p + "run:" + run_id, self.p + "ev:" + run_id]
         seq = int(self._call(self._append, keys, [worker, event + "\n" + data, self.channel, run_id]))
         if seq < 0:
-            raise LeaseLost(f"run {run_id} is no longer held by worker {worker}; its events stop here")
+            raise lease_lost(run_id, worker)
         return seq
 
     def events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[RunEvent]:
@@ -402,9 +400,7 @@ class RedisRunQueue(RunQueue):
         self._do(pipe.execute)
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
-        unknown = set(fields) - {"status", "graph_id", "metadata", "deleted"}
-        if unknown:
-            raise TypeError(f"update_thread() cannot change {sorted(unknown)}")
+        check_thread_fields(fields)
         key = self.p + "thread:" + thread_id
         out: list[ThreadRow | None] = [None]
 
@@ -439,7 +435,7 @@ class RedisRunQueue(RunQueue):
         now = time.time()
         row.created_at = row.created_at or now
         row.updated_at = row.updated_at or now
-        body = _json(
+        body = json_text(
             {
                 "assistant_id": row.assistant_id,
                 "graph_id": row.graph_id,

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from graphtape.errors import LeaseLost
 from graphtape.store.runqueue_base import (
     AssistantRow,
     Enqueued,
@@ -28,6 +27,10 @@ from graphtape.store.runqueue_base import (
     RunEvent,
     RunQueue,
     ThreadRow,
+    check_thread_fields,
+    json_text,
+    lease_lost,
+    reset_to_pending,
 )
 
 __all__ = ["RUN_FIELDS", "SqlRunQueue"]
@@ -59,10 +62,6 @@ _ASSISTANT_COLS = (
     "assistant_id, graph_id, name, description, config, context, metadata, version, created_at, updated_at"
 )
 _ACTIVE_SQL = "('pending','running')"
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _run(row: Sequence[Any]) -> QueuedRun:
@@ -159,7 +158,7 @@ class SqlRunQueue(RunQueue):
         if run.status == "pending":
             cur.execute(
                 "UPDATE gt_q_runs SET status='interrupted', result=?, updated_at=? WHERE run_id=? AND status='pending'",
-                (_json(cancel_result), now, run.run_id),
+                (json_text(cancel_result), now, run.run_id),
             )
             self._notice(cur, "ended", run.run_id)
         elif run.status == "running":
@@ -176,9 +175,7 @@ class SqlRunQueue(RunQueue):
             if strategy in ("interrupt", "rollback"):
                 for other in active:
                     self._cancel(cur, other, now, cancel_result)
-            run.status, run.attempt, run.events, run.worker, run.lease_expires = "pending", 0, 0, None, None
-            run.created_at = run.created_at or now
-            run.updated_at = now
+            reset_to_pending(run, now)
             cur.execute(
                 f"INSERT INTO gt_q_runs({_RUN_COLS}) VALUES ({', '.join('?' * len(RUN_FIELDS))})",
                 (
@@ -186,8 +183,8 @@ class SqlRunQueue(RunQueue):
                     run.thread_id,
                     run.assistant_id,
                     run.graph_id,
-                    _json(run.kwargs),
-                    _json(run.metadata),
+                    json_text(run.kwargs),
+                    json_text(run.metadata),
                     run.multitask_strategy,
                     run.status,
                     run.created_at,
@@ -196,7 +193,7 @@ class SqlRunQueue(RunQueue):
                     None,
                     0,
                     int(run.cancel_requested),
-                    None if run.result is None else _json(run.result),
+                    None if run.result is None else json_text(run.result),
                     0,
                 ),
             )
@@ -260,7 +257,7 @@ class SqlRunQueue(RunQueue):
             cur.execute(
                 "UPDATE gt_q_runs SET status=?, result=?, updated_at=?, lease_expires=NULL"
                 " WHERE run_id=? AND worker=? AND status='running'",
-                (status, _json(result), time.time(), run_id, worker),
+                (status, json_text(result), time.time(), run_id, worker),
             )
             if cur.rowcount != 1:
                 return False
@@ -337,7 +334,7 @@ class SqlRunQueue(RunQueue):
                 (run_id, worker),
             )
             if cur.rowcount != 1:
-                raise LeaseLost(f"run {run_id} is no longer held by worker {worker}; its events stop here")
+                raise lease_lost(run_id, worker)
             cur.execute("SELECT events FROM gt_q_runs WHERE run_id=?", (run_id,))
             seq = int(cur.fetchone()[0])
             cur.execute(
@@ -370,7 +367,7 @@ class SqlRunQueue(RunQueue):
             (
                 row.thread_id,
                 row.graph_id,
-                _json(row.metadata),
+                json_text(row.metadata),
                 row.status,
                 row.created_at or time.time(),
                 row.updated_at or time.time(),
@@ -401,9 +398,7 @@ class SqlRunQueue(RunQueue):
         self._tx(lambda cur: self._put_thread(cur, row))
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
-        unknown = set(fields) - {"status", "graph_id", "metadata", "deleted"}
-        if unknown:
-            raise TypeError(f"update_thread() cannot change {sorted(unknown)}")
+        check_thread_fields(fields)
 
         def go(cur: Any) -> ThreadRow | None:
             row = self._get_thread(cur, thread_id)
@@ -440,9 +435,9 @@ class SqlRunQueue(RunQueue):
                     row.graph_id,
                     row.name,
                     row.description,
-                    _json(row.config),
-                    _json(row.context),
-                    _json(row.metadata),
+                    json_text(row.config),
+                    json_text(row.context),
+                    json_text(row.metadata),
                     row.version,
                     row.created_at or now,
                     row.updated_at or now,
