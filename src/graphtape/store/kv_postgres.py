@@ -31,7 +31,20 @@ from typing import Any, TypeVar
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
-from graphtape.store.kv_base import KVStore, Row, Write, under
+from graphtape.store.kv_base import KVStore, Row, Write
+from graphtape.store.kv_sql import (
+    COLUMNS,
+    DELETE,
+    HAS_EXPIRED,
+    LIVE,
+    SWEEP,
+    TOUCH,
+    UPSERT,
+    in_dialect,
+    namespaces_query,
+    rows_under_query,
+    upsert_params,
+)
 
 try:
     import psycopg
@@ -67,8 +80,18 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-_COLUMNS = "ns, key, value, created_at, updated_at, expires_at, ttl_minutes"
-_LIVE = "(expires_at IS NULL OR expires_at > %s)"
+
+def _pg(query: str) -> str:
+    """A statement of :mod:`graphtape.store.kv_sql` with psycopg's placeholders."""
+    return in_dialect(query, "%s")
+
+
+_LIVE = _pg(LIVE)
+_DELETE = _pg(DELETE)
+_UPSERT = _pg(UPSERT)
+_TOUCH = _pg(TOUCH)
+_HAS_EXPIRED = _pg(HAS_EXPIRED)
+_SWEEP = _pg(SWEEP)
 _ATTEMPTS = 3
 
 T = TypeVar("T")
@@ -185,24 +208,19 @@ class PostgresKVStore(KVStore):
 
     def _rows(self, addresses: Sequence[tuple[str, str]], now: float) -> list[Row]:
         found = self._select(
-            f"SELECT {_COLUMNS} FROM gt_kv JOIN unnest(%s::text[], %s::text[]) AS a(a_ns, a_key) "
+            f"SELECT {COLUMNS} FROM gt_kv JOIN unnest(%s::text[], %s::text[]) AS a(a_ns, a_key) "
             f"ON ns = a_ns AND key = a_key WHERE {_LIVE}",
             ([a[0] for a in addresses], [a[1] for a in addresses], now),
         )
         return [Row(*r) for r in found]
 
     def _rows_under(self, prefix: str, now: float, limit: int | None) -> list[Row]:
-        where, params = _in_prefix(prefix)
-        query = f"SELECT {_COLUMNS} FROM gt_kv WHERE {where} AND {_LIVE} ORDER BY updated_at DESC, ns, key"
-        params.append(now)
-        if limit is not None:
-            query += " LIMIT %s"
-            params.append(limit)
-        return [Row(*r) for r in self._select(query, params)]
+        query, params = rows_under_query(prefix, now, limit)
+        return [Row(*r) for r in self._select(_pg(query), params)]
 
     def _namespaces(self, prefix: str, now: float) -> list[str]:
-        where, params = _in_prefix(prefix)
-        return [r[0] for r in self._select(f"SELECT DISTINCT ns FROM gt_kv WHERE {where} AND {_LIVE}", [*params, now])]
+        query, params = namespaces_query(prefix, now)
+        return [r[0] for r in self._select(_pg(query), params)]
 
     def _apply(self, writes: Sequence[Write], now: float) -> None:
         ordered = sorted(writes, key=lambda w: (w.namespace.encode(), w.key.encode()))
@@ -211,17 +229,9 @@ class PostgresKVStore(KVStore):
             with conn.cursor() as cur:
                 for w in ordered:
                     if w.value is None:
-                        cur.execute("DELETE FROM gt_kv WHERE ns = %s AND key = %s", (w.namespace, w.key))
-                        continue
-                    expires = None if w.ttl is None else now + w.ttl * 60
-                    cur.execute(
-                        f"INSERT INTO gt_kv ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, "
-                        "updated_at = excluded.updated_at, expires_at = excluded.expires_at, "
-                        "ttl_minutes = excluded.ttl_minutes, created_at = CASE WHEN gt_kv.expires_at <= "
-                        "excluded.updated_at THEN excluded.created_at ELSE gt_kv.created_at END",
-                        (w.namespace, w.key, w.value, now, now, expires, w.ttl),
-                    )
+                        cur.execute(_DELETE, (w.namespace, w.key))
+                    else:
+                        cur.execute(_UPSERT, upsert_params(w, now))
 
         self._run(apply)
 
@@ -230,26 +240,15 @@ class PostgresKVStore(KVStore):
 
         def touch(conn: psycopg.Connection) -> None:
             with conn.cursor() as cur:
-                cur.executemany(
-                    "UPDATE gt_kv SET expires_at = %s + ttl_minutes * 60 "
-                    "WHERE ns = %s AND key = %s AND ttl_minutes IS NOT NULL AND expires_at > %s",
-                    [(now, r.namespace, r.key, now) for r in ordered],
-                )
+                cur.executemany(_TOUCH, [(now, r.namespace, r.key, now) for r in ordered])
 
         self._run(touch)
 
     def _sweep(self, now: float) -> int:
-        if not self._select("SELECT 1 FROM gt_kv WHERE expires_at <= %s LIMIT 1", (now,)):
+        if not self._select(_HAS_EXPIRED, (now,)):
             return 0
-        return self._run(lambda conn: conn.execute("DELETE FROM gt_kv WHERE expires_at <= %s", (now,)).rowcount)
+        return self._run(lambda conn: conn.execute(_SWEEP, (now,)).rowcount)
 
     def close(self) -> None:
         if self._owned:
             self._pool.close()
-
-
-def _in_prefix(prefix: str) -> tuple[str, list[Any]]:
-    bounds = under(prefix)
-    if bounds is None:
-        return "TRUE", []
-    return "(ns = %s OR (ns >= %s AND ns < %s))", [prefix, *bounds]

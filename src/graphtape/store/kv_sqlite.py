@@ -18,12 +18,23 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
-from graphtape.store.kv_base import KVStore, Row, Write, under
+from graphtape.store.kv_base import KVStore, Row, Write
+from graphtape.store.kv_sql import (
+    COLUMNS,
+    DELETE,
+    HAS_EXPIRED,
+    LIVE,
+    SWEEP,
+    TOUCH,
+    UPSERT,
+    namespaces_query,
+    rows_under_query,
+    upsert_params,
+)
 
 __all__ = ["MIGRATIONS", "SqliteKVStore"]
 
@@ -44,9 +55,6 @@ MIGRATIONS: list[str] = [
     CREATE INDEX gt_kv_expires ON gt_kv(expires_at) WHERE expires_at IS NOT NULL
     """,
 ]
-
-_COLUMNS = "ns, key, value, created_at, updated_at, expires_at, ttl_minutes"
-_LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 
 class SqliteKVStore(KVStore):
@@ -149,60 +157,40 @@ class SqliteKVStore(KVStore):
         with self._reading() as conn:
             for ns, key in addresses:
                 found = conn.execute(
-                    f"SELECT {_COLUMNS} FROM gt_kv WHERE ns = ? AND key = ? AND {_LIVE}", (ns, key, now)
+                    f"SELECT {COLUMNS} FROM gt_kv WHERE ns = ? AND key = ? AND {LIVE}", (ns, key, now)
                 ).fetchone()
                 if found is not None:
                     rows.append(Row(*found))
         return rows
 
     def _rows_under(self, prefix: str, now: float, limit: int | None) -> list[Row]:
-        where, params = _in_prefix(prefix)
-        query = f"SELECT {_COLUMNS} FROM gt_kv WHERE {where} AND {_LIVE} ORDER BY updated_at DESC, ns, key"
-        params.append(now)
-        if limit is not None:
-            query += " LIMIT ?"
-            params.append(limit)
+        query, params = rows_under_query(prefix, now, limit)
         with self._reading() as conn:
             return [Row(*r) for r in conn.execute(query, params)]
 
     def _namespaces(self, prefix: str, now: float) -> list[str]:
-        where, params = _in_prefix(prefix)
+        query, params = namespaces_query(prefix, now)
         with self._reading() as conn:
-            return [
-                r[0] for r in conn.execute(f"SELECT DISTINCT ns FROM gt_kv WHERE {where} AND {_LIVE}", [*params, now])
-            ]
+            return [r[0] for r in conn.execute(query, params)]
 
     def _apply(self, writes: Sequence[Write], now: float) -> None:
         with self._writing() as conn:
             for w in writes:
                 if w.value is None:
-                    conn.execute("DELETE FROM gt_kv WHERE ns = ? AND key = ?", (w.namespace, w.key))
-                    continue
-                expires = None if w.ttl is None else now + w.ttl * 60
-                conn.execute(
-                    f"INSERT INTO gt_kv ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, "
-                    "expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes, "
-                    # an item that expired but was not swept yet starts again
-                    "created_at = CASE WHEN gt_kv.expires_at <= excluded.updated_at "
-                    "THEN excluded.created_at ELSE gt_kv.created_at END",
-                    (w.namespace, w.key, w.value, now, now, expires, w.ttl),
-                )
+                    conn.execute(DELETE, (w.namespace, w.key))
+                else:
+                    conn.execute(UPSERT, upsert_params(w, now))
 
     def _touch(self, rows: Sequence[Row], now: float) -> None:
         with self._writing() as conn:
-            conn.executemany(
-                "UPDATE gt_kv SET expires_at = ? + ttl_minutes * 60 "
-                "WHERE ns = ? AND key = ? AND ttl_minutes IS NOT NULL AND expires_at > ?",
-                [(now, r.namespace, r.key, now) for r in rows],
-            )
+            conn.executemany(TOUCH, [(now, r.namespace, r.key, now) for r in rows])
 
     def _sweep(self, now: float) -> int:
         with self._reading() as conn:  # a read first: most batches have nothing to sweep, and need no write lock
-            if conn.execute("SELECT 1 FROM gt_kv WHERE expires_at <= ? LIMIT 1", (now,)).fetchone() is None:
+            if conn.execute(HAS_EXPIRED, (now,)).fetchone() is None:
                 return 0
         with self._writing() as conn:
-            return conn.execute("DELETE FROM gt_kv WHERE expires_at <= ?", (now,)).rowcount
+            return conn.execute(SWEEP, (now,)).rowcount
 
     def close(self) -> None:
         with self._lock:
@@ -210,11 +198,3 @@ class SqliteKVStore(KVStore):
                 self._conn.close()
             except sqlite3.Error:
                 pass
-
-
-def _in_prefix(prefix: str) -> tuple[str, list[Any]]:
-    """A WHERE clause (and its parameters) for the namespaces ``prefix`` and under it."""
-    bounds = under(prefix)
-    if bounds is None:
-        return "1 = 1", []
-    return "(ns = ? OR (ns >= ? AND ns < ?))", [prefix, *bounds]
