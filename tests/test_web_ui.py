@@ -542,7 +542,11 @@ def test_label_a_run_and_rerun_from_a_node(page, server, recorded):
     page.get_by_label("Run label").fill("baseline")
     page.get_by_role("button", name="Save label").click()
     expect(page.get_by_label("Run label")).to_have_value("baseline")
-    assert _get(server.base, f"/graphtape/runs/{run_id}")["run"]["label"] == "baseline"
+    # the field shows what was typed at once; the label is on the tape once the request has been answered
+    deadline = time.monotonic() + 20
+    while _get(server.base, f"/graphtape/runs/{run_id}")["run"]["label"] != "baseline":
+        assert time.monotonic() < deadline, "the label never reached the tape"
+        time.sleep(0.05)
     page.goto(f"{server.base}/ui?q=baseline")
     expect(page.locator(f'[data-run-id="{run_id}"]')).to_contain_text("baseline")
     # invalidate: the node's calls and everything after it run again
