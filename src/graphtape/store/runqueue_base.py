@@ -8,6 +8,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_thread_fields",
     "json_text",
     "lease_lost",
+    "listen_in_background",
     "reset_to_pending",
 ]
 
@@ -57,6 +59,23 @@ def check_thread_fields(fields: Mapping[str, Any]) -> None:
 def lease_lost(run_id: str, worker: str) -> LeaseLost:
     """The error :meth:`RunQueue.append` raises when ``worker`` no longer holds the run."""
     return LeaseLost(f"run {run_id} is no longer held by worker {worker}; its events stop here")
+
+
+def listen_in_background(name: str, listen: Callable[[threading.Event], None]) -> Callable[[], None]:
+    """Run ``listen(stop)`` in a daemon thread called ``name`` until ``stop`` is set: the loop of
+    :meth:`RunQueue.listen`. When ``listen`` fails (the server restarts) it is called again a second
+    later; its users poll meanwhile. Returns the function that stops it."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                listen(stop)
+            except Exception:  # listen again (the users poll meanwhile)
+                stop.wait(1.0)
+
+    threading.Thread(target=loop, name=name, daemon=True).start()
+    return stop.set
 
 
 @dataclasses.dataclass

@@ -26,6 +26,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from graphtape.errors import StoreError
+from graphtape.store.runqueue_base import listen_in_background
 from graphtape.store.runqueue_sql import SqlRunQueue
 
 if TYPE_CHECKING:
@@ -132,23 +133,16 @@ class PostgresRunQueue(SqlRunQueue):
 
     def listen(self, on_notice: Callable[[str, str], None]) -> Callable[[], None] | None:
         """``LISTEN`` on the schema's channel from a thread with a connection of its own."""
-        stop = threading.Event()
 
-        def loop() -> None:
-            while not stop.is_set():
-                try:
-                    with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10) as conn:
-                        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                        while not stop.is_set():
-                            for notice in conn.notifies(timeout=0.5):
-                                what, _, run_id = notice.payload.partition(":")
-                                on_notice(what, run_id)
-                except Exception:  # the server restarts: listen again (the users poll meanwhile)
-                    stop.wait(1.0)
+        def listen(stop: threading.Event) -> None:
+            with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                while not stop.is_set():
+                    for notice in conn.notifies(timeout=0.5):
+                        what, _, run_id = notice.payload.partition(":")
+                        on_notice(what, run_id)
 
-        thread = threading.Thread(target=loop, name=f"graphtape-queue-listen:{self.schema}", daemon=True)
-        thread.start()
-        return stop.set
+        return listen_in_background(f"graphtape-queue-listen:{self.schema}", listen)
 
     def close(self) -> None:
         self._pool.close()

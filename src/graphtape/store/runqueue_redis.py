@@ -44,6 +44,7 @@ from graphtape.store.runqueue_base import (
     check_thread_fields,
     json_text,
     lease_lost,
+    listen_in_background,
     reset_to_pending,
 )
 
@@ -474,27 +475,20 @@ class RedisRunQueue(RunQueue):
 
     def listen(self, on_notice: Callable[[str, str], None]) -> Callable[[], None] | None:
         """``SUBSCRIBE`` to the queue's channel from a thread (the scripts ``PUBLISH`` their notices)."""
-        stop = threading.Event()
 
-        def loop() -> None:
-            while not stop.is_set():
-                try:
-                    pubsub = self._r.pubsub(ignore_subscribe_messages=True)
-                    pubsub.subscribe(self.channel)
-                    try:
-                        while not stop.is_set():
-                            message = pubsub.get_message(timeout=0.5)
-                            if message is not None and message.get("type") == "message":
-                                what, _, run_id = (_text(message["data"]) or "").partition(":")
-                                on_notice(what, run_id)
-                    finally:
-                        pubsub.close()
-                except Exception:  # the server restarts: subscribe again (the users poll meanwhile)
-                    stop.wait(1.0)
+        def listen(stop: threading.Event) -> None:
+            pubsub = self._r.pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(self.channel)
+            try:
+                while not stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None and message.get("type") == "message":
+                        what, _, run_id = (_text(message["data"]) or "").partition(":")
+                        on_notice(what, run_id)
+            finally:
+                pubsub.close()
 
-        thread = threading.Thread(target=loop, name=f"graphtape-queue-listen:{self.p}", daemon=True)
-        thread.start()
-        return stop.set
+        return listen_in_background(f"graphtape-queue-listen:{self.p}", listen)
 
     def close(self) -> None:
         self._r.close()
