@@ -14,9 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
-import socket
 import threading
-import time
 import uuid
 from typing import Annotated, Any
 
@@ -41,6 +39,7 @@ from graphtape.server.studio.agui import state_of
 from graphtape.server.studio.routes_agui import CANCELLED_MARK
 from graphtape.testing.models import SeededChatModel
 from tests.graphs import build_subgraph_node
+from tests.live_server import serve_app
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
@@ -372,31 +371,16 @@ async def test_errors_before_the_stream_are_json_and_a_failure_after_it_is_run_e
 # -- a real server on 127.0.0.1 --------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server_url(tmp_path):
     """The Studio with a slow-streaming model on uvicorn at 127.0.0.1, stopped after the test."""
-    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("uvicorn")
     import graphtape
 
     tape = graphtape.connect(f"sqlite:///{tmp_path}/agui.db")
-    port = free_port()
     app = create_app(tape, graphs(latency=0.6), heartbeat_seconds=0.05)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none"))
-    thread = threading.Thread(target=server.run, name="agui-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", tape
-    server.should_exit = True
-    thread.join(timeout=20)
+    with serve_app(app, name="agui-uvicorn") as url:
+        yield url, tape
     tape.close()
 
 
@@ -678,3 +662,21 @@ async def test_a_strict_replay_that_diverges_reports_the_divergence_then_run_err
     names = [getattr(e, "name", e.type) for _, e in evs]
     assert names[-3:] == ["graphtape.divergence", "graphtape.savings", EventType.RUN_ERROR]
     assert evs[-1][1].code == "Divergence"
+
+
+async def test_a_breakpoint_set_by_the_client_pauses_the_run_and_a_run_without_input_continues(client):
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    body = {**hello(thread), "forwardedProps": {"graphtape": {"interruptBefore": ["tools"]}}}
+    evs = agui_events((await post_run(client, body)).text)
+    assert customs(evs, "graphtape.breakpoint") == [{"next": ["tools"], "before": ["tools"], "after": []}]
+    assert of(evs, EventType.RUN_FINISHED)[-1].outcome.type == "success"
+    assert "tools" not in [e.step_name for e in of(evs, EventType.STEP_STARTED)]  # paused before it
+    # no new message: the run goes on from the breakpoint, through the tool, to the approval interrupt
+    evs2 = agui_events((await post_run(client, run_input(thread))).text)
+    assert "tools" in [e.step_name for e in of(evs2, EventType.STEP_STARTED)]
+    assert not customs(evs2, "graphtape.breakpoint")
+    assert of(evs2, EventType.RUN_FINISHED)[-1].outcome.type == "interrupt"
+
+    bad = {**hello(thread), "forwardedProps": {"graphtape": {"interruptBefore": "tools"}}}
+    r = await client.post("/agui/assistant", json=bad)
+    assert r.status_code == 400 and "interruptBefore must be a list" in r.json()["error"]

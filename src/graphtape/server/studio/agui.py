@@ -274,12 +274,20 @@ class AguiPublisher(Publisher):
         value = {"attempt": attempt, "graphtape_run_id": graphtape_run_id}
         await self.send(CustomEvent(name="graphtape.resumed", value=value))
 
-    async def ended(self, values: Any, interrupts: list[dict[str, Any]]) -> None:
+    async def ended(self, values: Any, interrupts: list[dict[str, Any]], next_nodes: list[str] | None = None) -> None:
         await self._close_all()
         await self._state(values)
         messages = values.get("messages") if isinstance(values, dict) else None
         await self.send(MessagesSnapshotEvent(messages=agui_messages(messages if isinstance(messages, list) else [])))
         await self._tape_facts(final=True)
+        breakpoints = {
+            "before": list(self.kwargs.get("interrupt_before") or []),
+            "after": list(self.kwargs.get("interrupt_after") or []),
+        }
+        if next_nodes and not interrupts and (breakpoints["before"] or breakpoints["after"]):
+            # paused at a breakpoint the client asked for: no interrupt to answer; a run with no new
+            # input continues from here
+            await self.send(CustomEvent(name="graphtape.breakpoint", value={"next": next_nodes, **breakpoints}))
         outcome: Any = RunFinishedSuccessOutcome()
         if interrupts:
             outcome = RunFinishedInterruptOutcome(interrupts=[self._interrupt(i) for i in interrupts])

@@ -114,8 +114,12 @@ class Publisher(abc.ABC):
     async def event(self, event: dict[str, Any]) -> None:  # noqa: B027
         """One ``astream_events`` event (only when :attr:`uses_events`)."""
 
-    async def ended(self, values: Any, interrupts: list[dict[str, Any]]) -> None:  # noqa: B027
-        """The run ended normally: ``values`` is the thread's state (JSON), ``interrupts`` the pending ones."""
+    async def ended(  # noqa: B027 - optional hook
+        self, values: Any, interrupts: list[dict[str, Any]], next_nodes: list[str] | None = None
+    ) -> None:
+        """The run ended normally: ``values`` is the thread's state (JSON), ``interrupts`` the pending ones,
+        ``next_nodes`` the nodes the thread runs next (set when it paused: at an interrupt, or at a
+        breakpoint of the run's ``interrupt_before``/``interrupt_after``)."""
 
     async def failed(self, error: dict[str, Any]) -> None:  # noqa: B027
         """The run failed: ``{"error": type name, "message": ...}``."""

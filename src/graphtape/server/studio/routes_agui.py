@@ -121,6 +121,22 @@ def _legacy_command(body: RunAgentInput) -> dict[str, Any] | None:
     return command if isinstance(command, dict) and "resume" in command else None
 
 
+def _breakpoints(body: RunAgentInput) -> tuple[list[str], list[str]]:
+    """Breakpoints a client sets for this run: ``forwardedProps.graphtape.interruptBefore`` and
+    ``interruptAfter``, lists of node names (LangGraph's ``interrupt_before``/``interrupt_after``)."""
+    forwarded = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
+    options = forwarded.get("graphtape") or {}
+    if not isinstance(options, dict):
+        raise BadRequest('forwardedProps.graphtape must be an object, e.g. {"interruptBefore": ["tools"]}')
+    found: list[list[str]] = []
+    for key in ("interruptBefore", "interruptAfter"):
+        nodes = options.get(key) or []
+        if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
+            raise BadRequest(f"forwardedProps.graphtape.{key} must be a list of node names")
+        found.append(nodes)
+    return found[0], found[1]
+
+
 def _last_event_id(request: Request) -> int:
     value = request.headers.get("last-event-id", "0").strip() or "0"
     if not value.isdigit():
@@ -263,9 +279,12 @@ async def agui_run(request: Request, graph_id: str, body: RunAgentInput) -> Stre
     extras = {"tools": to_wire(body.tools), "context": to_wire(body.context)}
     if any(extras.values()):
         configurable["agui"] = {k: v for k, v in extras.items() if v}
+    before, after_nodes = _breakpoints(body)
     create = RunCreate(
         assistant_id=graph_id,
         input=run_input,
+        interrupt_before=before,
+        interrupt_after=after_nodes,
         command=CommandBody(**command) if command is not None else None,
         config={"configurable": configurable} if configurable else None,
         metadata={"agui_run_id": body.run_id},

@@ -567,7 +567,7 @@ class Runs:
         snap = await recorded.graph.aget_state({"configurable": {"thread_id": row.thread_id}})
         values = to_wire(snap.values)
         interrupts = to_wire(list(getattr(snap, "interrupts", ())))
-        await publisher.ended(to_wire(snap.values), interrupts)
+        await publisher.ended(to_wire(snap.values), interrupts, [str(n) for n in snap.next])
         if interrupts and isinstance(values, dict):
             values["__interrupt__"] = interrupts
         return values, "interrupted" if snap.next or interrupts else "idle"
