@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,46 +17,32 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("starlette")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 
-from graphtape.server import create_app  # noqa: E402
-from tests import graphs  # noqa: E402
-from tests.test_stats import parse_exposition  # noqa: E402
+from graphtape.server import create_app
+from tests import graphs
+from tests.live_server import free_port, serve_app
+from tests.test_stats import parse_exposition
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:
     """An app served by uvicorn in a background thread."""
 
     def __init__(self, app):
-        self.port = free_port()
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off", ws="none", access_log=False
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
+        self._serving = serve_app(app, lifespan="off")
+        self.base = ""
 
     def __enter__(self) -> Served:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+        self.base = self._serving.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
+        self._serving.__exit__(*exc)
 
     def get(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
+        req = urllib.request.Request(f"{self.base}{path}", method=method)
         try:
             with urllib.request.urlopen(req, timeout=20) as resp:
                 return resp.status, dict(resp.headers), resp.read()

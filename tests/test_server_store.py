@@ -9,16 +9,13 @@ every bad request answered with a JSON 422 that says what to fix.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 import uuid
 from datetime import datetime, timedelta
 
 import pytest
 
 pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
 
 import httpx  # noqa: E402
@@ -31,6 +28,7 @@ import graphtape  # noqa: E402
 from graphtape.server.studio import create_app  # noqa: E402
 from graphtape.server.studio.routes_store import studio_kv  # noqa: E402
 from graphtape.store.kv import attach_store, kv_store_for  # noqa: E402
+from tests.live_server import serve_app  # noqa: E402
 
 
 class Count(TypedDict):
@@ -54,12 +52,6 @@ def memory_graph():
     return builder.compile()
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     """A Studio serving ``memory`` (its graph given a store on the tape's database) at 127.0.0.1."""
@@ -68,20 +60,8 @@ def served(tmp_path, monkeypatch):
     tape = graphtape.connect(f"sqlite:///{tmp_path}/studio.db")
     graph_kv = kv_store_for(tape.store)
     app = create_app(tape, {"memory": attach_store(memory_graph(), graph_kv)})
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none", access_log=False)
-    )
-    thread = threading.Thread(target=server.run, name="store-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", app
-    server.should_exit = True
-    thread.join(timeout=20)
-    assert not thread.is_alive()
+    with serve_app(app, name="store-uvicorn") as url:
+        yield url, app
     graph_kv.close()
     tape.close()
 
@@ -141,23 +121,10 @@ def test_sync_sdk_client(served):
 def test_the_studio_closes_its_store_when_it_stops(tmp_path):
     tape = graphtape.connect(f"sqlite:///{tmp_path}/t.db")
     app = create_app(tape, {})
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
-        time.sleep(0.02)
-    assert (
-        httpx.put(
-            f"http://127.0.0.1:{port}/store/items", json={"namespace": ["a"], "key": "k", "value": {}}
-        ).status_code
-        == 204
-    )
-    assert app.state.studio.kv is not None
-    server.should_exit = True
-    thread.join(timeout=20)
+    with serve_app(app) as url:
+        item = {"namespace": ["a"], "key": "k", "value": {}}
+        assert httpx.put(f"{url}/store/items", json=item).status_code == 204
+        assert app.state.studio.kv is not None
     assert app.state.studio.kv is None
     tape.close()
 

@@ -10,14 +10,12 @@ and typed 4xx errors.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 
 import pytest
 
 pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
 
 import httpx  # noqa: E402
@@ -26,13 +24,8 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 import graphtape  # noqa: E402
 from graphtape.server.studio import create_app  # noqa: E402
 from graphtape.server.studio.assistants import assistant_id_for  # noqa: E402
+from tests.live_server import serve_app  # noqa: E402
 from tests.studio_graphs import studio_graphs  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -47,20 +40,8 @@ def studio_url(studio_tape, monkeypatch):
     """The Studio on a free port of 127.0.0.1, stopped (its runs cancelled) after the test."""
     for var in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    port = free_port()
-    app = create_app(studio_tape, studio_graphs(), heartbeat_seconds=0.05)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="studio-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
-    assert not thread.is_alive()
+    with serve_app(create_app(studio_tape, studio_graphs(), heartbeat_seconds=0.05), name="studio-uvicorn") as url:
+        yield url
 
 
 async def test_async_client_stream_interrupt_resume_history_fork(studio_url, studio_tape):

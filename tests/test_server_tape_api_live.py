@@ -9,37 +9,23 @@ exactly once, in order, up to ``run_finished``.
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
 
 pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 
-import httpx  # noqa: E402
+import httpx
 
-from graphtape.server.studio import create_app  # noqa: E402
-from tests.studio_graphs import studio_graphs  # noqa: E402
-from tests.test_server_studio_sdk import free_port  # noqa: E402
+from graphtape.server.studio import create_app
+from tests.live_server import serve_app
+from tests.studio_graphs import studio_graphs
 
 
 @pytest.fixture
 def server_url(tape):
-    port = free_port()
-    app = create_app(tape, studio_graphs(), heartbeat_seconds=0.2)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", ws="none", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="tape-api-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
-    assert not thread.is_alive()
+    with serve_app(create_app(tape, studio_graphs(), heartbeat_seconds=0.2), name="tape-api-uvicorn") as url:
+        yield url
 
 
 def read_events(response: httpx.Response, stop_after: int | None = None) -> tuple[list[dict], int]:

@@ -1,0 +1,50 @@
+"""An ASGI app on a real port of 127.0.0.1, for the tests that talk to a live server.
+
+Several test modules serve the Studio (or another app) with uvicorn in a
+background thread; they share this one way of picking a port, waiting for
+the server to answer and stopping it, so that a change to how uvicorn is
+started or stopped is made once.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["free_port", "serve_app"]
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_app(app: Any, name: str = "test-uvicorn", **config: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a thread; yield its base URL; stop it (and check it stopped) on exit.
+
+    ``config`` adds to or overrides the uvicorn settings (``lifespan="off"``, ...).
+    """
+    import uvicorn
+
+    port = free_port()
+    settings: dict[str, Any] = {"log_level": "error", "ws": "none", "access_log": False, **config}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **settings))
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+    assert not thread.is_alive(), "uvicorn did not stop"
