@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from graphtape.errors import StoreError
 from graphtape.store.base import EventRow, RunRecord, StoreNotFound, TapeStore, WriteBatch
@@ -74,35 +75,46 @@ def sqlite_file(url: str | None = None) -> tuple[str, str] | None:
     return path, query
 
 
+def _backend(url: str) -> tuple[Literal["sqlite", "postgresql", "redis"], str, dict[str, float]]:
+    """Which backend the (resolved) store ``url`` names: ``("sqlite", file path, options)``,
+    ``("postgresql", url, {})`` or ``("redis", url, {})``; a :class:`StoreError` saying which URLs
+    work for any other. Shared by :func:`open_store` and the LangGraph store's ``kv_store_for``."""
+    sqlite = sqlite_file(url)
+    if sqlite is not None:
+        path, query = sqlite
+        if not path:
+            raise StoreError(f"{url!r} names no file; use sqlite:///path/to/tape.db")
+        return "sqlite", path, _sqlite_options(url, query)
+    scheme, _ = _split(url)
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql", url, {}
+    if scheme in ("redis", "rediss"):
+        return "redis", url, {}
+    raise StoreError(
+        f"unsupported store URL scheme {scheme!r} in {url!r}; "
+        "use sqlite:///path/to/tape.db, postgresql://user@host:5432/dbname?schema=graphtape "
+        "or redis://host:6379/0?prefix=graphtape:"
+    )
+
+
 def open_store(url: str | None = None, *, create: bool = True) -> TapeStore:
     """Open the store at ``url``; see the module docstring.
 
     ``create=True`` creates the file, schema or keys a new store needs;
     ``create=False`` opens only an existing graphtape store (else :class:`StoreNotFound`).
     """
-    url = resolve_url(url)
-    scheme, _ = _split(url)
-    sqlite = sqlite_file(url)
-    if sqlite is not None:
+    kind, where, options = _backend(resolve_url(url))
+    if kind == "sqlite":
         from graphtape.store.sqlite import SqliteTapeStore
 
-        path, query = sqlite
-        if not path:
-            raise StoreError(f"{url!r} names no file; use sqlite:///path/to/tape.db")
-        return SqliteTapeStore(path, create=create, **_sqlite_options(url, query))
-    if scheme in ("postgresql", "postgres"):
+        return SqliteTapeStore(where, create=create, **options)
+    if kind == "postgresql":
         from graphtape.store.postgres import PostgresTapeStore
 
-        return PostgresTapeStore(url, create=create)
-    if scheme in ("redis", "rediss"):
-        from graphtape.store.redis import RedisTapeStore
+        return PostgresTapeStore(where, create=create)
+    from graphtape.store.redis import RedisTapeStore
 
-        return RedisTapeStore(url, create=create)
-    raise StoreError(
-        f"unsupported store URL scheme {scheme!r} in {url!r}; "
-        "use sqlite:///path/to/tape.db, postgresql://user@host:5432/dbname?schema=graphtape "
-        "or redis://host:6379/0?prefix=graphtape:"
-    )
+    return RedisTapeStore(where, create=create)
 
 
 __all__ = [

@@ -25,7 +25,6 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result, TTLConfig
 
-from graphtape.errors import StoreError
 from graphtape.store.base import TapeStore
 from graphtape.store.kv_base import InvalidStoreOp, KVStore
 
@@ -41,34 +40,22 @@ def kv_store_for(url: str | TapeStore | None = None, *, ttl: TTLConfig | None = 
     carry the credentials its shown ``url`` leaves out; closing the LangGraph
     store leaves them open.
     """
-    from graphtape.store import _split, _sqlite_options, resolve_url, sqlite_file
+    from graphtape.store import _backend, resolve_url
 
     if isinstance(url, TapeStore):
         return _sharing(url, ttl)
-    url = resolve_url(url)
-    sqlite = sqlite_file(url)
-    if sqlite is not None:
+    kind, where, options = _backend(resolve_url(url))
+    if kind == "sqlite":
         from graphtape.store.kv_sqlite import SqliteKVStore
 
-        path, query = sqlite
-        if not path:
-            raise StoreError(f"{url!r} names no file; use sqlite:///path/to/tape.db")
-        options = _sqlite_options(url, query)
-        return SqliteKVStore(path, ttl=ttl, busy_timeout=options.get("busy_timeout", 10.0))
-    scheme, _ = _split(url)
-    if scheme in ("postgresql", "postgres"):
+        return SqliteKVStore(where, ttl=ttl, busy_timeout=options.get("busy_timeout", 10.0))
+    if kind == "postgresql":
         from graphtape.store.kv_postgres import PostgresKVStore
 
-        return PostgresKVStore(url, ttl=ttl)
-    if scheme in ("redis", "rediss"):
-        from graphtape.store.kv_redis import RedisKVStore
+        return PostgresKVStore(where, ttl=ttl)
+    from graphtape.store.kv_redis import RedisKVStore
 
-        return RedisKVStore(url, ttl=ttl)
-    raise StoreError(
-        f"unsupported store URL scheme {scheme!r} in {url!r}; "
-        "use sqlite:///path/to/tape.db, postgresql://user@host:5432/dbname?schema=graphtape "
-        "or redis://host:6379/0?prefix=graphtape:"
-    )
+    return RedisKVStore(where, ttl=ttl)
 
 
 def _sharing(tape_store: TapeStore, ttl: TTLConfig | None) -> KVStore:
