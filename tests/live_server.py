@@ -1,21 +1,24 @@
-"""An ASGI app on a real port of 127.0.0.1, for the tests that talk to a live server.
+"""Servers on a real port of 127.0.0.1, for the tests that talk to a live server.
 
 Several test modules serve the Studio (or another app) with uvicorn in a
-background thread; they share this one way of picking a port, waiting for
-the server to answer and stopping it, so that a change to how uvicorn is
-started or stopped is made once.
+background thread, or start ``graphtape dev``/the demo as a process; they
+share this one way of picking a port, waiting for the server to answer and
+stopping it, so that a change to how a server is started or stopped is made
+once.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["free_port", "serve_app"]
+__all__ = ["free_port", "interrupt", "serve_app"]
 
 
 def free_port() -> int:
@@ -48,3 +51,16 @@ def serve_app(app: Any, name: str = "test-uvicorn", **config: Any) -> Iterator[s
         server.should_exit = True
         thread.join(timeout=20)
     assert not thread.is_alive(), "uvicorn did not stop"
+
+
+def interrupt(proc: subprocess.Popen[str], timeout: float = 20) -> None:
+    """Stop a server process as Ctrl-C would (killed if it takes longer than ``timeout``), and close its pipes."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream:
+            stream.close()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +18,7 @@ import httpx
 from graphtape.cli import main
 from graphtape.errors import GraphLoadError
 from graphtape.server.studio.project import is_loopback, parse_graph_option, read_project, token_for
+from tests.live_server import free_port, interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,14 +108,8 @@ def test_dev_with_a_graph_that_does_not_load_is_a_one_line_error(capsys, tmp_pat
     assert capsys.readouterr().err.startswith("error: graph 'x':")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_dev_serves_the_examples_langgraph_json(tmp_path):
-    port = _free_port()
+    port = free_port()
     cmd = [
         sys.executable,
         "-c",
@@ -143,13 +136,4 @@ def test_dev_serves_the_examples_langgraph_json(tmp_path):
                 time.sleep(0.05)
         assert {a["graph_id"] for a in found} == {"doc_pipeline", "refund_agent", "research_assistant"}
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
+        interrupt(proc)

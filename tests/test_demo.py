@@ -9,8 +9,6 @@ the printed address answers with the examples' graphs and recorded threads.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import graphtape
+from tests.live_server import free_port, interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = {"doc_pipeline", "refund_agent", "research_assistant"}
@@ -37,12 +36,6 @@ def test_no_serve_records_the_examples_and_replays_them(tmp_path, monkeypatch):
         replays = [r for r in tape.runs(limit=None) if r.replay_of is not None]
         assert replays  # the strict replay and the flight re-runs are recorded too
     assert not (tmp_path / ".graphtape").exists()  # the store named by GRAPHTAPE_URL, nothing else
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serve_demo(url: str, port: int) -> tuple[list[str], dict[str, list[dict]]]:
@@ -81,21 +74,13 @@ def _serve_demo(url: str, port: int) -> tuple[list[str], dict[str, list[dict]]]:
                 assert proc.poll() is None and time.monotonic() < deadline, "the Studio did not answer"
                 time.sleep(0.05)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+        interrupt(proc)
     return lines, answers
 
 
 def test_demo_records_an_empty_store_then_serves_it_and_only_serves_the_next_time(tmp_path):
     url = f"sqlite:///{tmp_path / 'demo.db'}"
-    port = _free_port()
+    port = free_port()
     lines, answers = _serve_demo(url, port)
     text = "".join(lines)
     assert "Recorded runs" in text and "strict replay" in text

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,15 +30,10 @@ pytest.importorskip("fastapi")
 import httpx
 
 import graphtape
+from tests.live_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LEASE = "3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

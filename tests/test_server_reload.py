@@ -13,8 +13,6 @@ import asyncio
 import json
 import os
 import queue
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +32,7 @@ import graphtape
 from graphtape.server.studio import create_app
 from graphtape.server.studio.project import Project, read_project
 from graphtape.server.studio.reload import GraphReloader
+from tests.live_server import free_port, interrupt
 
 GRAPH = """
 import asyncio
@@ -176,17 +175,11 @@ async def test_langgraph_json_edits_add_graphs_and_bad_json_changes_nothing(sqli
 # -- for real: graphtape dev in a subprocess, watching with watchfiles ----------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class DevServer:
     """``graphtape dev`` serving one graph file; its stdout lines arrive on a queue."""
 
     def __init__(self, tmp_path: Path, file: Path, *extra: str):
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-c", "from graphtape.cli import main; main()", "--url", f"sqlite:///{tmp_path}/dev.db"]
         cmd += ["dev", "--graph", f"g={file}:graph", "--port", str(self.port), "--no-browser", *extra]
@@ -240,15 +233,7 @@ class DevServer:
         return str(r.json()["out"])
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream:
-                stream.close()
+        interrupt(self.proc)
 
 
 def test_graphtape_dev_reloads_an_edited_graph_file(tmp_path):
