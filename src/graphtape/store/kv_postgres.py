@@ -56,6 +56,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
         f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({_exc}); pip install 'graphtape[postgres]'"
     ) from _exc
 
+from graphtape.store.postgres_pool import open_pool
 from graphtape.store.postgres_schema import one_line, parse_url
 
 __all__ = ["KV_MIGRATION_LOCK", "MIGRATIONS", "PostgresKVStore"]
@@ -131,19 +132,16 @@ class PostgresKVStore(KVStore):
                 self._migrate(conn)
         except psycopg.Error as exc:
             raise self._translate(exc) from None
-        self._pool = ConnectionPool(
-            self._conninfo,
-            kwargs=kwargs,
-            min_size=1,
-            max_size=max_size,
-            open=False,
-            configure=self._configure,
-            name=f"graphtape-kv:{self.schema}",
-        )
         try:
-            self._pool.open(wait=True, timeout=max(connect_timeout, 1.0))
+            self._pool = open_pool(
+                self._conninfo,
+                kwargs=kwargs,
+                max_size=max_size,
+                configure=self._configure,
+                name=f"graphtape-kv:{self.schema}",
+                connect_timeout=connect_timeout,
+            )
         except (psycopg.Error, PoolTimeout) as exc:
-            self._pool.close()
             raise self._translate(exc) from None
 
     def _configure(self, conn: psycopg.Connection) -> None:

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from graphtape.errors import StoreError
+from graphtape.store.postgres_pool import open_pool
 from graphtape.store.runqueue_base import listen_in_background
 from graphtape.store.runqueue_sql import SqlRunQueue
 
@@ -84,19 +85,16 @@ class PostgresRunQueue(SqlRunQueue):
                         conn.execute(statement)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the run queue in {url}: {' '.join(str(exc).split())}") from None
-        self._pool = ConnectionPool(
-            conninfo,
-            kwargs={"autocommit": True, "application_name": "graphtape-queue"},
-            min_size=1,
-            max_size=max_size,
-            open=False,
-            configure=self._configure,
-            name=f"graphtape-queue:{schema}",
-        )
         try:
-            self._pool.open(wait=True, timeout=max(connect_timeout, 1.0))
+            self._pool = open_pool(
+                conninfo,
+                kwargs={"autocommit": True, "application_name": "graphtape-queue"},
+                max_size=max_size,
+                configure=self._configure,
+                name=f"graphtape-queue:{schema}",
+                connect_timeout=connect_timeout,
+            )
         except (psycopg.Error, PoolTimeout) as exc:
-            self._pool.close()
             raise StoreError(f"cannot connect the run queue to {url}: {exc}") from None
 
     @classmethod
