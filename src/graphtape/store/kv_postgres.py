@@ -31,20 +31,8 @@ from typing import Any, TypeVar
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
+from graphtape.store import kv_sql
 from graphtape.store.kv_base import KVStore, Row, Write
-from graphtape.store.kv_sql import (
-    COLUMNS,
-    DELETE,
-    HAS_EXPIRED,
-    LIVE,
-    SWEEP,
-    TOUCH,
-    UPSERT,
-    in_dialect,
-    namespaces_query,
-    rows_under_query,
-    upsert_params,
-)
 
 try:
     import psycopg
@@ -84,15 +72,15 @@ MIGRATIONS: list[str] = [
 
 def _pg(query: str) -> str:
     """A statement of :mod:`graphtape.store.kv_sql` with psycopg's placeholders."""
-    return in_dialect(query, "%s")
+    return kv_sql.in_dialect(query, "%s")
 
 
-_LIVE = _pg(LIVE)
-_DELETE = _pg(DELETE)
-_UPSERT = _pg(UPSERT)
-_TOUCH = _pg(TOUCH)
-_HAS_EXPIRED = _pg(HAS_EXPIRED)
-_SWEEP = _pg(SWEEP)
+_LIVE = _pg(kv_sql.LIVE)
+_DELETE = _pg(kv_sql.DELETE)
+_UPSERT = _pg(kv_sql.UPSERT)
+_TOUCH = _pg(kv_sql.TOUCH)
+_HAS_EXPIRED = _pg(kv_sql.HAS_EXPIRED)
+_SWEEP = _pg(kv_sql.SWEEP)
 _ATTEMPTS = 3
 
 T = TypeVar("T")
@@ -206,18 +194,18 @@ class PostgresKVStore(KVStore):
 
     def _rows(self, addresses: Sequence[tuple[str, str]], now: float) -> list[Row]:
         found = self._select(
-            f"SELECT {COLUMNS} FROM gt_kv JOIN unnest(%s::text[], %s::text[]) AS a(a_ns, a_key) "
+            f"SELECT {kv_sql.COLUMNS} FROM gt_kv JOIN unnest(%s::text[], %s::text[]) AS a(a_ns, a_key) "
             f"ON ns = a_ns AND key = a_key WHERE {_LIVE}",
             ([a[0] for a in addresses], [a[1] for a in addresses], now),
         )
         return [Row(*r) for r in found]
 
     def _rows_under(self, prefix: str, now: float, limit: int | None) -> list[Row]:
-        query, params = rows_under_query(prefix, now, limit)
+        query, params = kv_sql.rows_under_query(prefix, now, limit)
         return [Row(*r) for r in self._select(_pg(query), params)]
 
     def _namespaces(self, prefix: str, now: float) -> list[str]:
-        query, params = namespaces_query(prefix, now)
+        query, params = kv_sql.namespaces_query(prefix, now)
         return [r[0] for r in self._select(_pg(query), params)]
 
     def _apply(self, writes: Sequence[Write], now: float) -> None:
@@ -229,7 +217,7 @@ class PostgresKVStore(KVStore):
                     if w.value is None:
                         cur.execute(_DELETE, (w.namespace, w.key))
                     else:
-                        cur.execute(_UPSERT, upsert_params(w, now))
+                        cur.execute(_UPSERT, kv_sql.upsert_params(w, now))
 
         self._run(apply)
 

@@ -22,19 +22,8 @@ from pathlib import Path
 from langgraph.store.base import TTLConfig
 
 from graphtape.errors import DatabaseLocked, SchemaTooNew, StoreError
+from graphtape.store import kv_sql
 from graphtape.store.kv_base import KVStore, Row, Write
-from graphtape.store.kv_sql import (
-    COLUMNS,
-    DELETE,
-    HAS_EXPIRED,
-    LIVE,
-    SWEEP,
-    TOUCH,
-    UPSERT,
-    namespaces_query,
-    rows_under_query,
-    upsert_params,
-)
 
 __all__ = ["MIGRATIONS", "SqliteKVStore"]
 
@@ -157,19 +146,19 @@ class SqliteKVStore(KVStore):
         with self._reading() as conn:
             for ns, key in addresses:
                 found = conn.execute(
-                    f"SELECT {COLUMNS} FROM gt_kv WHERE ns = ? AND key = ? AND {LIVE}", (ns, key, now)
+                    f"SELECT {kv_sql.COLUMNS} FROM gt_kv WHERE ns = ? AND key = ? AND {kv_sql.LIVE}", (ns, key, now)
                 ).fetchone()
                 if found is not None:
                     rows.append(Row(*found))
         return rows
 
     def _rows_under(self, prefix: str, now: float, limit: int | None) -> list[Row]:
-        query, params = rows_under_query(prefix, now, limit)
+        query, params = kv_sql.rows_under_query(prefix, now, limit)
         with self._reading() as conn:
             return [Row(*r) for r in conn.execute(query, params)]
 
     def _namespaces(self, prefix: str, now: float) -> list[str]:
-        query, params = namespaces_query(prefix, now)
+        query, params = kv_sql.namespaces_query(prefix, now)
         with self._reading() as conn:
             return [r[0] for r in conn.execute(query, params)]
 
@@ -177,20 +166,20 @@ class SqliteKVStore(KVStore):
         with self._writing() as conn:
             for w in writes:
                 if w.value is None:
-                    conn.execute(DELETE, (w.namespace, w.key))
+                    conn.execute(kv_sql.DELETE, (w.namespace, w.key))
                 else:
-                    conn.execute(UPSERT, upsert_params(w, now))
+                    conn.execute(kv_sql.UPSERT, kv_sql.upsert_params(w, now))
 
     def _touch(self, rows: Sequence[Row], now: float) -> None:
         with self._writing() as conn:
-            conn.executemany(TOUCH, [(now, r.namespace, r.key, now) for r in rows])
+            conn.executemany(kv_sql.TOUCH, [(now, r.namespace, r.key, now) for r in rows])
 
     def _sweep(self, now: float) -> int:
         with self._reading() as conn:  # a read first: most batches have nothing to sweep, and need no write lock
-            if conn.execute(HAS_EXPIRED, (now,)).fetchone() is None:
+            if conn.execute(kv_sql.HAS_EXPIRED, (now,)).fetchone() is None:
                 return 0
         with self._writing() as conn:
-            return conn.execute(SWEEP, (now,)).rowcount
+            return conn.execute(kv_sql.SWEEP, (now,)).rowcount
 
     def close(self) -> None:
         with self._lock:
