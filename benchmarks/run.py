@@ -120,6 +120,43 @@ def paired_ratio(subject: list[float], baseline: list[float]) -> float:
     return statistics.median(s / b for s, b in zip(subject, baseline))
 
 
+def comparison_row(
+    benchmark: str,
+    unit: str,
+    stats: dict[str, dict[str, float]],
+    subject: str,
+    baseline: str,
+    target: float | None,
+    *,
+    samples: dict[str, list[float]] | None = None,
+    subject_name: str | None = None,
+    baseline_name: str | None = None,
+    delta: bool = False,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A results row: the medians of ``subject`` and ``baseline``, their ratio, with ``samples`` the paired ratio.
+
+    ``delta`` adds the difference of the medians; ``extra`` fields go before ``target``.
+    """
+    subj, base = stats[subject]["median"], stats[baseline]["median"]
+    row: dict[str, Any] = {
+        "benchmark": benchmark,
+        "unit": unit,
+        "baseline_name": baseline_name or baseline,
+        "baseline": base,
+        "subject_name": subject_name or subject,
+        "subject": subj,
+        "ratio": subj / base,
+    }
+    if samples is not None:
+        row["paired_ratio"] = paired_ratio(samples[subject], samples[baseline])
+    if delta:
+        row["delta"] = subj - base
+    row.update(extra)
+    row["target"] = target
+    return row
+
+
 def fsync_probe(path: Path, n: int = 10) -> float:
     """Seconds per ``write(4 KiB) + fsync`` on the benchmark's file system."""
     block = os.urandom(4096)
@@ -255,46 +292,33 @@ def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
             (f"graphtape default/{d}", "default checkpointer", 1.10),
         ):
             rows.append(
-                {
-                    "benchmark": f"1. record, {d}: {label}",
-                    "unit": "ms/super-step",
-                    "baseline_name": f"SqliteSaver as shipped ({d})",
-                    "baseline": stats[base]["median"],
-                    "subject_name": subject,
-                    "subject": stats[subject]["median"],
-                    "ratio": stats[subject]["median"] / stats[base]["median"],
-                    "paired_ratio": paired_ratio(samples[subject], samples[base]),
-                    "delta": stats[subject]["median"] - stats[base]["median"],
-                    "target": target,
-                }
+                comparison_row(
+                    f"1. record, {d}: {label}",
+                    "ms/super-step",
+                    stats,
+                    subject,
+                    base,
+                    target,
+                    samples=samples,
+                    baseline_name=f"SqliteSaver as shipped ({d})",
+                    delta=True,
+                )
             )
     for d in ("sync", "async"):
         base, subject = f"SqliteSaver NORMAL/{d}", f"graphtape default/{d}"
-        rows.append(
-            {
-                "benchmark": f"1. {d}: default vs same-settings saver",
-                "unit": "ms/super-step",
-                "baseline_name": base,
-                "baseline": stats[base]["median"],
-                "subject_name": subject,
-                "subject": stats[subject]["median"],
-                "ratio": stats[subject]["median"] / stats[base]["median"],
-                "paired_ratio": paired_ratio(samples[subject], samples[base]),
-                "delta": stats[subject]["median"] - stats[base]["median"],
-                "target": 1.0,
-            }
-        )
+        title = f"1. {d}: default vs same-settings saver"
+        rows.append(comparison_row(title, "ms/super-step", stats, subject, base, 1.0, samples=samples, delta=True))
     rows.append(
-        {
-            "benchmark": "1. (ctx) no checkpointer",
-            "unit": "ms/super-step",
-            "baseline_name": "SqliteSaver as shipped (sync)",
-            "baseline": stats["baseline/sync"]["median"],
-            "subject_name": "plain (no checkpointer)",
-            "subject": stats["plain"]["median"],
-            "ratio": stats["plain"]["median"] / stats["baseline/sync"]["median"],
-            "target": None,
-        }
+        comparison_row(
+            "1. (ctx) no checkpointer",
+            "ms/super-step",
+            stats,
+            "plain",
+            "baseline/sync",
+            None,
+            subject_name="plain (no checkpointer)",
+            baseline_name="SqliteSaver as shipped (sync)",
+        )
     )
     return {
         "rows": rows,
@@ -375,50 +399,12 @@ def bench_replay(tmp: Path, reps: int) -> dict[str, Any]:
     tape.close()
     stats = {k: summary(v, 1000.0) for k, v in samples.items()}
     base, subj = "live recorded", "strict replay"
+    sqlite_live = "live unrecorded (SqliteSaver)"
     rows = [
-        {
-            "benchmark": "2. strict replay vs live recorded",
-            "unit": "ms/run",
-            "baseline_name": base,
-            "baseline": stats[base]["median"],
-            "subject_name": subj,
-            "subject": stats[subj]["median"],
-            "ratio": stats[subj]["median"] / stats[base]["median"],
-            "paired_ratio": paired_ratio(samples[subj], samples[base]),
-            "target": 1.2,
-        },
-        {
-            "benchmark": "2. live recorded vs unrecorded",
-            "unit": "ms/run",
-            "baseline_name": "live unrecorded (SqliteSaver)",
-            "baseline": stats["live unrecorded (SqliteSaver)"]["median"],
-            "subject_name": base,
-            "subject": stats[base]["median"],
-            "ratio": stats[base]["median"] / stats["live unrecorded (SqliteSaver)"]["median"],
-            "paired_ratio": paired_ratio(samples[base], samples["live unrecorded (SqliteSaver)"]),
-            "target": 1.10,
-        },
-        {
-            "benchmark": "2. strict replay vs live unrecorded",
-            "unit": "ms/run",
-            "baseline_name": "live unrecorded (SqliteSaver)",
-            "baseline": stats["live unrecorded (SqliteSaver)"]["median"],
-            "subject_name": subj,
-            "subject": stats[subj]["median"],
-            "ratio": stats[subj]["median"] / stats["live unrecorded (SqliteSaver)"]["median"],
-            "paired_ratio": paired_ratio(samples[subj], samples["live unrecorded (SqliteSaver)"]),
-            "target": 0.5,
-        },
-        {
-            "benchmark": "2. (ctx) live, no checkpointer",
-            "unit": "ms/run",
-            "baseline_name": "live unrecorded (SqliteSaver)",
-            "baseline": stats["live unrecorded (SqliteSaver)"]["median"],
-            "subject_name": "live, no checkpointer",
-            "subject": stats["live, no checkpointer"]["median"],
-            "ratio": stats["live, no checkpointer"]["median"] / stats["live unrecorded (SqliteSaver)"]["median"],
-            "target": None,
-        },
+        comparison_row("2. strict replay vs live recorded", "ms/run", stats, subj, base, 1.2, samples=samples),
+        comparison_row("2. live recorded vs unrecorded", "ms/run", stats, base, sqlite_live, 1.10, samples=samples),
+        comparison_row("2. strict replay vs live unrecorded", "ms/run", stats, subj, sqlite_live, 0.5, samples=samples),
+        comparison_row("2. (ctx) live, no checkpointer", "ms/run", stats, "live, no checkpointer", sqlite_live, None),
     ]
     return {
         "rows": rows,
@@ -746,22 +732,8 @@ def bench_agent(tmp: Path, reps: int) -> dict[str, Any]:
             tape.close()
     stats = {k: summary(v, 1000.0) for k, v in samples.items()}
     base, subj = "unrecorded (InMemorySaver)", "recorded"
-    overhead = stats[subj]["median"] - stats[base]["median"]
-    rows = [
-        {
-            "benchmark": "4. agent run: recording overhead",
-            "unit": "ms/run",
-            "baseline_name": base,
-            "baseline": stats[base]["median"],
-            "subject_name": subj,
-            "subject": stats[subj]["median"],
-            "ratio": stats[subj]["median"] / stats[base]["median"],
-            "paired_ratio": paired_ratio(samples[subj], samples[base]),
-            "delta": overhead,
-            "target_delta": 2.0,
-            "target": None,
-        }
-    ]
+    title = "4. agent run: recording overhead"
+    rows = [comparison_row(title, "ms/run", stats, subj, base, None, samples=samples, delta=True, target_delta=2.0)]
     return {"rows": rows, "stats": stats, "reps": reps}
 
 
