@@ -38,6 +38,7 @@ from graphtape.server.studio import create_app
 from graphtape.server.studio.agui import state_of
 from graphtape.server.studio.routes_agui import CANCELLED_MARK
 from graphtape.testing.models import SeededChatModel
+from tests.app_client import app_client
 from tests.graphs import build_subgraph_node
 from tests.live_server import serve_app
 
@@ -161,10 +162,8 @@ def app(tape):
 
 @pytest.fixture
 async def client(app):
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
-            yield c
+    async with app_client(app, timeout=30) as c:
+        yield c
 
 
 async def post_run(client, body: dict[str, Any], graph: str = "assistant", **headers: str) -> httpx.Response:
@@ -572,13 +571,11 @@ async def test_a_client_reconnects_to_another_server_process_on_the_same_store(c
     other_tape = graphtape.connect(store_url)
     other = create_app(other_tape, graphs(), heartbeat_seconds=5)
     try:
-        async with other.router.lifespan_context(other):
-            transport = httpx.ASGITransport(app=other)
-            async with httpx.AsyncClient(transport=transport, base_url="http://other", timeout=30) as second:
-                joined = await second.get(f"/agui/assistant/runs/{studio_run}/stream", headers={"Last-Event-ID": "5"})
-                assert [b for b in joined.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[5:]
-                again = await post_run(second, hello(thread, run_id), **{"Last-Event-ID": "11"})
-                assert [b for b in again.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[11:]
+        async with app_client(other, base_url="http://other", timeout=30) as second:
+            joined = await second.get(f"/agui/assistant/runs/{studio_run}/stream", headers={"Last-Event-ID": "5"})
+            assert [b for b in joined.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[5:]
+            again = await post_run(second, hello(thread, run_id), **{"Last-Event-ID": "11"})
+            assert [b for b in again.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[11:]
     finally:
         other_tape.close()
     assert len(tape.runs(thread_id=thread)) == 1  # served again, never run again

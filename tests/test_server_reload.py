@@ -32,6 +32,7 @@ import graphtape
 from graphtape.server.studio import create_app
 from graphtape.server.studio.project import Project, read_project
 from graphtape.server.studio.reload import GraphReloader
+from tests.app_client import app_client
 from tests.live_server import free_port, interrupt
 
 GRAPH = """
@@ -93,34 +94,32 @@ async def test_a_run_in_progress_finishes_on_the_old_graph_and_the_next_uses_the
     lines: list[str] = []
     reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
     assert set(reloader.files()) == {os.path.realpath(file)}
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as client:
-            thread = (await client.post("/threads", json={})).json()["thread_id"]
-            started = await client.post(f"/threads/{thread}/runs", json={"assistant_id": "g", "input": {"delay": 0.5}})
-            assert started.status_code == 200, started.text
-            await asyncio.sleep(0.1)  # the run is inside its node, on the v1 graph
+    async with app_client(app) as client:
+        thread = (await client.post("/threads", json={})).json()["thread_id"]
+        started = await client.post(f"/threads/{thread}/runs", json={"assistant_id": "g", "input": {"delay": 0.5}})
+        assert started.status_code == 200, started.text
+        await asyncio.sleep(0.1)  # the run is inside its node, on the v1 graph
 
-            write_graph(file, "v2")
-            await reload(reloader, file)
-            assert lines == ["reloaded graph 'g': new runs use the edited code"]
-            joined = await client.get(f"/threads/{thread}/runs/{started.json()['run_id']}/join")
-            assert joined.json()["out"] == "v1"
-            assert await wait_run(client, "g") == "v2"
+        write_graph(file, "v2")
+        await reload(reloader, file)
+        assert lines == ["reloaded graph 'g': new runs use the edited code"]
+        joined = await client.get(f"/threads/{thread}/runs/{started.json()['run_id']}/join")
+        assert joined.json()["out"] == "v1"
+        assert await wait_run(client, "g") == "v2"
 
-            # a broken edit: the v2 graph stays, one line and the assistant's metadata say why
-            file.write_text("def broken(:\n", encoding="utf-8")
-            await reload(reloader, file)
-            assert len(lines) == 2 and lines[1].startswith("kept the previous 'g': graph 'g': importing ")
-            assert "SyntaxError" in lines[1] and "\n" not in lines[1]
-            meta = (await client.get("/assistants/g")).json()["metadata"]
-            assert "SyntaxError" in meta["load_error"]
-            assert await wait_run(client, "g") == "v2"
+        # a broken edit: the v2 graph stays, one line and the assistant's metadata say why
+        file.write_text("def broken(:\n", encoding="utf-8")
+        await reload(reloader, file)
+        assert len(lines) == 2 and lines[1].startswith("kept the previous 'g': graph 'g': importing ")
+        assert "SyntaxError" in lines[1] and "\n" not in lines[1]
+        meta = (await client.get("/assistants/g")).json()["metadata"]
+        assert "SyntaxError" in meta["load_error"]
+        assert await wait_run(client, "g") == "v2"
 
-            write_graph(file, "v3")
-            await reload(reloader, file)
-            assert "load_error" not in (await client.get("/assistants/g")).json()["metadata"]
-            assert await wait_run(client, "g") == "v3"
+        write_graph(file, "v3")
+        await reload(reloader, file)
+        assert "load_error" not in (await client.get("/assistants/g")).json()["metadata"]
+        assert await wait_run(client, "g") == "v3"
     # every run, on whichever graph, is on the tape
     assert [r.status for r in sqlite_tape.runs()] == ["finished"] * 4
 
@@ -131,14 +130,12 @@ async def test_assistants_made_over_http_follow_their_graph(sqlite_tape, tmp_pat
     project = Project({"g": f"{file}:graph"}, root=tmp_path)
     app = create_app(sqlite_tape, project.load_graphs())
     reloader = GraphReloader(project, app.state.studio.assistants, echo=lambda line: None)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as client:
-            made = (await client.post("/assistants", json={"graph_id": "g", "name": "mine"})).json()
-            write_graph(file, "v2")
-            await reload(reloader, file)
-            assert await wait_run(client, made["assistant_id"]) == "v2"
-            assert (await client.get(f"/assistants/{made['assistant_id']}")).json()["name"] == "mine"
+    async with app_client(app) as client:
+        made = (await client.post("/assistants", json={"graph_id": "g", "name": "mine"})).json()
+        write_graph(file, "v2")
+        await reload(reloader, file)
+        assert await wait_run(client, made["assistant_id"]) == "v2"
+        assert (await client.get(f"/assistants/{made['assistant_id']}")).json()["name"] == "mine"
 
 
 async def test_langgraph_json_edits_add_graphs_and_bad_json_changes_nothing(sqlite_tape, tmp_path):
@@ -152,24 +149,22 @@ async def test_langgraph_json_edits_add_graphs_and_bad_json_changes_nothing(sqli
     lines: list[str] = []
     reloader = GraphReloader(project, app.state.studio.assistants, config=config, echo=lines.append)
     assert set(reloader.files()) == {os.path.realpath(first), os.path.realpath(config)}
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as client:
-            config.write_text("{nope", encoding="utf-8")
-            await reload(reloader, config)
-            assert len(lines) == 1 and "langgraph.json not reloaded" in lines[0] and "cannot read" in lines[0]
+    async with app_client(app) as client:
+        config.write_text("{nope", encoding="utf-8")
+        await reload(reloader, config)
+        assert len(lines) == 1 and "langgraph.json not reloaded" in lines[0] and "cannot read" in lines[0]
 
-            graphs = {"a": f"./{first.name}:graph", "b": f"./{second.name}:graph"}
-            config.write_text(json.dumps({"graphs": graphs}), encoding="utf-8")
-            await reload(reloader, config)
-            assert lines[1:] == ["added graph 'b': new runs use the edited code"]  # 'a' did not change
-            assert await wait_run(client, "b") == "second" and await wait_run(client, "a") == "first"
-            assert os.path.realpath(second) in reloader.files()
+        graphs = {"a": f"./{first.name}:graph", "b": f"./{second.name}:graph"}
+        config.write_text(json.dumps({"graphs": graphs}), encoding="utf-8")
+        await reload(reloader, config)
+        assert lines[1:] == ["added graph 'b': new runs use the edited code"]  # 'a' did not change
+        assert await wait_run(client, "b") == "second" and await wait_run(client, "a") == "first"
+        assert os.path.realpath(second) in reloader.files()
 
-            config.write_text(json.dumps({"graphs": {"b": f"./{second.name}:graph"}}), encoding="utf-8")
-            await reload(reloader, config)
-            assert "graph 'a' left langgraph.json" in lines[-1]
-            assert await wait_run(client, "a") == "first"
+        config.write_text(json.dumps({"graphs": {"b": f"./{second.name}:graph"}}), encoding="utf-8")
+        await reload(reloader, config)
+        assert "graph 'a' left langgraph.json" in lines[-1]
+        assert await wait_run(client, "a") == "first"
 
 
 # -- for real: graphtape dev in a subprocess, watching with watchfiles ----------------------------
@@ -283,16 +278,14 @@ async def test_a_module_spec_is_imported_afresh_and_a_failure_keeps_the_module(s
     reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
     assert set(reloader.files()) == {os.path.realpath(file)}
     first = sys.modules[name]
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as client:
-            file.write_text("raise RuntimeError('half-written')\n", encoding="utf-8")
-            await reload(reloader, file)
-            assert "RuntimeError: half-written" in lines[-1] and sys.modules[name] is first
-            write_graph(file, "m2")
-            await reload(reloader, file)
-            assert lines[-1].startswith("reloaded graph 'm'") and sys.modules[name] is not first
-            assert await wait_run(client, "m") == "m2"
+    async with app_client(app) as client:
+        file.write_text("raise RuntimeError('half-written')\n", encoding="utf-8")
+        await reload(reloader, file)
+        assert "RuntimeError: half-written" in lines[-1] and sys.modules[name] is first
+        write_graph(file, "m2")
+        await reload(reloader, file)
+        assert lines[-1].startswith("reloaded graph 'm'") and sys.modules[name] is not first
+        assert await wait_run(client, "m") == "m2"
     sys.modules.pop(name, None)
 
 

@@ -28,6 +28,7 @@ import graphtape  # noqa: E402
 from graphtape.server.studio import create_app  # noqa: E402
 from graphtape.server.studio.routes_store import studio_kv  # noqa: E402
 from graphtape.store.kv import attach_store, kv_store_for  # noqa: E402
+from tests.app_client import app_client  # noqa: E402
 from tests.live_server import serve_app  # noqa: E402
 
 
@@ -135,10 +136,8 @@ def test_the_studio_closes_its_store_when_it_stops(tmp_path):
 @pytest.fixture
 async def client(tape):
     app = create_app(tape, {})
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
-            yield c
+    async with app_client(app) as c:
+        yield c
 
 
 def assert_error(r: httpx.Response, status: int, *words: str) -> None:
@@ -226,16 +225,14 @@ async def test_explicit_null_ttl_and_store_default(client):
 
 async def test_a_served_graph_without_a_store_gets_the_apis_store_opened_on_first_use(tape):
     app = create_app(tape, {"memory": memory_graph()})  # compiled without a store
-    async with app.router.lifespan_context(app):
+    async with app_client(app) as c:
         assert app.state.studio.kv is None  # nothing opened for graphs that never use it
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
-            put = {"namespace": ["users", "bo"], "key": "total", "value": {"total": 2}}
-            assert (await c.put("/store/items", json=put)).status_code == 204
-            thread = (await c.post("/threads", json={})).json()["thread_id"]
-            body = {"assistant_id": "memory", "input": {"user": "bo", "n": 3}}
-            out = await c.post(f"/threads/{thread}/runs/wait", json=body)
-            assert out.json()["n"] == 5, out.text
-            got = await c.get("/store/items", params={"namespace": "users.bo", "key": "total"})
-            assert got.json()["value"] == {"total": 5}
+        put = {"namespace": ["users", "bo"], "key": "total", "value": {"total": 2}}
+        assert (await c.put("/store/items", json=put)).status_code == 204
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        body = {"assistant_id": "memory", "input": {"user": "bo", "n": 3}}
+        out = await c.post(f"/threads/{thread}/runs/wait", json=body)
+        assert out.json()["n"] == 5, out.text
+        got = await c.get("/store/items", params={"namespace": "users.bo", "key": "total"})
+        assert got.json()["value"] == {"total": 5}
     assert app.state.studio.kv is None  # closed with the app

@@ -20,6 +20,7 @@ import httpx
 
 from graphtape.server.studio import create_app
 from graphtape.server.studio.assistants import assistant_id_for
+from tests.app_client import app_client
 from tests.studio_graphs import studio_graphs
 
 
@@ -35,10 +36,8 @@ def parse_sse(text: str) -> list[tuple[str, object]]:
 @pytest.fixture
 async def client(tape):
     app = create_app(tape, studio_graphs(), max_body_bytes=64 * 1024)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
-            yield c
+    async with app_client(app) as c:
+        yield c
 
 
 async def new_thread(client) -> str:

@@ -18,10 +18,10 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-import httpx
 
 import graphtape
 from graphtape.server.studio import create_app
+from tests.app_client import app_client
 from tests.graphs import build_linear
 from tests.studio_graphs import studio_graphs
 from tests.test_server_studio import assert_error
@@ -43,11 +43,9 @@ def parse_tape_sse(text: str) -> list[dict]:
 @pytest.fixture
 async def client(tape):
     app = create_app(tape, studio_graphs(), max_body_bytes=256 * 1024)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
-            c.app = app  # type: ignore[attr-defined]
-            yield c
+    async with app_client(app, timeout=30) as c:
+        c.app = app  # type: ignore[attr-defined]
+        yield c
 
 
 async def record(client, graph: str, value: dict) -> tuple[str, str]:
@@ -216,19 +214,17 @@ async def test_export_then_import_into_another_store(client, new_store_url):
     other = graphtape.connect(new_store_url())
     try:
         app = create_app(other, studio_graphs())
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://other") as c2:
-                refused = (HOSTILE / "os_system.must_refuse.jsonl").read_bytes()
-                assert_error(await c2.post("/graphtape/import", content=refused), 400, "refused", "nothing")
-                assert other.runs() == []
-                assert_error(await c2.post("/graphtape/import", content=b"not a tape"), 400, "not a graphtape tape")
-                assert_error(await c2.post("/graphtape/import", content=b"\xff\xfe"), 400, "UTF-8")
-                r = await c2.post("/graphtape/import", content=exported)
-                assert r.status_code == 200 and r.json() == {"run_ids": [run_id]}
-                assert_error(await c2.post("/graphtape/import", content=exported), 409, "already")
-                calls = (await c2.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
-                assert len(calls) == 3
+        async with app_client(app, base_url="http://other") as c2:
+            refused = (HOSTILE / "os_system.must_refuse.jsonl").read_bytes()
+            assert_error(await c2.post("/graphtape/import", content=refused), 400, "refused", "nothing")
+            assert other.runs() == []
+            assert_error(await c2.post("/graphtape/import", content=b"not a tape"), 400, "not a graphtape tape")
+            assert_error(await c2.post("/graphtape/import", content=b"\xff\xfe"), 400, "UTF-8")
+            r = await c2.post("/graphtape/import", content=exported)
+            assert r.status_code == 200 and r.json() == {"run_ids": [run_id]}
+            assert_error(await c2.post("/graphtape/import", content=exported), 409, "already")
+            calls = (await c2.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
+            assert len(calls) == 3
     finally:
         other.close()
 
@@ -396,50 +392,46 @@ async def test_a_failed_action_ends_the_stream_with_an_error(client):
 
 async def test_a_strict_replay_that_diverges_shows_where(tape):
     app = create_app(tape, {"linear": build_linear()})
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
-            golden = (TAPES / "linear_old_prompt.must_diverge.jsonl").read_bytes()
-            (run_id,) = (await c.post("/graphtape/import", content=golden)).json()["run_ids"]
-            result = (await c.post(f"/graphtape/runs/{run_id}/replay?wait=true", json={"mode": "strict"})).json()
-            assert result["status"] == "diverged" and result["divergence"]["node"] == "write"
-            detail = (await c.get(f"/graphtape/runs/{result['run_id']}")).json()
-            assert detail["run"]["status"] == "diverged" and detail["divergence"]["node"] == "write"
-            assert "-[human] Write a sonnet about cats" in detail["divergence"]["diff"]
-            tl = (await c.get(f"/graphtape/runs/{result['run_id']}/timeline")).json()
-            calls = [call for s in tl["steps"] for t in s["tasks"] for call in t["calls"]]
-            diverged = [call for call in calls if call["source"] == "diverged"]
-            assert [(d["kind"], d["node_path"]) for d in diverged] == [("llm", "write")]
-            assert diverged[0]["error"].startswith("Divergence: ")
+    async with app_client(app, timeout=30) as c:
+        golden = (TAPES / "linear_old_prompt.must_diverge.jsonl").read_bytes()
+        (run_id,) = (await c.post("/graphtape/import", content=golden)).json()["run_ids"]
+        result = (await c.post(f"/graphtape/runs/{run_id}/replay?wait=true", json={"mode": "strict"})).json()
+        assert result["status"] == "diverged" and result["divergence"]["node"] == "write"
+        detail = (await c.get(f"/graphtape/runs/{result['run_id']}")).json()
+        assert detail["run"]["status"] == "diverged" and detail["divergence"]["node"] == "write"
+        assert "-[human] Write a sonnet about cats" in detail["divergence"]["diff"]
+        tl = (await c.get(f"/graphtape/runs/{result['run_id']}/timeline")).json()
+        calls = [call for s in tl["steps"] for t in s["tasks"] for call in t["calls"]]
+        diverged = [call for call in calls if call["source"] == "diverged"]
+        assert [(d["kind"], d["node_path"]) for d in diverged] == [("llm", "write")]
+        assert diverged[0]["error"].startswith("Divergence: ")
 
 
 async def test_echoed_config_and_metadata_are_redacted(store_url):
     tape = graphtape.connect(store_url, redact=["customer_id"])
     try:
         app = create_app(tape, studio_graphs())
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
-                tid = (await c.post("/threads", json={})).json()["thread_id"]
-                body = {
-                    "assistant_id": "agent",
-                    "input": {"messages": [{"role": "user", "content": "hi"}]},
-                    "metadata": {"customer_id": "c-4242"},
-                    "config": {"configurable": {"api_key": "sk-very-secret"}},
-                }
-                assert (await c.post(f"/threads/{tid}/runs/wait", json=body)).status_code == 200
-                (run,) = (await c.get("/graphtape/runs")).json()["runs"]
-                entries = (await c.get(f"/graphtape/history/{run['run_id']}")).json()["entries"]
-                texts = [
-                    (await c.get(f"/graphtape/runs/{run['run_id']}")).text,
-                    (await c.get(f"/graphtape/history/{tid}")).text,
-                    (await c.get(f"/graphtape/threads/{tid}/checkpoints/{entries[-1]['checkpoint_id']}")).text,
-                    (await c.get(f"/graphtape/runs/{run['run_id']}/events")).text,
-                ]
-                for text in texts:
-                    assert "c-4242" not in text and "sk-very-secret" not in text
-                state = (await c.get(f"/graphtape/threads/{tid}/checkpoints/{entries[-1]['checkpoint_id']}")).json()
-                assert state["metadata"].get("customer_id") in (None, "**redacted**")
+        async with app_client(app, timeout=30) as c:
+            tid = (await c.post("/threads", json={})).json()["thread_id"]
+            body = {
+                "assistant_id": "agent",
+                "input": {"messages": [{"role": "user", "content": "hi"}]},
+                "metadata": {"customer_id": "c-4242"},
+                "config": {"configurable": {"api_key": "sk-very-secret"}},
+            }
+            assert (await c.post(f"/threads/{tid}/runs/wait", json=body)).status_code == 200
+            (run,) = (await c.get("/graphtape/runs")).json()["runs"]
+            entries = (await c.get(f"/graphtape/history/{run['run_id']}")).json()["entries"]
+            texts = [
+                (await c.get(f"/graphtape/runs/{run['run_id']}")).text,
+                (await c.get(f"/graphtape/history/{tid}")).text,
+                (await c.get(f"/graphtape/threads/{tid}/checkpoints/{entries[-1]['checkpoint_id']}")).text,
+                (await c.get(f"/graphtape/runs/{run['run_id']}/events")).text,
+            ]
+            for text in texts:
+                assert "c-4242" not in text and "sk-very-secret" not in text
+            state = (await c.get(f"/graphtape/threads/{tid}/checkpoints/{entries[-1]['checkpoint_id']}")).json()
+            assert state["metadata"].get("customer_id") in (None, "**redacted**")
     finally:
         tape.close()
 
@@ -462,17 +454,15 @@ async def test_stream_of_an_ended_run_resumes_after_last_event_id(client):
 
 async def test_stream_follows_a_run_written_while_watching_and_sends_heartbeats(tape):
     app = create_app(tape, studio_graphs(), heartbeat_seconds=0.2)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
-            tid = (await c.post("/threads", json={})).json()["thread_id"]
-            body = {"assistant_id": "slow", "input": {"seconds": 1.5}}
-            run = (await c.post(f"/threads/{tid}/runs", json=body)).json()
-            await asyncio.sleep(0.1)
-            r = await c.get(f"/graphtape/runs/{run['run_id']}/stream")
-            assert ": heartbeat" in r.text
-            messages = parse_tape_sse(r.text)
-            assert messages[0]["event"] == "run_started" and messages[-1]["event"] == "run_finished"
+    async with app_client(app, timeout=30) as c:
+        tid = (await c.post("/threads", json={})).json()["thread_id"]
+        body = {"assistant_id": "slow", "input": {"seconds": 1.5}}
+        run = (await c.post(f"/threads/{tid}/runs", json=body)).json()
+        await asyncio.sleep(0.1)
+        r = await c.get(f"/graphtape/runs/{run['run_id']}/stream")
+        assert ": heartbeat" in r.text
+        messages = parse_tape_sse(r.text)
+        assert messages[0]["event"] == "run_started" and messages[-1]["event"] == "run_finished"
 
 
 async def test_stream_of_a_run_whose_process_died_ends_with_an_error(tape):
@@ -482,10 +472,8 @@ async def test_stream_of_a_run_whose_process_died_ends_with_an_error(tape):
     started = EventRow("dead-run-1", 0, "run_started", time.time(), {"input": None, "config": None, "versions": None})
     tape.store.write(WriteBatch(new_runs=[crashed], events=[started]))  # as a killed process leaves it
     app = create_app(tape, studio_graphs(), heartbeat_seconds=0.1)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://studio", timeout=30) as c:
-            messages = parse_tape_sse((await c.get("/graphtape/runs/dead-run-1/stream")).text)
+    async with app_client(app, timeout=30) as c:
+        messages = parse_tape_sse((await c.get("/graphtape/runs/dead-run-1/stream")).text)
     assert [m["event"] for m in messages] == ["run_started", "error"]
     assert "graphtape recover" in messages[-1]["data"]["error"]
 
