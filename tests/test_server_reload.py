@@ -75,6 +75,14 @@ def sqlite_tape(tmp_path):
         yield tape
 
 
+def reloading(tape: graphtape.Tape, project: Project, config: Path | None = None):
+    """The Studio serving ``project``'s graphs, its reloader, and the list the reloader's lines go to."""
+    app = create_app(tape, project.load_graphs())
+    lines: list[str] = []
+    reloader = GraphReloader(project, app.state.studio.assistants, config=config, echo=lines.append)
+    return app, reloader, lines
+
+
 async def reload(reloader: GraphReloader, *paths: Path) -> None:
     done = await asyncio.to_thread(reloader.reload, {os.path.realpath(p) for p in paths})
     reloader.apply(done)
@@ -90,9 +98,7 @@ async def test_a_run_in_progress_finishes_on_the_old_graph_and_the_next_uses_the
     file = graph_file(tmp_path)
     write_graph(file, "v1")
     project = Project({"g": f"{file}:graph"}, root=tmp_path)
-    app = create_app(sqlite_tape, project.load_graphs())
-    lines: list[str] = []
-    reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
+    app, reloader, lines = reloading(sqlite_tape, project)
     assert set(reloader.files()) == {os.path.realpath(file)}
     async with app_client(app) as client:
         thread = (await client.post("/threads", json={})).json()["thread_id"]
@@ -128,8 +134,7 @@ async def test_assistants_made_over_http_follow_their_graph(sqlite_tape, tmp_pat
     file = graph_file(tmp_path)
     write_graph(file, "v1")
     project = Project({"g": f"{file}:graph"}, root=tmp_path)
-    app = create_app(sqlite_tape, project.load_graphs())
-    reloader = GraphReloader(project, app.state.studio.assistants, echo=lambda line: None)
+    app, reloader, _ = reloading(sqlite_tape, project)
     async with app_client(app) as client:
         made = (await client.post("/assistants", json={"graph_id": "g", "name": "mine"})).json()
         write_graph(file, "v2")
@@ -145,9 +150,7 @@ async def test_langgraph_json_edits_add_graphs_and_bad_json_changes_nothing(sqli
     config = tmp_path / "langgraph.json"
     config.write_text(json.dumps({"graphs": {"a": f"./{first.name}:graph"}}), encoding="utf-8")
     project = read_project(config)
-    app = create_app(sqlite_tape, project.load_graphs())
-    lines: list[str] = []
-    reloader = GraphReloader(project, app.state.studio.assistants, config=config, echo=lines.append)
+    app, reloader, lines = reloading(sqlite_tape, project, config)
     assert set(reloader.files()) == {os.path.realpath(first), os.path.realpath(config)}
     async with app_client(app) as client:
         config.write_text("{nope", encoding="utf-8")
@@ -273,9 +276,7 @@ async def test_a_module_spec_is_imported_afresh_and_a_failure_keeps_the_module(s
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, name, raising=False)
     project = Project({"m": f"{name}:graph"}, root=tmp_path)
-    app = create_app(sqlite_tape, project.load_graphs())
-    lines: list[str] = []
-    reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
+    app, reloader, lines = reloading(sqlite_tape, project)
     assert set(reloader.files()) == {os.path.realpath(file)}
     first = sys.modules[name]
     async with app_client(app) as client:
@@ -295,9 +296,7 @@ async def test_a_watcher_that_fails_says_so_in_one_line_and_serving_goes_on(sqli
     file = graph_file(folder)
     write_graph(file, "v1")
     project = Project({"g": f"{file}:graph"}, root=folder)
-    app = create_app(sqlite_tape, project.load_graphs())
-    lines: list[str] = []
-    reloader = GraphReloader(project, app.state.studio.assistants, echo=lines.append)
+    _, reloader, lines = reloading(sqlite_tape, project)
     file.unlink()
     folder.rmdir()  # nothing left to watch
     await asyncio.wait_for(reloader.watch(), timeout=10)
