@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 import typer
 
 from graphtape.cli import render
-from graphtape.cli.base import CliError, app, echo_json, handle_errors, open_tape, stdout
+from graphtape.cli.base import (
+    CliError,
+    app,
+    duration_option,
+    echo_json,
+    handle_errors,
+    open_tape,
+    status_option,
+    stdout,
+)
 
 if TYPE_CHECKING:
     from graphtape.runtime.archive import ArchiveResult
@@ -26,17 +35,6 @@ def _fmt_bytes(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"  # pragma: no cover - the loop returns
-
-
-def _duration(option: str, text: str | None) -> float | None:
-    from graphtape.runtime.retention import parse_duration
-
-    if text is None:
-        return None
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise CliError(f"{option}: {exc}") from None
 
 
 @app.command("archive")
@@ -98,14 +96,10 @@ def archive_cmd(
     from graphtape.runtime.archive_policy import Policy, read_policy, run_policy, write_metrics_file
 
     with handle_errors():
-        seconds = _duration("--older-than", older_than)
-        expire = _duration("--expire-after", expire_after)
-        keep = _duration("--keep-interrupted-for", keep_interrupted_for)
-        statuses = None
-        if status is not None:
-            statuses = [s.strip() for s in status.split(",") if s.strip()]
-            if not statuses:
-                raise CliError("--status names no status; e.g. --status finished")
+        seconds = duration_option("--older-than", older_than)
+        expire = duration_option("--expire-after", expire_after)
+        keep = duration_option("--keep-interrupted-for", keep_interrupted_for)
+        statuses = status_option(status, "finished")
         as_policy = policy or policy_file is not None or metrics_file is not None
         rules = None
         if policy_file is not None:

@@ -57,6 +57,28 @@ def one_line(message: str) -> str:
     return " ".join(part.strip() for part in str(message).strip().splitlines() if part.strip()) or "failed"
 
 
+def duration_option(option: str, text: str | None) -> float | None:
+    """Seconds of a duration option's value (``30d``, ``12h``), None when not given; a bad one is a CliError."""
+    from graphtape.runtime.retention import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}") from None
+
+
+def status_option(text: str | None, example: str) -> list[str] | None:
+    """The statuses of a comma-separated ``--status`` value, None when not given; one naming none is a CliError."""
+    if text is None:
+        return None
+    statuses = [s.strip() for s in text.split(",") if s.strip()]
+    if not statuses:
+        raise CliError(f"--status names no status; e.g. --status {example}")
+    return statuses
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print ``error: message`` as one line on stderr and exit with ``code``."""
     typer.echo(f"error: {one_line(message)}", err=True)

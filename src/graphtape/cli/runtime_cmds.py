@@ -15,11 +15,13 @@ from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
     app,
+    duration_option,
     echo_json,
     handle_errors,
     one_line,
     open_tape,
     progress_bar,
+    status_option,
     stderr,
     stdout,
 )
@@ -98,22 +100,13 @@ def prune_cmd(
     """Delete old runs, keeping every run that a kept run's replay or recovery still needs."""
     import time
 
-    from graphtape.runtime.retention import parse_duration, plan_prune, prune
+    from graphtape.runtime.retention import plan_prune, prune
 
     with handle_errors():
-        seconds = None
-        if older_than is not None:
-            try:
-                seconds = parse_duration(older_than)
-            except ValueError as exc:
-                raise CliError(f"--older-than: {exc}") from None
+        seconds = duration_option("--older-than", older_than)
         if keep_last is not None and keep_last < 0:
             raise CliError("--keep-last must be 0 or more")
-        statuses = None
-        if status is not None:
-            statuses = [s.strip() for s in status.split(",") if s.strip()]
-            if not statuses:
-                raise CliError("--status names no status; e.g. --status finished,failed")
+        statuses = status_option(status, "finished,failed")
         if seconds is None and keep_last is None and statuses is None:
             raise CliError("say what to prune: --older-than 30d, --keep-last N or --status finished,failed")
         with open_tape(ctx) as tape:
