@@ -16,6 +16,7 @@ pytest.importorskip("fastapi")
 import httpx
 
 from graphtape.cli import main
+from graphtape.cli.base import http_address
 from graphtape.errors import GraphLoadError
 from graphtape.server.studio.project import is_loopback, parse_graph_option, read_project, token_for
 from tests.live_server import free_port, interrupt
@@ -99,6 +100,15 @@ def test_dev_without_a_config_is_a_one_line_error(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no langgraph.json") and err.count("\n") == 1
+
+
+def test_dev_refuses_a_port_outside_1_to_65535_and_brackets_an_ipv6_host(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["dev", "--no-browser", "--graph", "x=nowhere.py:graph", "--port", "0"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "error: --port must be between 1 and 65535, not 0\n"
+    assert http_address("::1", 2024) == "http://[::1]:2024"
+    assert http_address("127.0.0.1", 2024) == "http://127.0.0.1:2024"
 
 
 def test_dev_with_a_graph_that_does_not_load_is_a_one_line_error(capsys, tmp_path):

@@ -57,6 +57,18 @@ def one_line(message: str) -> str:
     return " ".join(part.strip() for part in str(message).strip().splitlines() if part.strip()) or "failed"
 
 
+def check_port(port: int) -> int:
+    """``--port`` as given, when it is a TCP port; else a CliError."""
+    if not 0 < port < 65536:
+        raise CliError(f"--port must be between 1 and 65535, not {port}")
+    return port
+
+
+def http_address(host: str, port: int) -> str:
+    """The ``http://`` address a server listening on ``host``:``port`` answers at (an IPv6 host in brackets)."""
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
 def duration_option(option: str, text: str | None) -> float | None:
     """Seconds of a duration option's value (``30d``, ``12h``), None when not given; a bad one is a CliError."""
     from graphtape.runtime.retention import parse_duration

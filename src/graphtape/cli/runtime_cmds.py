@@ -15,6 +15,7 @@ from graphtape.cli.base import (
     EXIT_BAD_RESULT,
     CliError,
     app,
+    check_port,
     duration_option,
     echo_json,
     handle_errors,
@@ -439,8 +440,7 @@ def serve_cmd(
             raise CliError(
                 f"graphtape serve needs {exc.name or 'starlette and uvicorn'}: pip install 'graphtape[server]'"
             ) from None
-        if not 0 < port < 65536:
-            raise CliError(f"--port must be between 1 and 65535, not {port}")
+        check_port(port)
         # not created when missing: metrics of a mistyped URL would report an empty, healthy store forever
         with open_tape(ctx) as tape:
             app_ = create_app(tape, stuck_after=stuck_after, size_warning=size_warning)

@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from graphtape.cli.base import CliError, app, handle_errors
+from graphtape.cli.base import CliError, app, check_port, handle_errors, http_address
 from graphtape.cli.runtime_cmds import serve_cmd as metrics_serve_cmd
 
 __all__ = ["SETTINGS_ENV", "serve_cmd", "studio_app_from_env"]
@@ -73,9 +73,7 @@ def serve_cmd(
             from graphtape.server.studio.project import Project, parse_graph_option, read_project, token_for
         except ImportError as exc:
             raise CliError(f"graphtape serve needs {exc.name or 'fastapi'}: pip install 'graphtape[server]'") from None
-        port = 8123 if port is None else port
-        if not 0 < port < 65536:
-            raise CliError(f"--port must be between 1 and 65535, not {port}")
+        port = check_port(8123 if port is None else port)
         if workers < 1:
             raise CliError(f"--workers must be at least 1, not {workers}")
         if concurrency < 0:
@@ -104,7 +102,7 @@ def serve_cmd(
         project.apply_env()
         project.load_graphs()
         os.environ[SETTINGS_ENV] = json.dumps(settings)
-        address = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        address = http_address(host, port)
         typer.echo(
             f"graphtape Studio API on {address} (graphs: {', '.join(project.graphs)}; "
             f"{workers} process{'es' if workers > 1 else ''} x {concurrency} runs)"

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from graphtape.cli.base import CliError, app, handle_errors, open_tape
+from graphtape.cli.base import CliError, app, check_port, handle_errors, http_address, open_tape
 
 __all__ = ["dev_cmd", "has_display"]
 
@@ -48,8 +48,7 @@ def dev_cmd(
             from graphtape.server.studio.reload import GraphReloader
         except ImportError as exc:
             raise CliError(f"graphtape dev needs {exc.name or 'fastapi'}: pip install 'graphtape[server]'") from None
-        if not 0 < port < 65536:
-            raise CliError(f"--port must be between 1 and 65535, not {port}")
+        check_port(port)
         default_config = Path("langgraph.json")
         config_path: Path | None = None
         if config is not None or not graph or default_config.is_file():
@@ -64,7 +63,7 @@ def dev_cmd(
         token, token_source = token_for(host, os.environ)
         with open_tape(ctx, create=True, url=url) as tape:
             app_ = create_app(tape, graphs, token=token, cors_origins=cors_origin)
-            address = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+            address = http_address(host, port)
             typer.echo(f"graphtape Studio API on {address} (graphs: {', '.join(graphs)}; store: {tape.url})")
             typer.echo(f"  API reference: {address}/docs   (Ctrl+C to stop)")
             if token is not None:
