@@ -102,6 +102,12 @@ def _graph_of(request: Request, graph_name: str) -> Any:
     return entry.graph
 
 
+async def _run_and_graph(request: Request, run_id: str) -> tuple[Any, Any]:
+    """The recorded run (a 404 when unknown) and the served graph that re-runs it (a 409 when not served)."""
+    run = await run_in_threadpool(_studio(request).tape.run, run_id)
+    return run, _graph_of(request, run.graph)
+
+
 # -- runs -----------------------------------------------------------------------------------
 
 
@@ -371,8 +377,7 @@ async def replay_run(request: Request, run_id: str, body: ReplayBody, wait: bool
 
     studio = _studio(request)
     tape = studio.tape
-    run = await run_in_threadpool(tape.run, run_id)
-    graph = _graph_of(request, run.graph)
+    run, graph = await _run_and_graph(request, run_id)
     if body.from_checkpoint is not None:
         await run_in_threadpool(find_checkpoint, tape, body.from_checkpoint, run.run_id)
 
@@ -452,8 +457,7 @@ async def override_call(
 
     studio = _studio(request)
     tape = studio.tape
-    run = await run_in_threadpool(tape.run, run_id)
-    graph = _graph_of(request, run.graph)
+    run, graph = await _run_and_graph(request, run_id)
     call = await run_in_threadpool(find_call, tape, call_id, run.run_id)
     try:
         override_envelope(call, body.output)
@@ -491,8 +495,7 @@ def _node_ran(tape: Any, run_id: str, node: str) -> bool:
 async def invalidate_run(request: Request, run_id: str, body: InvalidateBody, wait: bool = False) -> Response:
     studio = _studio(request)
     tape = studio.tape
-    run = await run_in_threadpool(tape.run, run_id)
-    graph = _graph_of(request, run.graph)
+    run, graph = await _run_and_graph(request, run_id)
     if not await run_in_threadpool(_node_ran, tape, run.run_id, body.node):
         raise NotFound(
             f"node {body.node!r} never ran in run {run.run_id} or the runs before it on its thread; "
