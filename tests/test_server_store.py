@@ -28,7 +28,7 @@ import graphtape  # noqa: E402
 from graphtape.server.studio import create_app  # noqa: E402
 from graphtape.server.studio.routes_store import studio_kv  # noqa: E402
 from graphtape.store.kv import attach_store, kv_store_for  # noqa: E402
-from tests.app_client import app_client  # noqa: E402
+from tests.app_client import app_client, assert_error  # noqa: E402
 from tests.live_server import serve_app  # noqa: E402
 
 
@@ -138,15 +138,6 @@ async def client(tape):
     app = create_app(tape, {})
     async with app_client(app) as c:
         yield c
-
-
-def assert_error(r: httpx.Response, status: int, *words: str) -> None:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/json")
-    body = r.json()
-    assert body["status"] == status and body["detail"] == body["error"]
-    for word in words:
-        assert word in body["error"], body["error"]
 
 
 async def test_wire_format(client):

@@ -20,7 +20,7 @@ import httpx
 
 from graphtape.server.studio import create_app
 from graphtape.server.studio.assistants import assistant_id_for
-from tests.app_client import app_client
+from tests.app_client import app_client, assert_error
 from tests.studio_graphs import studio_graphs
 
 
@@ -44,16 +44,6 @@ async def new_thread(client) -> str:
     r = await client.post("/threads", json={})
     assert r.status_code == 200, r.text
     return r.json()["thread_id"]
-
-
-def assert_error(r: httpx.Response, status: int, *words: str) -> None:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/json")
-    body = r.json()
-    assert body["status"] == status and body["detail"] == body["error"]
-    assert "Traceback" not in body["error"]
-    for word in words:
-        assert word in body["error"], body["error"]
 
 
 async def test_ok_info_openapi_and_docs_without_a_cdn(client):

@@ -21,10 +21,9 @@ pytest.importorskip("fastapi")
 
 import graphtape
 from graphtape.server.studio import create_app
-from tests.app_client import app_client
+from tests.app_client import app_client, assert_error
 from tests.graphs import build_linear
 from tests.studio_graphs import studio_graphs
-from tests.test_server_studio import assert_error
 
 TAPES = Path(__file__).parent / "tapes"
 HOSTILE = TAPES / "hostile"
