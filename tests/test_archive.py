@@ -44,6 +44,15 @@ def record_linear(tape, thread: str) -> str:
     return rec.last_run_id
 
 
+def archived_file(tape, thread: str, tmp_path: Path) -> tuple[str, Path]:
+    """A linear run recorded on ``thread``, aged and archived to ``tmp_path/cold``: the run's id and the archive."""
+    run = record_linear(tape, thread)
+    age(tape, run)
+    dest = tmp_path / "cold"
+    tape.archive(older_than=30 * DAY, to=dest)
+    return run, dest / file_name(thread)
+
+
 def exported(tape, thread: str, path: Path) -> bytes:
     tape.export_thread(thread, path)
     return path.read_bytes()
@@ -160,11 +169,7 @@ def test_running_leased_and_young_threads_stay(tape, tmp_path):
 
 
 def test_tampered_or_unreadable_archive_is_refused(tape, tmp_path):
-    run = record_linear(tape, "a")
-    age(tape, run)
-    dest = tmp_path / "cold"
-    tape.archive(older_than=30 * DAY, to=dest)
-    path = dest / file_name("a")
+    run, path = archived_file(tape, "a", tmp_path)
     text = gzip.decompress(path.read_bytes()).decode()
     assert '"topic":""' in text or "run_started" in text
     # an edit that keeps every line valid JSON and every blob hash right: only the digest catches it

@@ -28,7 +28,16 @@ from graphtape.runtime.saver import saver_for
 from graphtape.store import open_store
 from graphtape.store.base import WriteBatch
 from tests import graphs
-from tests.test_archive import DAY, ENV, age, age_thread, hitl_thread, record_linear, replays_strictly
+from tests.test_archive import (
+    DAY,
+    ENV,
+    age,
+    age_thread,
+    archived_file,
+    hitl_thread,
+    record_linear,
+    replays_strictly,
+)
 
 
 def make_expired(tape, thread: str, days: float = 400) -> None:
@@ -173,11 +182,7 @@ def test_a_thread_with_checkpoints_and_no_run_is_archived_with_them(tape, tmp_pa
 
 
 def test_restore_creates_the_store_it_restores_into(tape, new_store_url, backend, tmp_path):
-    run = record_linear(tape, "a")
-    age(tape, run)
-    dest = tmp_path / "cold"
-    archive(tape, older_than=30 * DAY, to=dest)
-    path = dest / file_name("a")
+    run, path = archived_file(tape, "a", tmp_path)
     runner = CliRunner()
 
     # a damaged file into a store that does not exist: refused, and a SQLite file it made is gone again
@@ -203,11 +208,7 @@ def test_restore_creates_the_store_it_restores_into(tape, new_store_url, backend
 
 
 def test_an_archive_from_a_newer_graphtape_says_to_upgrade(tape, store_url, tmp_path):
-    run = record_linear(tape, "a")
-    age(tape, run)
-    dest = tmp_path / "cold"
-    archive(tape, older_than=30 * DAY, to=dest)
-    path = dest / file_name("a")
+    run, path = archived_file(tape, "a", tmp_path)
     header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
     newer = Path(tmp_path / "newer.tape.jsonl.gz")
     newer.write_bytes(gzip.compress((json.dumps({**json.loads(header), "version": 2}) + "\n" + body).encode()))
