@@ -66,6 +66,12 @@ class Server:
             assert time.monotonic() < deadline, "graphtape serve did not answer"
             time.sleep(0.1)
 
+    def start_run(self, topic: str, stream_mode: list[str]) -> tuple[str, str]:
+        """A background run of the durable graph on a new thread: (thread id, run id)."""
+        tid = self.client.post("/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "durable", "input": {"topic": topic}, "stream_mode": stream_mode}
+        return tid, self.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+
     def stop(self) -> None:
         self.client.close()
         if self.proc.poll() is None:
@@ -190,9 +196,7 @@ def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeat
     servers, shared_url, tmp_path
 ):
     a = servers()
-    tid = a.client.post("/threads", json={}).json()["thread_id"]
-    body = {"assistant_id": "durable", "input": {"topic": "k"}, "stream_mode": ["updates", "values"]}
-    run_id = a.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+    tid, run_id = a.start_run("k", ["updates", "values"])
     tape = graphtape.connect(shared_url)
     try:
         # the first call is on the tape: the node now waits for its gate
@@ -224,9 +228,7 @@ def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeat
 
 def test_a_process_stopped_gracefully_hands_its_run_over_at_once(servers, shared_url, tmp_path):
     a, b = servers(concurrency=2), servers(concurrency=0)  # B executes nothing until A is gone
-    tid = a.client.post("/threads", json={}).json()["thread_id"]
-    body = {"assistant_id": "durable", "input": {"topic": "t"}, "stream_mode": ["values"]}
-    run_id = a.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+    tid, run_id = a.start_run("t", ["values"])
     tape = graphtape.connect(shared_url)
     try:
         wait_for(lambda: bool(tape.store.events(run_id, ["llm_call"])), "the first call on the tape")
@@ -256,9 +258,7 @@ def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path):
     second = None
     tape = graphtape.connect(url)
     try:
-        tid = first.client.post("/threads", json={}).json()["thread_id"]
-        body = {"assistant_id": "durable", "input": {"topic": "s"}, "stream_mode": ["values"]}
-        run_id = first.client.post(f"/threads/{tid}/runs", json=body).json()["run_id"]
+        tid, run_id = first.start_run("s", ["values"])
         wait_for(lambda: bool(tape.store.events(run_id, ["llm_call"])), "the first call on the tape")
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(timeout=10)
