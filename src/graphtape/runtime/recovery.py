@@ -142,7 +142,7 @@ def held_runs(tape: Tape) -> list[tuple[RunRecord, str, float]]:
     return out
 
 
-def _recovery_chain(tape: Tape, run: RunRecord) -> list[str]:
+def recovery_chain(tape: Tape, run: RunRecord) -> list[str]:
     """The crashed run and the runs it was itself recovering, newest first."""
     chain = [run.run_id]
     cur = run
@@ -182,7 +182,7 @@ def recover(
 
 def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     store = tape.store
-    chain = _recovery_chain(tape, run)
+    chain = recovery_chain(tape, run)
     rows = store.events(run.run_id, [events.RunStarted.KIND])
     started = events.RunStarted.from_row(rows[0]) if rows else None
     config_ref = started.config if started is not None else None

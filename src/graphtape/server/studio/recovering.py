@@ -33,7 +33,7 @@ from langgraph.types import Command
 from graphtape import events
 from graphtape.record.answer import ReplayPlan
 from graphtape.replay.matcher import Matcher
-from graphtape.runtime.recovery import RecoveryAnswerer, stopped_by_user
+from graphtape.runtime.recovery import RecoveryAnswerer, recovery_chain, stopped_by_user
 from graphtape.store.base import RunRecord, WriteBatch
 
 if TYPE_CHECKING:
@@ -69,18 +69,6 @@ def _latest(store: Any, run: RunRecord) -> RunRecord:
         run = nxt
 
 
-def _chain(store: Any, run: RunRecord) -> list[str]:
-    """The crashed run and the runs it was itself recovering, newest first."""
-    chain = [run.run_id]
-    while (run.meta or {}).get("recovers"):
-        prev = store.get_run(run.meta["recovers"])
-        if prev is None or prev.run_id in chain:
-            break
-        chain.append(prev.run_id)
-        run = prev
-    return chain
-
-
 async def resumption(runs: Runs, row: QueuedRun, assistant: AssistantEntry) -> Resumption | None:
     """What to do with ``row`` (None: execute it as a new run); see the module docstring."""
     if row.attempt <= 1:
@@ -95,7 +83,7 @@ async def resumption(runs: Runs, row: QueuedRun, assistant: AssistantEntry) -> R
         return None
     if latest.status not in ("running", "crashed") and not stopped_by_user(latest):
         return Resumption(latest.run_id, finished=True)
-    chain = _chain(store, latest)
+    chain = recovery_chain(runs.tape, latest)
     new_id = str(uuid.uuid4())
     update: dict[str, Any] = {"meta": {**(latest.meta or {}), "recovered_by": new_id}}
     if latest.status == "running":
