@@ -111,6 +111,15 @@ def test_dev_refuses_a_port_outside_1_to_65535_and_brackets_an_ipv6_host(capsys)
     assert http_address("127.0.0.1", 2024) == "http://127.0.0.1:2024"
 
 
+@pytest.mark.parametrize("command", ["dev", "serve"])
+def test_dev_and_serve_without_the_server_extra_say_how_to_install_it(command, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn fails as if not installed
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--graph", "x=nowhere.py:graph"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"error: graphtape {command} needs uvicorn: pip install 'graphtape[server]'\n"
+
+
 def test_dev_with_a_graph_that_does_not_load_is_a_one_line_error(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["dev", "--no-browser", "--graph", f"x={tmp_path}/missing.py:graph", "--port", "1"])

@@ -57,6 +57,15 @@ def one_line(message: str) -> str:
     return " ".join(part.strip() for part in str(message).strip().splitlines() if part.strip()) or "failed"
 
 
+@contextlib.contextmanager
+def server_extra(command: str, missing: str = "fastapi") -> Iterator[None]:
+    """Around the imports of the server extra: one missing is the one-line error saying how to install it."""
+    try:
+        yield
+    except ImportError as exc:
+        raise CliError(f"{command} needs {exc.name or missing}: pip install 'graphtape[server]'") from None
+
+
 def check_port(port: int) -> int:
     """``--port`` as given, when it is a TCP port; else a CliError."""
     if not 0 < port < 65536:

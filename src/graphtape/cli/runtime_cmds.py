@@ -22,6 +22,7 @@ from graphtape.cli.base import (
     one_line,
     open_tape,
     progress_bar,
+    server_extra,
     status_option,
     stderr,
     stdout,
@@ -432,14 +433,10 @@ def serve_cmd(
 ) -> None:
     """Serve /metrics (Prometheus) and /healthz for the store (needs the server extra)."""
     with handle_errors():
-        try:
+        with server_extra("graphtape serve", "starlette and uvicorn"):
             import uvicorn
 
             from graphtape.server.app import create_app
-        except ImportError as exc:
-            raise CliError(
-                f"graphtape serve needs {exc.name or 'starlette and uvicorn'}: pip install 'graphtape[server]'"
-            ) from None
         check_port(port)
         # not created when missing: metrics of a mistyped URL would report an empty, healthy store forever
         with open_tape(ctx) as tape:

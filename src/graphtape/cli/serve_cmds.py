@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from graphtape.cli.base import CliError, app, check_port, handle_errors, http_address
+from graphtape.cli.base import CliError, app, check_port, handle_errors, http_address, server_extra
 from graphtape.cli.runtime_cmds import serve_cmd as metrics_serve_cmd
 
 __all__ = ["SETTINGS_ENV", "serve_cmd", "studio_app_from_env"]
@@ -67,12 +67,10 @@ def serve_cmd(
         metrics_serve_cmd(ctx, host, 9464 if port is None else port, stuck_after, size_warning)
         return
     with handle_errors():
-        try:
+        with server_extra("graphtape serve"):
             import uvicorn
 
             from graphtape.server.studio.project import Project, parse_graph_option, read_project, token_for
-        except ImportError as exc:
-            raise CliError(f"graphtape serve needs {exc.name or 'fastapi'}: pip install 'graphtape[server]'") from None
         port = check_port(8123 if port is None else port)
         if workers < 1:
             raise CliError(f"--workers must be at least 1, not {workers}")

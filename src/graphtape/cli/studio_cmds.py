@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from graphtape.cli.base import CliError, app, check_port, handle_errors, http_address, open_tape
+from graphtape.cli.base import CliError, app, check_port, handle_errors, http_address, open_tape, server_extra
 
 __all__ = ["dev_cmd", "has_display"]
 
@@ -40,14 +40,12 @@ def dev_cmd(
     on the graph they started with, new runs use the edited one.
     """
     with handle_errors():
-        try:
+        with server_extra("graphtape dev"):
             import uvicorn
 
             from graphtape.server.studio import create_app
             from graphtape.server.studio.project import Project, parse_graph_option, read_project, token_for
             from graphtape.server.studio.reload import GraphReloader
-        except ImportError as exc:
-            raise CliError(f"graphtape dev needs {exc.name or 'fastapi'}: pip install 'graphtape[server]'") from None
         check_port(port)
         default_config = Path("langgraph.json")
         config_path: Path | None = None
