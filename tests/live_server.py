@@ -18,7 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["free_port", "interrupt", "serve_app"]
+__all__ = ["SDK_KEY_VARS", "free_port", "interrupt", "serve_app", "without_sdk_keys"]
+
+#: the variables ``langgraph-sdk`` reads an API key from (and would send to the server under test)
+SDK_KEY_VARS = ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
 
 
 def free_port() -> int:
@@ -64,3 +67,9 @@ def interrupt(proc: subprocess.Popen[str], timeout: float = 20) -> None:
     for stream in (proc.stdout, proc.stderr):
         if stream:
             stream.close()
+
+
+def without_sdk_keys(monkeypatch: Any) -> None:
+    """Unset :data:`SDK_KEY_VARS` for the test: the SDK client sends no key of the developer's."""
+    for var in SDK_KEY_VARS:
+        monkeypatch.delenv(var, raising=False)

@@ -29,7 +29,7 @@ from graphtape.server.studio import create_app  # noqa: E402
 from graphtape.server.studio.routes_store import studio_kv  # noqa: E402
 from graphtape.store.kv import attach_store, kv_store_for  # noqa: E402
 from tests.app_client import app_client, assert_error  # noqa: E402
-from tests.live_server import serve_app  # noqa: E402
+from tests.live_server import serve_app, without_sdk_keys  # noqa: E402
 
 
 class Count(TypedDict):
@@ -56,8 +56,7 @@ def memory_graph():
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     """A Studio serving ``memory`` (its graph given a store on the tape's database) at 127.0.0.1."""
-    for var in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
+    without_sdk_keys(monkeypatch)
     tape = graphtape.connect(f"sqlite:///{tmp_path}/studio.db")
     graph_kv = kv_store_for(tape.store)
     app = create_app(tape, {"memory": attach_store(memory_graph(), graph_kv)})

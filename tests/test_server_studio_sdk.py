@@ -24,7 +24,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 import graphtape  # noqa: E402
 from graphtape.server.studio import create_app  # noqa: E402
 from graphtape.server.studio.assistants import assistant_id_for  # noqa: E402
-from tests.live_server import serve_app  # noqa: E402
+from tests.live_server import serve_app, without_sdk_keys  # noqa: E402
 from tests.studio_graphs import studio_graphs  # noqa: E402
 
 
@@ -38,8 +38,7 @@ def studio_tape(tmp_path):
 @pytest.fixture
 def studio_url(studio_tape, monkeypatch):
     """The Studio on a free port of 127.0.0.1, stopped (its runs cancelled) after the test."""
-    for var in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
+    without_sdk_keys(monkeypatch)
     with serve_app(create_app(studio_tape, studio_graphs(), heartbeat_seconds=0.05), name="studio-uvicorn") as url:
         yield url
 
