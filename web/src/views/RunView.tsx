@@ -44,16 +44,19 @@ export function RunView() {
   const ended = useRef(false);
   ended.current = Boolean(detail.data && detail.data.run.run_id === runId && detail.data.run.status !== "running");
 
+  // from the parameters as they are now (two quick changes must not undo each other)
   const setParam = useCallback(
     (updates: Record<string, string | null>) => {
-      const next = new URLSearchParams(params);
-      for (const [k, v] of Object.entries(updates)) {
-        if (v) next.set(k, v);
-        else next.delete(k);
-      }
-      setParams(next);
+      setParams((current) => {
+        const next = new URLSearchParams(current);
+        for (const [k, v] of Object.entries(updates)) {
+          if (v) next.set(k, v);
+          else next.delete(k);
+        }
+        return next;
+      });
     },
-    [params, setParams],
+    [setParams],
   );
 
   // follow the run's tape events once the timeline is shown (a long run's history would compete with it);

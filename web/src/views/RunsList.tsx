@@ -30,11 +30,18 @@ export function RunsList() {
     `${graph}|${status}|${text}|${since ?? ""}`,
   );
   const rows = useMemo(() => runTree(runs.data?.runs ?? []), [runs.data]);
+  // from the parameters as they are now, not as this render saw them: two quick changes (a graph
+  // cleared, then a status chosen) must not bring the first one back
   const set = (k: string, v: string) => {
-    const next = new URLSearchParams(params);
-    if (v) next.set(k, v);
-    else next.delete(k);
-    setParams(next, { replace: true });
+    setParams(
+      (current) => {
+        const next = new URLSearchParams(current);
+        if (v) next.set(k, v);
+        else next.delete(k);
+        return next;
+      },
+      { replace: true },
+    );
   };
   const scroller = useRef<HTMLDivElement>(null);
   const [imported, setImported] = useState<string | null>(null);
