@@ -45,6 +45,10 @@ export function layoutGraph(
     return {
       id: n.id,
       position: { x: (p?.x ?? 0) - WIDTH / 2, y: (p?.y ?? 0) - HEIGHT / 2 },
+      // the size the layout gave it: React Flow shows a node only once it knows a size, and a node
+      // object made again (a new running node, a breakpoint) is otherwise hidden until measured again
+      initialWidth: WIDTH,
+      initialHeight: HEIGHT,
       data: {
         label: terminal ? n.id.replace(/__/g, "") : n.id.split(":").join(" › "),
         parent,

@@ -47,14 +47,12 @@ export function RunView() {
   // from the parameters as they are now (two quick changes must not undo each other)
   const setParam = useCallback(
     (updates: Record<string, string | null>) => {
-      setParams((current) => {
-        const next = new URLSearchParams(current);
-        for (const [k, v] of Object.entries(updates)) {
-          if (v) next.set(k, v);
-          else next.delete(k);
-        }
-        return next;
-      });
+      const next = new URLSearchParams(window.location.search);
+      for (const [k, v] of Object.entries(updates)) {
+        if (v) next.set(k, v);
+        else next.delete(k);
+      }
+      setParams(next);
     },
     [setParams],
   );

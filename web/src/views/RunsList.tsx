@@ -30,18 +30,14 @@ export function RunsList() {
     `${graph}|${status}|${text}|${since ?? ""}`,
   );
   const rows = useMemo(() => runTree(runs.data?.runs ?? []), [runs.data]);
-  // from the parameters as they are now, not as this render saw them: two quick changes (a graph
-  // cleared, then a status chosen) must not bring the first one back
+  // from the address as it is now, not as this render saw it: two quick changes (a graph cleared,
+  // then a status chosen) must not bring the first one back (the router's functional update reads
+  // the render's parameters too)
   const set = (k: string, v: string) => {
-    setParams(
-      (current) => {
-        const next = new URLSearchParams(current);
-        if (v) next.set(k, v);
-        else next.delete(k);
-        return next;
-      },
-      { replace: true },
-    );
+    const next = new URLSearchParams(window.location.search);
+    if (v) next.set(k, v);
+    else next.delete(k);
+    setParams(next, { replace: true });
   };
   const scroller = useRef<HTMLDivElement>(null);
   const [imported, setImported] = useState<string | null>(null);
