@@ -30,7 +30,6 @@ import os
 import sqlite3
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, pack_event, unpack_event
+from graphtape.store.codec import compress_blob, dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
@@ -159,9 +158,12 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-#: Blobs larger than this are stored zlib-compressed (level 1: cheap enough
-#: for a checkpoint value that changes every step).
-COMPRESS_OVER = 1024
+#: Blobs larger than this are stored zlib-compressed when that makes them smaller
+#: (level 1 with a window sized to the blob: cheap enough for a checkpoint value that
+#: changes every step). A chat message is a few hundred bytes and deflates to about
+#: half; and a row of this table larger than about 1,000 bytes (a quarter page) spills
+#: into an overflow page that is mostly left empty.
+COMPRESS_OVER = 256
 
 #: The SQL the SQLite store shares with the PostgreSQL store (see :mod:`graphtape.store.sql`).
 DIALECT = Dialect(
@@ -315,8 +317,9 @@ class SqliteTapeStore(SqlTapeStore):
                 if batch.blobs:
                     rows = []
                     for h, data in batch.blobs.items():
-                        if len(data) > COMPRESS_OVER:
-                            rows.append((h, "z", zlib.compress(data, 1)))
+                        packed = compress_blob(data) if len(data) > COMPRESS_OVER else data
+                        if len(packed) < len(data):
+                            rows.append((h, "z", packed))
                         else:
                             rows.append((h, "raw", data))
                     cur.executemany("INSERT OR IGNORE INTO gt_blobs(hash, enc, data) VALUES (?,?,?)", rows)
