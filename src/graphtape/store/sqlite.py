@@ -36,7 +36,7 @@ from typing import Any
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
-from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, StoreNotFound, WriteBatch
+from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, EventRow, StoreNotFound, WriteBatch
 from graphtape.store.codec import compress_blob, dump_meta, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
@@ -156,6 +156,39 @@ MIGRATIONS: list[str] = [
         runs INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 7: events keyed by a small integer per run and per kind instead of the 36-character run id
+    # and the kind's name, in the rows and again in the index of kinds (half the bytes of an event
+    # row and four fifths of its index entry); the view gt_events shows them as they were
+    """
+    CREATE TABLE gt_run_keys (
+        run_key INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL UNIQUE
+    );
+    CREATE TABLE gt_event_kinds (
+        code INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL UNIQUE
+    );
+    CREATE TABLE gt_event_rows (
+        run_key INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        kind INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (run_key, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO gt_run_keys(run_id) SELECT DISTINCT run_id FROM gt_events ORDER BY run_id;
+    INSERT INTO gt_event_kinds(kind) SELECT DISTINCT kind FROM gt_events ORDER BY kind;
+    INSERT INTO gt_event_rows(run_key, seq, kind, ts, data)
+        SELECT k.run_key, e.seq, c.code, e.ts, e.data
+        FROM gt_events e JOIN gt_run_keys k ON k.run_id = e.run_id JOIN gt_event_kinds c ON c.kind = e.kind
+        ORDER BY k.run_key, e.seq;
+    DROP INDEX gt_events_kind;
+    DROP TABLE gt_events;
+    CREATE INDEX gt_event_rows_kind ON gt_event_rows(run_key, kind, seq);
+    CREATE VIEW gt_events(run_id, seq, kind, ts, data) AS
+        SELECT k.run_id, e.seq, c.kind, e.ts, e.data
+        FROM gt_event_rows e JOIN gt_run_keys k ON k.run_key = e.run_key JOIN gt_event_kinds c ON c.code = e.kind;
+    """,
 ]
 
 #: Blobs larger than this are stored zlib-compressed when that makes them smaller
@@ -204,6 +237,8 @@ class SqliteTapeStore(SqlTapeStore):
                 "(a store is created by recording a run, or by graphtape import)"
             )
         self._lock = threading.RLock()
+        #: event kind -> its code in gt_event_rows (codes never change; see _kind_codes)
+        self._kinds: dict[str, int] = {}
         try:
             if create:
                 target, uri = str(self.path), False
@@ -300,6 +335,7 @@ class SqliteTapeStore(SqlTapeStore):
     def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
         if not batch:
             return
+        new_kinds: dict[str, int] = {}
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -352,9 +388,11 @@ class SqliteTapeStore(SqlTapeStore):
                         ),
                     )
                 if batch.events:
+                    run_keys = {r: self._run_key(cur, r) for r in {e.run_id for e in batch.events}}
+                    codes = self._kind_codes(cur, {e.kind for e in batch.events}, new_kinds)
                     cur.executemany(
-                        "INSERT INTO gt_events(run_id, seq, kind, ts, data) VALUES (?,?,?,?,?)",
-                        [(e.run_id, e.seq, e.kind, e.ts, pack_event(e.data)) for e in batch.events],
+                        "INSERT INTO gt_event_rows(run_key, seq, kind, ts, data) VALUES (?,?,?,?,?)",
+                        [(run_keys[e.run_id], e.seq, codes[e.kind], e.ts, pack_event(e.data)) for e in batch.events],
                     )
                 if batch.checkpoints:
                     cur.executemany(
@@ -412,6 +450,7 @@ class SqliteTapeStore(SqlTapeStore):
                     sets = ", ".join(f"{k}=?" for k in fields)
                     cur.execute(f"UPDATE gt_runs SET {sets} WHERE run_id=?", (*values, run_id))
                 self._conn.execute("COMMIT")
+                self._kinds.update(new_kinds)  # only once committed: a rolled-back code may be given again
             except sqlite3.Error as exc:
                 self._conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.IntegrityError):
@@ -422,6 +461,49 @@ class SqliteTapeStore(SqlTapeStore):
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+
+    # -- event keys ----------------------------------------------------------------
+
+    @staticmethod
+    def _run_key(cur: sqlite3.Cursor, run_id: str) -> int:
+        """The run's key in ``gt_event_rows``, given on its first event (inside the write's
+        transaction). Not cached: another process may delete the run and a later import
+        give it a new key; keys are never given twice (AUTOINCREMENT), so a stale key could
+        only hide events, and a lookup on a hot page costs a few microseconds per batch."""
+        row = cur.execute("SELECT run_key FROM gt_run_keys WHERE run_id=?", (run_id,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        cur.execute("INSERT INTO gt_run_keys(run_id) VALUES (?)", (run_id,))
+        return int(cur.lastrowid or 0)
+
+    def _kind_codes(self, cur: sqlite3.Cursor, kinds: set[str], new: dict[str, int]) -> dict[str, int]:
+        """The codes of event kinds, from the cache (a code never changes) or given now (in the
+        write's transaction: ``new`` joins the cache when it commits)."""
+        out = {}
+        for kind in kinds:
+            code = self._kinds.get(kind)
+            if code is None:
+                cur.execute("INSERT OR IGNORE INTO gt_event_kinds(kind) VALUES (?)", (kind,))
+                code = new[kind] = cur.execute("SELECT code FROM gt_event_kinds WHERE kind=?", (kind,)).fetchone()[0]
+            out[kind] = code
+        return out
+
+    def _kind_names(self, codes: set[int]) -> dict[int, str]:
+        """Code -> kind for the codes read (the table is read again when another process added one)."""
+        names = {v: k for k, v in self._kinds.items()}
+        if not set(codes) <= names.keys():
+            self._load_kinds()
+            names = {v: k for k, v in self._kinds.items()}
+        return names
+
+    def _load_kinds(self) -> None:
+        self._kinds = {k: c for c, k in self._query("SELECT code, kind FROM gt_event_kinds")}
+
+    def _codes_of(self, kinds: Sequence[str]) -> list[int]:
+        """The codes of the wanted kinds that the store has (a kind never written has none)."""
+        if not set(kinds) <= self._kinds.keys():
+            self._load_kinds()
+        return [self._kinds[k] for k in kinds if k in self._kinds]
 
     # -- reads -------------------------------------------------------------------
 
@@ -435,6 +517,22 @@ class SqliteTapeStore(SqlTapeStore):
     @property
     def location(self) -> str:
         return str(self.path)
+
+    def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
+        sql = (
+            "SELECT seq, kind, ts, data FROM gt_event_rows "
+            "WHERE run_key = (SELECT run_key FROM gt_run_keys WHERE run_id = ?)"
+        )
+        params: list[Any] = [run_id]
+        if kinds:
+            codes = self._codes_of(kinds)
+            if not codes:
+                return []
+            sql += f" AND kind IN ({','.join('?' * len(codes))})"
+            params.extend(codes)
+        rows = self._query(sql + " ORDER BY seq", params)
+        names = self._kind_names({r[1] for r in rows})
+        return [EventRow(run_id, seq, names[code], ts, unpack_event(data)) for seq, code, ts, data in rows]
 
     def find_runs(self, prefix: str, limit: int = 2) -> list[str]:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -513,16 +611,23 @@ class SqliteTapeStore(SqlTapeStore):
             return
 
         def go(cur):
-            cur.executemany("DELETE FROM gt_events WHERE run_id=?", ids)
+            self._delete_events(cur, ids)
             cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
 
         self._transaction(go)
+
+    @staticmethod
+    def _delete_events(cur: sqlite3.Cursor, ids: list[tuple[str]]) -> None:
+        cur.executemany(
+            "DELETE FROM gt_event_rows WHERE run_key = (SELECT run_key FROM gt_run_keys WHERE run_id=?)", ids
+        )
+        cur.executemany("DELETE FROM gt_run_keys WHERE run_id=?", ids)
 
     def remove_thread(self, thread_id: str, run_ids: Sequence[str], *, archived: ArchiveEntry | None = None) -> None:
         ids = [(r,) for r in run_ids]
 
         def go(cur):
-            cur.executemany("DELETE FROM gt_events WHERE run_id=?", ids)
+            self._delete_events(cur, ids)
             cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
             cur.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
             cur.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
@@ -551,8 +656,9 @@ class SqliteTapeStore(SqlTapeStore):
         def go(cur):
             blobs: set[str] = set()
             chains: set[str] = set()
-            for kind, data in cur.execute("SELECT kind, data FROM gt_events"):
-                event_refs(kind, unpack_event(data), blobs, chains)
+            names = {c: k for c, k in cur.execute("SELECT code, kind FROM gt_event_kinds")}
+            for code, data in cur.execute("SELECT kind, data FROM gt_event_rows"):
+                event_refs(names[code], unpack_event(data), blobs, chains)
             for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoints"):
                 blobs.update(json.loads(values).values())
             blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
@@ -637,28 +743,33 @@ class SqliteTapeStore(SqlTapeStore):
         """Through the index of kinds; a task event stored as plain JSON has its three listed
         fields picked by SQLite's ``json_extract``, a deflated one (most are: the preset
         dictionary makes them smaller) is decoded here."""
-        raw = "kind='task_started' AND hex(substr(data, 1, 1))='7B'"
+        codes = self._codes_of(kinds)
+        if not codes:
+            return
+        names = self._kind_names(set(codes))
+        started = self._kinds.get("task_started", -1)
+        raw = f"e.kind={started:d} AND hex(substr(e.data, 1, 1))='7B'"
         ids = list(run_ids)
         for i in range(0, len(ids), 200):
             chunk = ids[i : i + 200]
             rows = self._query(
-                "SELECT run_id, seq, kind, ts, "
-                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.step') END, "
-                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.node_path') END, "
-                f"CASE WHEN {raw} THEN json_extract(CAST(data AS TEXT), '$.task') END, "
-                f"CASE WHEN {raw} THEN NULL ELSE data END "
-                # without statistics the planner prefers the primary key (run_id, seq) and
+                "SELECT k.run_id, e.seq, e.kind, e.ts, "
+                f"CASE WHEN {raw} THEN json_extract(CAST(e.data AS TEXT), '$.step') END, "
+                f"CASE WHEN {raw} THEN json_extract(CAST(e.data AS TEXT), '$.node_path') END, "
+                f"CASE WHEN {raw} THEN json_extract(CAST(e.data AS TEXT), '$.task') END, "
+                f"CASE WHEN {raw} THEN NULL ELSE e.data END "
+                # without statistics the planner prefers the primary key (run_key, seq) and
                 # reads every event of the run; the kind index reads only the wanted ones
-                f"FROM gt_events INDEXED BY gt_events_kind WHERE run_id IN ({','.join('?' * len(chunk))}) "
-                f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY run_id, seq",
-                [*chunk, *kinds],
+                "FROM gt_run_keys k JOIN gt_event_rows e INDEXED BY gt_event_rows_kind ON e.run_key = k.run_key "
+                f"WHERE k.run_id IN ({','.join('?' * len(chunk))}) "
+                f"AND e.kind IN ({','.join('?' * len(codes))}) ORDER BY k.run_id, e.seq",
+                [*chunk, *codes],
             )
-            for row in rows:
-                data = row[7]
+            for run_id, seq, code, ts, step, node_path, task, data in rows:
                 if data is None:
-                    yield row
+                    yield (run_id, seq, names[code], ts, step, node_path, task, None)
                 else:
-                    yield listed_event(row[0], row[1], row[2], row[3], unpack_event(data))
+                    yield listed_event(run_id, seq, names[code], ts, unpack_event(data))
 
     def find_checkpoints(
         self, prefix: str, *, thread_id: str | None = None, outside_runs: bool = False
