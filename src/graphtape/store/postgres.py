@@ -21,7 +21,11 @@ behaviour; this module only says where PostgreSQL differs):
   2-vCPU machine against 1.05 ms for a pipelined transaction of one statement
   per table (and a third of the client CPU).
 * **Bytes stay bytes.** Blobs, checkpoint bodies and event bodies are
-  ``bytea`` sent and read in binary, never hex-escaped text. Blobs over 1 KB
+  ``bytea`` sent and read in binary, never hex-escaped text. Every
+  parameter of a batch is sent in binary: psycopg dumps a text array in
+  text format by quoting each element with a regular expression, which cost
+  a third of a step's client time (0.39 ms of dumping per step against
+  0.12 ms in binary). Blobs over 1 KB
   are deflated at level 1 by us (as SQLite does, ``enc='z'``) and their
   columns are ``STORAGE EXTERNAL`` so PostgreSQL does not compress them a
   second time with pglz: LangGraph's ``PostgresSaver`` spends most of its
@@ -467,35 +471,35 @@ class PostgresTapeStore(SqlTapeStore):
 
         if blobs:
             part(
-                "INSERT INTO gt_blobs(hash, enc, data) SELECT * FROM unnest(%s::text[], %s::text[], %b::bytea[]) "
+                "INSERT INTO gt_blobs(hash, enc, data) SELECT * FROM unnest(%b::text[], %b::text[], %b::bytea[]) "
                 "ON CONFLICT DO NOTHING",
                 blobs,
             )
         if chains:
             part(
-                "INSERT INTO gt_chains(id, parent, item) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
+                "INSERT INTO gt_chains(id, parent, item) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]) "
                 "ON CONFLICT DO NOTHING",
                 chains,
             )
         if runs:
             part(
-                f"INSERT INTO gt_runs({RUN_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
-                "%s::text[], %s::float8[], %s::float8[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-                "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::text[])",
+                f"INSERT INTO gt_runs({RUN_COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], "
+                "%b::text[], %b::float8[], %b::float8[], %b::text[], %b::text[], %b::text[], %b::bigint[], "
+                "%b::bigint[], %b::bigint[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[], %b::text[])",
                 runs,
             )
         if events:
             part(
                 "INSERT INTO gt_events(run_id, seq, kind, ts, data) "
-                "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %b::bytea[])",
+                "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::float8[], %b::bytea[])",
                 events,
             )
         if checkpoints:
             part(
                 f"INSERT INTO gt_checkpoints({CHECKPOINT_COLUMNS_IN}) "
                 "SELECT t, n, i, p, r, s, src, c, m, mj::jsonb, b, v, wr, ca FROM unnest("
-                "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
-                "%s::text[], %s::text[], %s::text[], %b::bytea[], %s::text[], %s::text[], %s::text[]) "
+                "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[], "
+                "%b::text[], %b::text[], %b::text[], %b::bytea[], %b::text[], %b::text[], %b::text[]) "
                 "AS u(t, n, i, p, r, s, src, c, m, mj, b, v, wr, ca) "
                 "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
                 "parent_id = EXCLUDED.parent_id, run_id = EXCLUDED.run_id, step = EXCLUDED.step, "
@@ -514,22 +518,22 @@ class PostgresTapeStore(SqlTapeStore):
         ):
             if rows:
                 part(
-                    f"INSERT INTO gt_writes({WRITE_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
-                    "%s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[]) "
+                    f"INSERT INTO gt_writes({WRITE_COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], "
+                    "%b::text[], %b::text[], %b::integer[], %b::text[], %b::text[], %b::text[]) "
                     f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}",
                     (rows[k] for k in sorted(rows)),
                 )
         for run_id in sorted(merged):
             fields = merged[run_id]
             if fields:
-                sets = ", ".join(f"{k} = %s" for k in fields)  # names checked against RUN_UPDATABLE above
+                sets = ", ".join(f"{k} = %b" for k in fields)  # names checked against RUN_UPDATABLE above
                 part(
-                    f"UPDATE gt_runs SET {sets} WHERE run_id = %s",
+                    f"UPDATE gt_runs SET {sets} WHERE run_id = %b",
                     extra=encode_params([*(dump_meta(v) if k == "meta" else v for k, v in fields.items()), run_id]),
                 )
         if not parts:
             return
-        main = "SELECT gt_check_fence(%s, %s)" if fence is not None else "SELECT 1"
+        main = "SELECT gt_check_fence(%b, %b)" if fence is not None else "SELECT 1"
         if fence is not None:
             params.extend([encode(fence[0]), int(fence[1])])
         query = "WITH " + ", ".join(parts) + " " + main
