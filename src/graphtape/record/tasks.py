@@ -90,7 +90,14 @@ class TaskRecorder(BaseCallbackHandler):
         self._clock = (
             time.perf_counter if not answerer.pauses else lambda: time.perf_counter() - answerer.paused_seconds()
         )
-        self._open: dict[UUID, tuple[float, dict[str, Any], tuple[str, int] | None]] = {}
+        # Looked up once per run, not per task: every super-step of every run passes through here.
+        self._watching = answerer.watches_tasks
+        self._emit = session.emit
+        self._branches = session.task_branches
+        self._writers = session.step_writers
+        self._steps = session.task_steps
+        #: run id -> (start, task namespace, (checkpoint namespace, step) or None)
+        self._open: dict[UUID, tuple[float, str, tuple[str, int] | None]] = {}
         self._info: dict[UUID, dict[str, Any]] = {}
 
     def on_chain_start(
@@ -103,28 +110,41 @@ class TaskRecorder(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not tags or not any(t.startswith(STEP_TAG) for t in tags):
+        # Called for every chain run of the graph (each node's runnables too): return at once for
+        # anything that is not a node task.
+        if not tags:
+            return
+        for tag in tags:
+            if tag.startswith(STEP_TAG):
+                break
+        else:
             return
         md = metadata or {}
-        ns = md.get("langgraph_checkpoint_ns") or ""
-        segments = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
-        info: dict[str, Any] = {
-            "node_path": "/".join(segments) or md.get("langgraph_node") or kwargs.get("name"),
-            "step": md.get("langgraph_step"),
-            "task": ns,
-        }
+        ns: str = md.get("langgraph_checkpoint_ns") or ""
+        step = md.get("langgraph_step")
+        if "|" in ns:  # a task of a subgraph: parent|...|node:id
+            parent, _, own = ns.rpartition("|")
+            path = "/".join(seg.split(":", 1)[0] for seg in ns.split("|") if seg)
+        else:  # a task of the root graph: node:id
+            parent, own = "", ns
+            path = ns.partition(":")[0]
+        node_path: str | None = path or md.get("langgraph_node") or kwargs.get("name")
         if ns:
             # the raw path; normalised only if a call inside a nested task needs it
-            self.session.task_branches[ns.rpartition("|")[2].partition(":")[2]] = md.get("langgraph_path")
-        step = info["step"]
-        key = (ns.rpartition("|")[0], step) if isinstance(step, int) else None
-        if key is not None:
-            self.session.step_writers.setdefault(key, {})[ns] = info["node_path"] or "?"
+            self._branches[own.partition(":")[2]] = md.get("langgraph_path")
+        key: tuple[str, int] | None = None
+        if isinstance(step, int):
+            key = (parent, step)
+            writers = self._writers.get(key)
+            if writers is None:
+                writers = self._writers[key] = {}
+            writers[ns] = node_path or "?"
             if ns:
-                self.session.task_steps[ns] = step
-        self._open[run_id] = (self._clock(), {"task": ns}, key)
-        self.session.emit(events.TaskStarted(node_path=info["node_path"], step=info["step"], task=ns))
-        if self.session.answerer.watches_tasks:
+                self._steps[ns] = step
+        self._open[run_id] = (self._clock(), ns, key)
+        self._emit(events.TaskStarted(node_path=node_path, step=step, task=ns))
+        if self._watching:
+            info = {"node_path": node_path, "step": step, "task": ns}
             self._info[run_id] = info
             self.session.answerer.task_started(info)
 
@@ -132,33 +152,32 @@ class TaskRecorder(BaseCallbackHandler):
         opened = self._open.pop(run_id, None)
         if opened is None:
             return
-        started, info, _ = opened
+        started, ns, _ = opened
         session = self.session
-        full = self._info.pop(run_id, info)
-        watching = session.answerer.watches_tasks
         writes: Any
-        if watching:
+        if self._watching:
+            full = self._info.pop(run_id, None) or {"task": ns}
             session.answerer.task_ending(full, outputs)
             # the check compares by this address first: computed once, for the check and the event
             writes = full["writes_ref"] = session.put_json(session.view(outputs))
         else:
             # serialised at flush time, usually on LangGraph's checkpoint thread
             writes = Lazy(lambda: session.put_json(session.view(outputs)))
-        session.emit(events.TaskFinished(task=info["task"], duration=round(self._clock() - started, 6), writes=writes))
-        if watching:
+        self._emit(events.TaskFinished(task=ns, duration=round(self._clock() - started, 6), writes=writes))
+        if self._watching:
             session.answerer.task_ended(session, full, outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.pop(run_id, None)
         if opened is None:
             return
-        started, info, key = opened
+        started, ns, key = opened
         self._info.pop(run_id, None)
         if key is not None:
             # not a writer of the step's checkpoint (unless a retry starts it again)
-            self.session.step_writers.get(key, {}).pop(info["task"], None)
+            self._writers.get(key, {}).pop(ns, None)
         duration = round(self._clock() - started, 6)
         if is_control_flow(error):
-            self.session.emit(events.TaskInterrupted(task=info["task"], duration=duration))
+            self._emit(events.TaskInterrupted(task=ns, duration=duration))
         else:
-            self.session.emit(events.TaskFailed(task=info["task"], duration=duration, error=error_info(error)))
+            self._emit(events.TaskFailed(task=ns, duration=duration, error=error_info(error)))

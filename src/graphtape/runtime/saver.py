@@ -56,16 +56,35 @@ def _untyped(blob: bytes) -> tuple[str, bytes]:
     return type_.decode("utf-8"), data
 
 
-def _json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    try:
-        json.dumps(metadata)
-        return metadata
-    except (TypeError, ValueError):
-        return serde.to_jsonable(metadata)
+#: JSON scalar types as checkpoint metadata holds them (exact types: a subclass, an enum, takes the slow path)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+#: key -> whether it looks like a secret's key (the same few keys come with every checkpoint)
+_SECRET_KEYS: dict[str, bool] = {}
 
 
-def _redacted_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Checkpoint metadata with the values of secret-looking keys replaced by ``serde.REDACTED``.
+def _secret_key(key: str) -> bool:
+    hit = _SECRET_KEYS.get(key)
+    if hit is None:
+        if len(_SECRET_KEYS) >= 4096:
+            _SECRET_KEYS.clear()
+        hit = _SECRET_KEYS[key] = bool(serde.SECRET_KEY_PATTERN.search(key))
+    return hit
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON as it is (checked without serialising it)."""
+    if type(value) in _SCALARS:
+        return True
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_plain(v) for v in value)
+    return False
+
+
+def _stored_metadata(metadata: Mapping[str, Any], session: Any) -> dict[str, Any]:
+    """Checkpoint metadata as stored: secret-looking keys redacted, the rest JSON.
 
     LangGraph's ``get_checkpoint_metadata`` copies every string and number of
     the run's ``configurable`` and ``metadata`` into each checkpoint's
@@ -73,16 +92,27 @@ def _redacted_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> d
     with every checkpoint. Only top-level keys are LangGraph's copies (its own
     ``parents`` maps namespaces, which may contain any node name); the keys
     stay so a listing shows that a value was given. Keys the user named with
-    ``connect(redact=[...])`` are known from the recording run's tape.
+    ``connect(redact=[...])`` are known from the recording run's tape
+    (``session``, None outside a recorded run).
+
+    One pass over the keys, run for every checkpoint: the key test is
+    memoised and plain JSON values are recognised without ``json.dumps``.
     """
-    rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-    session = session_for_run(rid)
     extra = session.tape.redact_keys if session is not None else frozenset()
     out = dict(metadata)
+    plain = True
     for key, value in metadata.items():
-        if value not in (None, "") and (serde.SECRET_KEY_PATTERN.search(str(key)) or key in extra):
+        if value not in (None, "") and (_secret_key(str(key)) or key in extra):
             out[key] = serde.REDACTED
-    return out
+        elif plain and not _plain(value):
+            plain = False
+    if plain:
+        return out
+    try:
+        json.dumps(out)
+        return out
+    except (TypeError, ValueError):
+        return serde.to_jsonable(out)
 
 
 #: store id -> the saver :func:`saver_for` made on it, while someone uses that saver
@@ -118,11 +148,14 @@ class GraphtapeSaver(BaseCheckpointSaver):
 
     # -- helpers --------------------------------------------------------------------
 
+    @staticmethod
+    def _session(config: RunnableConfig) -> Any:
+        """The recording session of the run that wrote through ``config``, or None (not recorded)."""
+        return session_for_run((config.get("metadata") or {}).get(RUN_META_KEY))
+
     def _write(
-        self, config: RunnableConfig, batch: WriteBatch, checkpoint_event: tuple | None = None, *, defer: bool = False
+        self, session: Any, batch: WriteBatch, checkpoint_event: tuple | None = None, *, defer: bool = False
     ) -> None:
-        rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-        session = session_for_run(rid)
         if session is None:
             self.store.write(batch)
             return
@@ -140,7 +173,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
 
     @staticmethod
     def _listed(
-        config: RunnableConfig, checkpoint_ns: str, step: int | None, source: str | None, parent_source: str | None
+        session: Any, checkpoint_ns: str, step: int | None, source: str | None, parent_source: str | None
     ) -> tuple[str | None, str | None]:
         """What a history lists of this checkpoint beyond its metadata: its writers and its step's calls.
 
@@ -154,8 +187,6 @@ class GraphtapeSaver(BaseCheckpointSaver):
         did in the same step is not included; the history adds it from that
         run's events.
         """
-        rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-        session = session_for_run(rid)
         if session is None or step is None:
             return None, None
         tasks = session.step_writers.pop((checkpoint_ns, step), None)
@@ -282,11 +313,12 @@ class GraphtapeSaver(BaseCheckpointSaver):
         addresses: dict[str, str] = {}
         for channel, value in values.items():
             addresses[channel] = reusable.get(channel) or self._blob(value, batch)
-        full_metadata = _json_metadata(_redacted_metadata(config, get_checkpoint_metadata(config, metadata)))
+        session = self._session(config)
+        full_metadata = _stored_metadata(get_checkpoint_metadata(config, metadata), session)
         step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
         source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
         writers, calls = self._listed(
-            config,
+            session,
             checkpoint_ns,
             step,
             source,
@@ -309,7 +341,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             calls=calls,
         )
         batch.checkpoints.append(row)
-        self._write(config, batch, (config, checkpoint, full_metadata))
+        self._write(session, batch, (config, checkpoint, full_metadata))
         with self._lock:
             self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses, source)
         return {
@@ -338,7 +370,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             )
         if replace and any(channel == INTERRUPT for channel, _ in writes):
             note_interrupts(config, writes)
-        self._write(config, batch, defer=True)
+        self._write(self._session(config), batch, defer=True)
 
     def delete_thread(self, thread_id: str) -> None:
         self.store.delete_thread(thread_id)
