@@ -19,6 +19,14 @@ stable slot (see ``_slotted``). The wrappers cost one ContextVar read when
 no run is being recorded. Callbacks still fire for served calls because the
 wrappers run inside langchain's callback bracket.
 
+In a replay, ``invoke``/``ainvoke`` are wrapped too: when no callback
+handler would see the call (:mod:`graphtape.record.serve_fast`), the call
+is registered there, with the request ``generate`` would have passed on,
+and a served one is answered without langchain's callback manager, run
+managers and result objects (most of a served call's cost). A call that
+is not served (flight mode) still runs through langchain, which hands it
+to ``_generate_with_cache`` already registered.
+
 A request is fingerprinted as it is sent: classes among the parameters by
 their JSON Schema (:func:`schema_of`), tracing-only arguments left out.
 ``install`` also keeps ``Runnable.with_retry`` from retrying graphtape's
@@ -32,6 +40,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from langchain_core.language_models._utils import _normalize_messages
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
@@ -41,6 +50,7 @@ from graphtape import serde
 from graphtape.calls import BATCH_SLOT_KEY, fingerprint
 from graphtape.record.context import current_session
 from graphtape.record.intercept import CallKind, Interceptor, Patch
+from graphtape.record.serve_fast import call_metadata, nobody_listens
 from graphtape.record.session import Call, Session
 
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
@@ -49,6 +59,11 @@ from graphtape.record.session import Call, Session
 _SERVING: contextvars.ContextVar[tuple[Session, Call] | None] = contextvars.ContextVar(
     "graphtape_serving", default=None
 )
+
+#: Set by the replay fast path of ``invoke``/``ainvoke`` around langchain's own ``invoke`` when the
+#: call it registered is not served from the tape (it runs live, in flight mode): the
+#: ``_generate_with_cache`` under it takes that call instead of registering the request again.
+_BEGUN: contextvars.ContextVar[tuple[Session, Call] | None] = contextvars.ContextVar("graphtape_begun", default=None)
 
 
 def model_name(model: BaseChatModel, params: dict[str, Any]) -> str:
@@ -186,6 +201,10 @@ def _wrap_gen(original: Any) -> Any:
         serving = _SERVING.get()
         if serving is not None:
             return LLM.serve(*serving)
+        begun = _BEGUN.get()
+        if begun is not None:
+            _BEGUN.set(None)  # this request only: a model called from inside it is a call of its own
+            return LLM.run(*begun, lambda: original(self, messages, stop, run_manager, **kwargs))
         metadata = getattr(run_manager, "metadata", None)
         session = current_session(metadata)
         if session is None:
@@ -207,6 +226,10 @@ def _wrap_agen(original: Any) -> Any:
         serving = _SERVING.get()
         if serving is not None:
             return LLM.serve(*serving)
+        begun = _BEGUN.get()
+        if begun is not None:
+            _BEGUN.set(None)
+            return await LLM.arun(*begun, lambda: original(self, messages, stop, run_manager, **kwargs))
         metadata = getattr(run_manager, "metadata", None)
         session = current_session(metadata)
         if session is None:
@@ -215,6 +238,77 @@ def _wrap_agen(original: Any) -> Any:
         return await LLM.arun(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
 
     return _agenerate_with_cache
+
+
+def _fast_begin(
+    self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]
+) -> tuple[Session, Call] | None:
+    """Register a replayed ``invoke``/``ainvoke`` call before langchain's ``generate`` runs, when safe.
+
+    Only in a replay (its calls are answered from the tape) and only when no
+    callback handler would see the call (:func:`~graphtape.record.serve_fast.nobody_listens`);
+    otherwise None and langchain's path registers it, as in a recording.
+    The request is the one ``generate`` hands to ``_generate_with_cache``:
+    the same messages (normalised the same way), ``stop`` and arguments,
+    so the fingerprint, the call site and a divergence report are the same.
+    """
+    if _SERVING.get() is not None or _BEGUN.get() is not None:
+        return None
+    from langchain_core.runnables.config import ensure_config
+
+    cfg = ensure_config(config)
+    metadata = call_metadata(cfg, self)
+    session = current_session(metadata)
+    if session is None or not session.answerer.replays or not nobody_listens(cfg.get("callbacks"), self):
+        return None
+    messages = _normalize_messages(self._convert_input(input).to_messages())
+    return session, begin_llm(session, self, messages, stop, kwargs, metadata)
+
+
+def _served_message(session: Session, call: Call) -> Any:
+    """What ``invoke`` returns for a served call: the first recorded message (``generations[0][0]``)."""
+    value, error = session.served_value(call)
+    if error is not None:
+        raise error
+    return _as_messages(value)[0]
+
+
+def _wrap_invoke(original: Any) -> Any:
+    def invoke(
+        self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> Any:
+        begun = _fast_begin(self, input, config, stop, kwargs)
+        if begun is None:
+            return original(self, input, config, stop=stop, **kwargs)
+        session, call = begun
+        if call.served is not None:
+            return _served_message(session, call)
+        token = _BEGUN.set((session, call))
+        try:
+            return original(self, input, config, stop=stop, **kwargs)
+        finally:
+            _BEGUN.reset(token)
+
+    return invoke
+
+
+def _wrap_ainvoke(original: Any) -> Any:
+    async def ainvoke(
+        self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> Any:
+        begun = _fast_begin(self, input, config, stop, kwargs)
+        if begun is None:
+            return await original(self, input, config, stop=stop, **kwargs)
+        session, call = begun
+        if call.served is not None:
+            return _served_message(session, call)
+        token = _BEGUN.set((session, call))
+        try:
+            return await original(self, input, config, stop=stop, **kwargs)
+        finally:
+            _BEGUN.reset(token)
+
+    return ainvoke
 
 
 def to_chunk(msg: BaseMessage) -> AIMessageChunk:
@@ -418,6 +512,8 @@ def _patches() -> list[Patch]:
     from langchain_core.runnables.retry import RunnableRetry
 
     return [
+        Patch(BaseChatModel, "invoke", _wrap_invoke),
+        Patch(BaseChatModel, "ainvoke", _wrap_ainvoke),
         Patch(BaseChatModel, "_generate_with_cache", _wrap_gen),
         Patch(BaseChatModel, "_agenerate_with_cache", _wrap_agen),
         Patch(BaseChatModel, "stream", _wrap_stream),
