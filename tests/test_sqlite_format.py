@@ -95,6 +95,8 @@ def test_v6_file_reads_back_the_same(v6: Path) -> None:
             (RUN_A, 0, "run_started"),
             (RUN_A, 1, "task_started"),
         ]
+        indexes = {r[0] for r in store._query("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert "gt_checkpoints_run" not in indexes and "gt_event_rows_kind" in indexes
         assert store.collect_garbage() == (1, 0)  # only the unreferenced blob
         store.delete_runs([RUN_A])
         assert store.events(RUN_A) == [] and len(store.events(RUN_B)) == 2

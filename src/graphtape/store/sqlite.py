@@ -189,6 +189,11 @@ MIGRATIONS: list[str] = [
         SELECT k.run_id, e.seq, c.kind, e.ts, e.data
         FROM gt_event_rows e JOIN gt_run_keys k ON k.run_key = e.run_key JOIN gt_event_kinds c ON c.code = e.kind;
     """,
+    # 8: no query reads checkpoints by run (a run's checkpoints are found from the listing or its
+    # events), and the index cost a page write per super-step
+    """
+    DROP INDEX gt_checkpoints_run;
+    """,
 ]
 
 #: Blobs larger than this are stored zlib-compressed when that makes them smaller
