@@ -224,12 +224,31 @@ def encode_params(params: Any) -> Any:
 
 def as_columns(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
     """Rows as one list per column (strings encoded): each becomes one array parameter of an ``unnest`` insert."""
-    return [[encode(v) for v in column] for column in zip(*rows)]
+    return [encode_column(column) for column in zip(*rows)]
 
 
-def jsonb_text(obj: Any) -> str:
-    """JSON for the jsonb copy of metadata, which cannot hold NUL: there it becomes U+FFFD."""
-    text = dump_meta(obj)
+def encode_column(column: Sequence[Any]) -> list[Any]:
+    """``[encode(v) for v in column]``, with one C-level scan for a column of strings that need nothing.
+
+    A step's batch has about 50 values, nearly all plain strings: testing
+    them one by one in Python was a tenth of the batch's client time.
+    """
+    try:
+        text = "".join(column)  # TypeError at the first value that is not a str (None, a number, bytes)
+    except TypeError:
+        return [encode(v) for v in column]
+    if "\x00" in text or MARK in text:  # a marker anywhere (not only first): rare, checked value by value
+        return [encode(v) for v in column]
+    return list(column)
+
+
+def jsonb_text(obj: Any, text: str | None = None) -> str:
+    """JSON for the jsonb copy of metadata, which cannot hold NUL: there it becomes U+FFFD.
+
+    ``text``: ``dump_meta(obj)`` when the caller has it already (the copy is then that same text).
+    """
+    if text is None:
+        text = dump_meta(obj)
     if "\\u0000" not in text:
         return text
 
