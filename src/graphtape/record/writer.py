@@ -112,8 +112,16 @@ class TapeWriter:
         self.run_id = run_id
         #: the thread's lease (one writer per thread); its token fences every write
         self.lease: Any = None
-        self._lock = threading.RLock()
+        # ``_lock`` guards the buffer and is only ever held for a few dict and list operations:
+        # the interceptions on the run's thread take it for every row. ``_flushing`` orders the
+        # flushes (a batch may refer to blobs and chain nodes an earlier batch wrote) and is held
+        # across the store write, which the buffer lock never is: a call recorded on the run's
+        # thread does not wait for a checkpoint that LangGraph's background thread is writing.
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._batch = WriteBatch()
+        #: events of the buffer with a Lazy field, resolved by the next flush
+        self._lazy: list[EventRow] = []
         self._seq = 0
         # Addresses this run already wrote: not sent again. Per run, not per
         # process: garbage collection (``prune``) may delete a blob between two
@@ -282,11 +290,15 @@ class TapeWriter:
 
     def event(self, kind: str, data: dict[str, Any]) -> int:
         """Buffer an event of this run; returns its sequence number."""
+        lazy = any(type(v) is Lazy for v in data.values())
         with self._lock:
             seq = self._seq
             self._seq += 1
-            self._batch.events.append(EventRow(self.run_id, seq, kind, clock.now(), data))
-            return seq
+            row = EventRow(self.run_id, seq, kind, clock.now(), data)
+            self._batch.events.append(row)
+            if lazy:
+                self._lazy.append(row)
+        return seq
 
     def emit(self, event: events.Event) -> int:
         """Buffer a typed event of this run (its JSON form, see graphtape.events); returns its sequence number."""
@@ -313,31 +325,59 @@ class TapeWriter:
             self.flush()
 
     def flush(self, extra: WriteBatch | None = None) -> None:
-        """Write the buffered rows, together with ``extra`` (a checkpoint) if given, in one transaction."""
-        with self._lock:
+        """Write the buffered rows, together with ``extra`` (a checkpoint) if given, in one transaction.
+
+        Rows buffered while the store write is under way (by the run's own
+        thread, usually) go to the next flush; a failed write puts this one's
+        rows back in front of them (except ``extra``'s checkpoint and its
+        writes: the saver that handed them over sees the error) and raises.
+        """
+        with self._flushing:
             self._last_flush = time.monotonic()
-            for ev in self._batch.events:
-                for key, value in ev.data.items():
-                    if isinstance(value, Lazy):
-                        ev.data[key] = value.resolve()
-            batch, self._batch = self._batch, WriteBatch()
+            batch = self._take()
+            n_checkpoints, n_writes = len(batch.checkpoints), len(batch.writes)
             if extra is not None:
                 batch.extend(extra)
-            if batch:
-                try:
-                    t0 = time.perf_counter()
-                    self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
-                    self.write_seconds.append(time.perf_counter() - t0)
-                except BaseException:
-                    # Keep the rows for the next flush; the checkpoint's writer sees the error.
-                    if extra is not None:
-                        batch.checkpoints.clear()
-                        batch.writes.clear()
+            if not batch:
+                return
+            try:
+                t0 = time.perf_counter()
+                self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
+                self.write_seconds.append(time.perf_counter() - t0)
+            except BaseException:
+                del batch.checkpoints[n_checkpoints:]
+                del batch.writes[n_writes:]
+                with self._lock:
                     batch.extend(self._batch)
                     self._batch = batch
-                    raise
+                    # the rows put back hold no Lazy: every one was resolved by _take
+                raise
+            with self._lock:
                 self._written.update(batch.blobs)
                 self._written.update(batch.chains)
+
+    def _take(self) -> WriteBatch:
+        """The buffer, emptied, with every Lazy field resolved (a resolution buffers its blobs first).
+
+        Resolving calls back into this writer (``put_json``), so it runs
+        without the buffer lock; an event with a Lazy field buffered
+        meanwhile is resolved in the next round, before the buffer is taken.
+        """
+        while True:
+            with self._lock:
+                lazy, self._lazy = self._lazy, []
+                if not lazy:
+                    batch, self._batch = self._batch, WriteBatch()
+                    return batch
+            try:
+                for row in lazy:
+                    for key, value in row.data.items():
+                        if type(value) is Lazy:
+                            row.data[key] = value.resolve()
+            except BaseException:
+                with self._lock:
+                    self._lazy[:0] = lazy  # unresolved fields are tried again by the next flush
+                raise
 
     def write_ms(self) -> dict[str, Any]:
         """``{"write_ms": {n, sum, p50, p95, max}}`` of this run's store writes (nearest-rank), or nothing."""

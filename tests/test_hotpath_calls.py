@@ -1,0 +1,119 @@
+"""The tape writer's hot path: rows buffered during a store write, failed writes, lazy fields (issue 13)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from graphtape import serde
+from graphtape.record.writer import Lazy, TapeWriter
+from graphtape.store.base import WriteBatch
+
+
+class SlowStore:
+    """A store whose writes block until released (or fail once when told to); keeps what it wrote."""
+
+    def __init__(self) -> None:
+        self.batches: list[WriteBatch] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+        self.fail_next = False
+
+    def write(self, batch: WriteBatch, *, fence: Any = None) -> None:
+        self.entered.set()
+        assert self.release.wait(10)
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("store went away")
+        self.batches.append(batch)
+
+    def get_chain_nodes(self, ids: list[str]) -> set[str]:
+        return set()
+
+    def events(self) -> list[tuple[int, str]]:
+        return [(e.seq, e.kind) for b in self.batches for e in b.events]
+
+
+def test_rows_are_buffered_while_a_flush_writes() -> None:
+    """A call recorded on the run's thread never waits for the store write of another thread's flush."""
+    store = SlowStore()
+    writer = TapeWriter(store, "run")  # type: ignore[arg-type]
+    writer.event("first", {})
+    store.release.clear()
+    flusher = threading.Thread(target=writer.flush)
+    flusher.start()
+    assert store.entered.wait(10)
+    # the flush is inside the store write now; buffering must not block on it
+    done = threading.Event()
+
+    def record() -> None:
+        writer.put_json({"answer": 42})
+        writer.event("second", {"x": 1})
+        done.set()
+
+    threading.Thread(target=record).start()
+    assert done.wait(5), "buffering a row waited for the store write"
+    store.release.set()
+    flusher.join(10)
+    writer.flush()
+    assert store.events() == [(0, "first"), (1, "second")]
+    assert serde.digest(serde.stored_json({"answer": 42})) in store.batches[1].blobs
+
+
+def test_a_failed_write_keeps_its_rows_for_the_next_flush() -> None:
+    store = SlowStore()
+    writer = TapeWriter(store, "run")  # type: ignore[arg-type]
+    writer.event("a", {})
+    h = writer.put_json({"v": 1})
+    checkpoint = WriteBatch()
+    checkpoint.blobs["ck"] = b"{}"
+    checkpoint.checkpoints.append(object())  # type: ignore[arg-type]
+    store.fail_next = True
+    with pytest.raises(ConnectionError):
+        writer.flush(extra=checkpoint)
+    writer.event("b", {})
+    writer.flush()
+    (batch,) = store.batches
+    assert [(e.seq, e.kind) for e in batch.events] == [(0, "a"), (1, "b")]
+    assert h in batch.blobs
+    # the checkpoint handed over with the failed flush is not written later: its saver saw the error
+    assert batch.checkpoints == []
+    # once written, a blob is not sent again
+    writer.put_json({"v": 1})
+    writer.event("c", {})
+    writer.flush()
+    assert h not in store.batches[1].blobs
+
+
+def test_a_lazy_field_is_resolved_with_its_blob_in_the_same_batch() -> None:
+    store = SlowStore()
+    writer = TapeWriter(store, "run")  # type: ignore[arg-type]
+    writer.event("task_finished", {"writes": Lazy(lambda: writer.put_json({"out": [1, 2]}))})
+    writer.flush()
+    (batch,) = store.batches
+    (event,) = batch.events
+    ref = event.data["writes"]
+    assert isinstance(ref, str) and ref in batch.blobs
+
+
+def test_a_failing_lazy_field_is_tried_again() -> None:
+    store = SlowStore()
+    writer = TapeWriter(store, "run")  # type: ignore[arg-type]
+    calls = []
+
+    def resolve() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("not yet")
+        return writer.put_json("done")
+
+    writer.event("task_finished", {"writes": Lazy(resolve)})
+    with pytest.raises(ValueError):
+        writer.flush()
+    assert store.batches == []
+    writer.flush()
+    (batch,) = store.batches
+    assert batch.events[0].data["writes"] in batch.blobs
