@@ -12,10 +12,16 @@ Why it is built this way:
   duplicate run ids, duplicate event ``seq``), then every write. Redis runs
   a script without interleaving other clients, so the checks and the writes
   are one atomic step and a refused batch has written nothing.
-* **Retries are safe.** redis-py resends a command when the connection
-  drops; a script that ran but whose reply was lost would then be refused
-  as a duplicate. Each batch carries a random id that the script records for
-  a minute, so a resent batch is recognised and reported as applied.
+* **Retries are safe.** A command is resent when the connection drops; a
+  script that ran but whose reply was lost must not then be refused as a
+  duplicate. A batch that creates runs carries a random id that the script
+  records for a minute; any other batch with events is recognised by them
+  (all already stored, byte for byte); the rest are idempotent.
+* **One round trip per super-step, and nothing around it.** A recorded step
+  is one batch, so one script call; it runs on connections the store keeps
+  for itself (redis-py's connection class, the client's settings and retry
+  policy), past redis-py's client layer, which cost as much as the round
+  trip (see :meth:`RedisTapeStore._eval`).
 * **Server time for leases.** Lease expiry is computed from Redis ``TIME``
   inside the script, so hosts with skewed clocks still agree on who holds a
   thread.
@@ -44,6 +50,7 @@ import contextlib
 import heapq
 import itertools
 import json
+import os
 import secrets
 import threading
 import time
@@ -169,6 +176,10 @@ class RedisTapeStore(TapeStore):
         self.keys = Keys(prefix)
         self._closed = False
         self._close_lock = threading.Lock()
+        # The write path's own connections (see _eval): idle ones in _spare, every one made in _made.
+        self._spare: list[Any] = []
+        self._made: list[Any] = []
+        self._pid = os.getpid()
         try:
             self._redis = redis_client.Redis.from_url(
                 client_url,
@@ -306,14 +317,71 @@ class RedisTapeStore(TapeStore):
                 f"{self.url}: key {self.keys.schema!r} is not a graphtape schema version; use another ?prefix="
             ) from None
 
+    def _eval(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run a registered script on one of the store's own connections: the write path's one round trip.
+
+        Why not ``script(keys=..., args=...)``: redis-py's client layer (pool
+        checkout with its lock and pid check, observability hooks, retry
+        wrappers) costs about 0.1 ms per command on this project's machines,
+        as much as the round trip itself, and a recorded super-step makes one
+        call. The connections here are redis-py's own class, made from the
+        pool's settings (TLS, credentials, timeouts, health checks), and a
+        failure is handled as redis-py's client handles it: the connection is
+        dropped and the command resent under the client's ``Retry`` policy
+        (safe: every script is idempotent or recognises a resent batch). A
+        server that lost its script cache (restart, ``SCRIPT FLUSH``) is
+        given the script again.
+        """
+        pool = self._redis.connection_pool
+        if getattr(pool, "cache", None) is not None:  # client-side caching wraps connections: leave it to redis-py
+            return script(keys=keys, args=args)
+        if self._pid != os.getpid():  # a forked child must not share its parent's sockets
+            self._spare, self._made, self._pid = [], [], os.getpid()
+        try:
+            conn = self._spare.pop()  # list.pop/append are atomic: no lock needed between threads
+        except IndexError:
+            conn = pool.connection_class(**pool.connection_kwargs)
+            self._made.append(conn)
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+        def send() -> Any:
+            conn.send_command(*command)
+            try:
+                return conn.read_response()
+            except redis_client.exceptions.NoScriptError:
+                script.sha = self._load(conn, script.script)
+                conn.send_command(*(command[0], script.sha, *command[2:]))
+                return conn.read_response()
+
+        usable = False
+        try:
+            reply = conn.retry.call_with_retry(send, lambda _error: conn.disconnect())
+            usable = True
+            return reply
+        except redis_client.ResponseError:
+            usable = True  # an error reply was read whole: the connection is in step
+            raise
+        finally:
+            if not usable:  # a reply may be half read: never reuse the socket as it is
+                conn.disconnect()
+            if self._closed:
+                conn.disconnect()
+            else:
+                self._spare.append(conn)
+
+    @staticmethod
+    def _load(conn: Any, source: str) -> str:
+        conn.send_command("SCRIPT", "LOAD", source)
+        return as_str(conn.read_response())
+
     def _run_apply(self, ops: Ops, *, marker: bool, wait_for_gc: bool) -> list[bytes]:
         """Run the apply script, waiting (up to ``busy_timeout``) while a garbage collection holds its lock."""
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.01
-        args = [APPLIED_TTL if marker else 0, "1" if wait_for_gc else "0", *ops.args]
+        args = ops.argv(APPLIED_TTL if marker else 0, wait_for_gc)
         while True:
             with self._errors():
-                reply = self._apply(keys=ops.keys, args=args)
+                reply = self._eval(self._apply, ops.keys, args)
             if reply[0] != b"gc":
                 return reply
             if time.monotonic() >= deadline:
@@ -330,7 +398,10 @@ class RedisTapeStore(TapeStore):
         if not batch:
             return
         k = self.keys
-        ops = Ops(k, secrets.token_hex(12))
+        # A batch that creates runs carries an id the script records for a minute, so that a resend of it
+        # is not refused as a duplicate run; any other batch is recognised by its events (see APPLY_LUA)
+        # or is idempotent (content-addressed blobs, checkpoint and write records, run updates).
+        ops = Ops(k, secrets.token_hex(12) if batch.new_runs else None)
         # Refusals that need no server state are found before anything is sent.
         seen_runs: set[str] = set()
         for run in batch.new_runs:
@@ -356,7 +427,7 @@ class RedisTapeStore(TapeStore):
 
         add_batch(ops, k, batch, events_by_run, fence)
 
-        reply = self._run_apply(ops, marker=True, wait_for_gc=True)
+        reply = self._run_apply(ops, marker=bool(batch.new_runs), wait_for_gc=True)
         verdict = reply[0]
         if verdict == b"ok":
             return
@@ -838,12 +909,12 @@ class RedisTapeStore(TapeStore):
 
     def acquire_lease(self, name: str, owner: str, ttl: float) -> int | None:
         with self._errors():
-            token = self._acquire_script(keys=[self.keys.lease(name)], args=[owner, repr(float(ttl))])
+            token = self._eval(self._acquire_script, [self.keys.lease(name)], [owner, repr(float(ttl))])
         return None if token is None else int(token)
 
     def release_lease(self, name: str, owner: str) -> None:
         with self._errors():
-            self._release_script(keys=[self.keys.lease(name)], args=[owner])
+            self._eval(self._release_script, [self.keys.lease(name)], [owner])
 
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:
         with self._errors():
@@ -861,6 +932,11 @@ class RedisTapeStore(TapeStore):
             if self._closed:
                 return
             self._closed = True
+        for conn in self._made:
+            with contextlib.suppress(redis_client.RedisError, OSError):
+                conn.disconnect()
+        self._made.clear()
+        self._spare.clear()
         try:
             self._redis.close()
         except redis_client.RedisError:

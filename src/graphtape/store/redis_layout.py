@@ -35,7 +35,7 @@ with ``?prefix=`` in the URL to keep several stores in one database):
 ``P wrt:<t>``         set        the ``w`` of one thread
 ``P lease:<name>``    hash       owner, expires (server time), token
 ``P gc:lock``         string     held while a garbage collection runs
-``P applied:<id>``    string     a batch that was applied (for a minute)
+``P applied:<id>``    string     a batch that created runs was applied (for a minute)
 ====================  =========  ==================================================
 
 Why over 500 lines: a third of it is the Lua scripts, which must stay beside
@@ -45,6 +45,7 @@ the key layout they spell out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import zlib
 from collections.abc import Mapping
@@ -71,15 +72,32 @@ ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstu
 
 #: Applies a list of operations atomically. KEYS[1] is the collector's lock,
 #: KEYS[2] the batch's applied-marker; ARGV[1] the marker's ttl (0: none),
-#: ARGV[2] "1" to wait for a running collection; then operations as
-#: ``code, key index, argument count, arguments...``. Checks all run before
-#: any write, so a refused batch writes nothing.
+#: ARGV[2] "1" to wait for a running collection, ARGV[3] the operations as
+#: ``code key-index argument-count`` triples joined by spaces, ARGV[4..]
+#: their arguments in that order (one header instead of three arguments per
+#: operation: every argument costs the server a Lua string). Checks all run
+#: before any write, so a refused batch writes nothing.
+#:
+#: ``events`` carries (seq, record) pairs: checked (no seq may exist), then
+#: written. A batch whose every event is already stored byte for byte was
+#: applied before and is being resent (redis-py resends when a reply is
+#: lost): it is reported applied, so such batches need no marker key.
+#: ``cp`` writes a checkpoint (id, record, ids-key index, groups-key index,
+#: thread-key index, group) and adds the group to the two listings only
+#: when its id set is new: a group with ids is always listed.
 APPLY_LUA = r"""#!lua
 local marker_ttl = tonumber(ARGV[1])
 if marker_ttl > 0 and redis.call('EXISTS', KEYS[2]) == 1 then return {'ok'} end
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return {'gc'} end
 
-local writes = {setnx=1, hset=1, hsetnx=1, hsetxx=1, zadd=1, sadd=1, zrem=1, hdel=1, srem=1, del=1, dropempty=1}
+local writes = {setnx=1, hset=1, hsetnx=1, hsetxx=1, zadd=1, sadd=1, zrem=1, hdel=1, srem=1, del=1, dropempty=1,
+                cp=1, events=1}
+local codes, knums, counts = {}, {}, {}
+for code, k, n in string.gmatch(ARGV[3], '(%l+) (%d+) (%d+)') do
+  codes[#codes + 1] = code
+  knums[#knums + 1] = tonumber(k)
+  counts[#counts + 1] = tonumber(n)
+end
 
 -- redis.call with many arguments in slices: unpack() is bounded by the C stack
 local function sliced(cmd, key, first, last, width)
@@ -91,39 +109,64 @@ local function sliced(cmd, key, first, last, width)
   end
 end
 
-local i = 3
-while i <= #ARGV do
-  local code, n = ARGV[i], tonumber(ARGV[i + 2])
-  local key, a, z = KEYS[tonumber(ARGV[i + 1])], i + 3, i + 2 + n
+local a = 4
+local events, same, first_same = 0, 0, nil
+for o = 1, #codes do
+  local code, key, z = codes[o], KEYS[knums[o]], a + counts[o] - 1
   if code == 'fence' then
     local cur = redis.call('HGET', key, 'token')
     if cur ~= ARGV[a] then return {'lease', cur or ''} end
   elseif code == 'absent' then
-    if redis.call('EXISTS', key) == 1 then return {'exists', ARGV[i + 1]} end
-  elseif code == 'nofield' then
-    for j = a, z do
-      if redis.call('HEXISTS', key, ARGV[j]) == 1 then return {'dup', ARGV[i + 1], ARGV[j]} end
+    if redis.call('EXISTS', key) == 1 then return {'exists', knums[o]} end
+  elseif code == 'events' then
+    local j = a
+    while j <= z do
+      local last = math.min(j + 511, z)
+      local seqs = {}
+      for f = j, last, 2 do seqs[#seqs + 1] = ARGV[f] end
+      local stored = redis.call('HMGET', key, unpack(seqs))
+      for s = 1, #seqs do
+        local v = stored[s]
+        if v then
+          if v ~= ARGV[j + 2 * s - 1] then return {'dup', knums[o], seqs[s]} end
+          same = same + 1
+          first_same = first_same or {knums[o], seqs[s]}
+        end
+      end
+      events = events + #seqs
+      j = last + 1
     end
   elseif not writes[code] then
     return redis.error_reply('graphtape: unknown operation ' .. code)
   end
-  i = z + 1
+  a = z + 1
+end
+if same > 0 then
+  if same == events then return {'ok'} end
+  return {'dup', first_same[1], first_same[2]}
 end
 
-i = 3
-while i <= #ARGV do
-  local code, n = ARGV[i], tonumber(ARGV[i + 2])
-  local key, a, z = KEYS[tonumber(ARGV[i + 1])], i + 3, i + 2 + n
+a = 4
+for o = 1, #codes do
+  local code, key, z = codes[o], KEYS[knums[o]], a + counts[o] - 1
   if code == 'setnx' then
     redis.call('SET', key, ARGV[a], 'NX')
-  elseif code == 'hset' or code == 'zadd' then
+  elseif code == 'hset' or code == 'events' then
+    sliced('HSET', key, a, z, 256)
+  elseif code == 'cp' then
+    redis.call('HSET', key, ARGV[a], ARGV[a + 1])
+    local ids = KEYS[tonumber(ARGV[a + 2])]
+    if redis.call('EXISTS', ids) == 0 then
+      redis.call('SADD', KEYS[tonumber(ARGV[a + 3])], ARGV[a + 5])
+      redis.call('SADD', KEYS[tonumber(ARGV[a + 4])], ARGV[a + 5])
+    end
+    redis.call('ZADD', ids, 0, ARGV[a])
+  elseif code == 'zadd' or code == 'sadd' or code == 'srem' or code == 'zrem' or code == 'hdel' then
     sliced(string.upper(code), key, a, z, 256)
   elseif code == 'hsetnx' then
     for j = a, z, 2 do redis.call('HSETNX', key, ARGV[j], ARGV[j + 1]) end
   elseif code == 'hsetxx' then
     if redis.call('EXISTS', key) == 1 then sliced('HSET', key, a, z, 256) end
-  elseif code == 'sadd' or code == 'srem' or code == 'zrem' or code == 'hdel' then
-    sliced(string.upper(code), key, a, z, 256)
   elseif code == 'del' then
     redis.call('DEL', key)
   elseif code == 'dropempty' then
@@ -131,7 +174,7 @@ while i <= #ARGV do
       for j = a, z, 2 do redis.call('SREM', KEYS[tonumber(ARGV[j])], ARGV[j + 1]) end
     end
   end
-  i = z + 1
+  a = z + 1
 end
 if marker_ttl > 0 then redis.call('SET', KEYS[2], '1', 'EX', marker_ttl) end
 return {'ok'}
@@ -267,11 +310,13 @@ def as_bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
+@functools.lru_cache(maxsize=1024)  # a run writes one group over and over
 def group_key(thread_id: str, checkpoint_ns: str) -> str:
     """The name of a (thread, namespace) group: JSON, so any thread id or namespace is unambiguous."""
     return json.dumps([thread_id, checkpoint_ns])
 
 
+@functools.lru_cache(maxsize=64)  # a step's writes share one
 def write_group_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
     return json.dumps([thread_id, checkpoint_ns, checkpoint_id])
 
@@ -316,9 +361,14 @@ def decode_stored_blob(stored: bytes) -> bytes:
     return zlib.decompress(stored[1:]) if stored[:1] == b"z" else stored[1:]
 
 
+@functools.lru_cache(maxsize=4096)
+def _kind_field(kind: str) -> str:
+    return json.dumps(kind)
+
+
 def _encode_event(ev: EventRow) -> bytes:
     """``ts\\0"kind"\\0packed``: the kind as JSON, which never holds a raw NUL, so the split is unambiguous."""
-    return f"{float(ev.ts)!r}\x00{json.dumps(ev.kind)}\x00".encode() + pack_event(ev.data)
+    return f"{float(ev.ts)!r}\x00{_kind_field(ev.kind)}\x00".encode() + pack_event(ev.data)
 
 
 def split_event(stored: bytes) -> tuple[float, str, bytes]:
@@ -437,6 +487,7 @@ class Ops:
     def __init__(self, keys: Keys, batch_id: str | None):
         self.keys: list[str] = [keys.gc_lock, keys.applied(batch_id or "-")]
         self.index: dict[str, int] = {}
+        self.codes: list[str] = []
         self.args: list[Any] = []
 
     def key(self, name: str) -> int:
@@ -447,24 +498,26 @@ class Ops:
         return idx
 
     def add(self, code: str, key: str, *args: Any) -> None:
-        self.args.extend((code, self.key(key), len(args)))
+        self.codes.append(f"{code} {self.key(key)} {len(args)}")
         self.args.extend(args)
 
+    def argv(self, marker_ttl: int, wait_for_gc: bool) -> list[Any]:
+        """ARGV for :data:`APPLY_LUA`: the marker's ttl, whether to wait for a collection, the header, the arguments."""
+        return [marker_ttl, "1" if wait_for_gc else "0", " ".join(self.codes), *self.args]
+
     def __bool__(self) -> bool:
-        return bool(self.args)
+        return bool(self.codes)
 
 
 def add_batch(
     ops: Ops, k: Keys, batch: WriteBatch, events_by_run: dict[str, list[EventRow]], fence: tuple[str, int] | None
 ) -> None:
     """Add the operations that apply ``batch`` (its events grouped by run) to ``ops``: checks, then writes."""
-    # checks (the script runs them all before any write)
+    # checks (the script runs them all before any write; ``events`` is both a check and a write)
     if fence is not None:
         ops.add("fence", k.lease(fence[0]), str(int(fence[1])))
     for run in batch.new_runs:
         ops.add("absent", k.run(run.run_id))
-    for run_id, evs in events_by_run.items():
-        ops.add("nofield", k.events(run_id), *(str(int(e.seq)) for e in evs))
 
     # writes, in SQLite's order
     for h, data in batch.blobs.items():
@@ -489,13 +542,20 @@ def add_batch(
         fields = []
         for ev in evs:
             fields.extend((str(int(ev.seq)), _encode_event(ev)))
-        ops.add("hset", k.events(run_id), *fields)
+        ops.add("events", k.events(run_id), *fields)
     for c in batch.checkpoints:
         g = group_key(c.thread_id, c.checkpoint_ns)
-        ops.add("hset", k.cp_data(g), c.checkpoint_id, encode_checkpoint(c))
-        ops.add("zadd", k.cp_ids(g), "0", c.checkpoint_id)
-        ops.add("sadd", k.cp_groups, g)
-        ops.add("sadd", k.cp_thread(c.thread_id), g)
+        ops.add(
+            "cp",
+            k.cp_data(g),
+            c.checkpoint_id,
+            encode_checkpoint(c),
+            ops.key(k.cp_ids(g)),
+            ops.key(k.cp_groups),
+            ops.key(k.cp_thread(c.thread_id)),
+            g,
+        )
+    listed: set[str] = set()  # one SADD per write group, not one per write
     for replace in (True, False):  # SQLite's order: replacing writes first, then set-if-absent
         for w in batch.writes:
             if w.replace is not replace:
@@ -507,7 +567,9 @@ def add_batch(
                 json.dumps([w.task_id, int(w.idx)]),
                 json.dumps([w.task_path, w.channel, w.value]),
             )
-            ops.add("sadd", k.writes_thread(w.thread_id), wg)
+            if wg not in listed:
+                listed.add(wg)
+                ops.add("sadd", k.writes_thread(w.thread_id), wg)
     for run_id, update in batch.run_updates:
         if update:
             fields = []

@@ -1,0 +1,202 @@
+"""The Redis store's write path: one script call per batch on the store's own connections.
+
+What is checked here is what the fast path must keep from redis-py's client
+layer and the old per-batch marker: a resent batch is recognised, a lost
+script cache and a dropped connection are recovered from, and the key
+layout (groups listed, writes indexed) is the one older versions wrote.
+Needs a Redis 7 server, as tests/test_store_redis.py.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+import pytest
+
+redis_client = pytest.importorskip("redis")
+
+import graphtape  # noqa: E402
+from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
+from graphtape.store.redis import RedisTapeStore  # noqa: E402
+from graphtape.store.redis_layout import encode_checkpoint, glob_escape  # noqa: E402
+
+REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture(scope="module")
+def redis_raw():
+    client = redis_client.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis_client.RedisError as exc:
+        client.close()
+        message = f"no Redis server at {REDIS_URL} ({exc}); start one or set GRAPHTAPE_TEST_REDIS_URL"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def new_url(redis_raw):
+    """Hands out URLs of stores under fresh key prefixes and deletes their keys at teardown."""
+    made: list[str] = []
+
+    def new() -> str:
+        prefix = f"gt-test-{uuid.uuid4().hex[:12]}:"
+        made.append(prefix)
+        return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
+
+    yield new
+    for prefix in made:
+        for key in list(redis_raw.scan_iter(match=glob_escape(prefix) + "*", count=1000)):
+            redis_raw.delete(key)
+
+
+@pytest.fixture
+def store(new_url):
+    s = RedisTapeStore(new_url())
+    yield s
+    s.close()
+
+
+def _keys(redis_raw, prefix: str) -> set[str]:
+    return {k.decode() for k in redis_raw.scan_iter(match=glob_escape(prefix) + "*")}
+
+
+def _cp(thread: str, cid: str, ns: str = "") -> CheckpointRow:
+    return CheckpointRow(
+        thread_id=thread,
+        checkpoint_ns=ns,
+        checkpoint_id=cid,
+        parent_id=None,
+        run_id="r1",
+        step=1,
+        source="loop",
+        created_at="2024",
+        metadata={"step": 1},
+        body=b"json\x00{}",
+        values={"a": "h1"},
+    )
+
+
+def _step(seq: int, cid: str, thread: str = "t") -> WriteBatch:
+    """A super-step's batch as a recording writes it: events, a checkpoint, its pending writes, no new run."""
+    return WriteBatch(
+        events=[EventRow("r1", seq, "task_started", 1.0 + seq, {"n": seq}), EventRow("r1", seq + 1, "x", 2.0, {})],
+        blobs={"h1": b"value"},
+        checkpoints=[_cp(thread, cid)],
+        writes=[
+            WriteRow(thread, "", cid, "task", "", 0, "a", "h1"),
+            WriteRow(thread, "", cid, "task", "", 1, "b", "h1"),
+        ],
+    )
+
+
+def _started(store: RedisTapeStore) -> None:
+    run = RunRecord(run_id="r1", thread_id="t", graph="g", started_at=1.0, status="running")
+    store.write(WriteBatch(new_runs=[run], events=[EventRow("r1", 0, "run_started", 1.0, {})]))
+
+
+def test_a_resent_step_batch_counts_as_applied(store, redis_raw):
+    """A batch without new runs leaves no marker key: its events, stored byte for byte, show it was applied."""
+    _started(store)
+    markers = {k for k in _keys(redis_raw, store.prefix) if k.startswith(store.prefix + "applied:")}
+    assert len(markers) == 1  # the run's first batch: a resend of it would meet "run already in the store"
+    batch = _step(1, "c1")
+    store.write(batch)
+    before = _keys(redis_raw, store.prefix)
+    assert {k for k in before if k.startswith(store.prefix + "applied:")} == markers
+    store.write(batch)  # what redis-py's resend after a lost reply sends: recognised, nothing changes
+    assert _keys(redis_raw, store.prefix) == before
+    assert [e.seq for e in store.events("r1")] == [0, 1, 2]
+    assert len(store.get_writes("t", "", "c1")) == 2
+
+
+def test_an_event_seq_taken_by_other_content_is_still_refused(store, redis_raw):
+    _started(store)
+    store.write(_step(1, "c1"))
+    before = _keys(redis_raw, store.prefix)
+    other = _step(1, "c2")
+    other.events[0] = EventRow("r1", 1, "task_started", 99.0, {"n": 1})  # same seq, other content
+    with pytest.raises(graphtape.StoreError, match=r"event 1 of run r1 is already in the store"):
+        store.write(other)
+    # one event equal and one new: not a resend either (a batch is stored whole or not at all)
+    partial = _step(2, "c3")
+    partial.events[0] = store.events("r1")[2]
+    with pytest.raises(graphtape.StoreError, match=r"event 2 of run r1 is already in the store"):
+        store.write(partial)
+    assert _keys(redis_raw, store.prefix) == before
+    assert store.get_checkpoint("t", "", "c2") is None and store.get_checkpoint("t", "", "c3") is None
+
+
+def test_groups_are_listed_as_before(store, redis_raw):
+    """A group is listed when its first checkpoint is written, also after its thread was deleted."""
+    store.write(_step(1, "c1"))
+    store.write(_step(3, "c2"))
+    p = store.prefix
+    assert redis_raw.smembers(p + "cp:groups") == {b'["t", ""]'}
+    assert redis_raw.smembers(p + "cp:thread:t") == {b'["t", ""]'}
+    assert redis_raw.smembers(p + "wrt:t") == {b'["t", "", "c1"]', b'["t", "", "c2"]'}
+    assert [c.checkpoint_id for c in store.list_checkpoints(thread_id="t")] == ["c2", "c1"]
+    store.delete_thread("t")
+    assert store.list_checkpoints(thread_id="t") == [] and not redis_raw.exists(p + "cp:groups")
+    store.write(_step(5, "c3"))
+    assert redis_raw.smembers(p + "cp:groups") == {b'["t", ""]'}
+    assert [c.checkpoint_id for c in store.list_checkpoints()] == ["c3"]
+    store.delete_checkpoints([("t", "", "c3")])
+    assert store.list_checkpoints() == [] and not redis_raw.exists(p + "cp:groups")
+
+
+def test_keys_written_by_the_previous_version_are_read_and_extended(store, redis_raw):
+    """The layout did not change: a thread written key by key as the previous script wrote it stays readable,
+    and a new checkpoint joins its group."""
+    p = store.prefix
+    g = '["old", ""]'
+    row = _cp("old", "c1")
+    redis_raw.hset(p + "cp:data:" + g, "c1", encode_checkpoint(row))
+    redis_raw.zadd(p + "cp:ids:" + g, {"c1": 0})
+    redis_raw.sadd(p + "cp:groups", g)
+    redis_raw.sadd(p + "cp:thread:old", g)
+    redis_raw.hset(p + 'wr:["old", "", "c1"]', '["task", 0]', '["", "a", "h1"]')
+    redis_raw.sadd(p + "wrt:old", '["old", "", "c1"]')
+    assert store.get_checkpoint("old", "") == row
+    store.write(_step(1, "c2", thread="old"))
+    assert [c.checkpoint_id for c in store.list_checkpoints(thread_id="old")] == ["c2", "c1"]
+    assert redis_raw.smembers(p + "cp:groups") == {g.encode()}
+    assert [w.channel for w in store.get_writes("old", "", "c1")] == ["a"]
+    store.delete_thread("old")
+    assert _keys(redis_raw, p) - {p + "blob:h1", p + "ev:r1"} == {p + "schema"}
+
+
+def test_a_lost_script_cache_is_refilled(store):
+    """A restarted server (or SCRIPT FLUSH) has no scripts: the store loads its script and runs it."""
+    store._apply.sha = "0" * 40  # a script the server does not know, as after a flush
+    store.write(_step(1, "c1"))
+    assert store._apply.sha != "0" * 40
+    assert [e.seq for e in store.events("r1")] == [1, 2]
+
+
+def test_a_dropped_connection_is_reopened(store):
+    store.write(_step(1, "c1"))
+    assert store._spare, "the write path keeps its connection for the next batch"
+    for conn in store._spare:
+        conn._sock.shutdown(socket.SHUT_RDWR)  # the server or network went away under an idle connection
+    store.write(_step(3, "c2"))
+    assert [c.checkpoint_id for c in store.list_checkpoints(thread_id="t")] == ["c2", "c1"]
+
+
+def test_leases_and_close_use_the_own_connections(new_url):
+    s = RedisTapeStore(new_url())
+    assert s.acquire_lease("thread:t", "me", 30) == 1
+    s.write(_step(1, "c1"), fence=("thread:t", 1))
+    with pytest.raises(graphtape.LeaseLost):
+        s.write(_step(3, "c2"), fence=("thread:t", 2))
+    s.release_lease("thread:t", "me")
+    made = list(s._made)
+    assert made
+    s.close()
+    assert all(conn._sock is None for conn in made)
