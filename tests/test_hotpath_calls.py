@@ -117,3 +117,38 @@ def test_a_failing_lazy_field_is_tried_again() -> None:
     writer.flush()
     (batch,) = store.batches
     assert batch.events[0].data["writes"] in batch.blobs
+
+
+def test_the_message_memo_keeps_to_its_byte_budget(monkeypatch) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from graphtape.record import writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "_FORMS", {})
+    monkeypatch.setattr(writer_mod, "_forms_bytes", 0)
+    monkeypatch.setattr(writer_mod, "MEMO_BYTES", 20_000)
+    for i in range(200):
+        writer_mod.message_form(HumanMessage("x" * 500, id=f"m{i}"))
+        assert writer_mod._forms_bytes <= 20_000
+    assert 0 < len(writer_mod._FORMS) < 200
+    # the newest messages are the ones kept, and each still finds its form
+    latest = HumanMessage("x" * 500, id="m199")
+    assert writer_mod.message_form(latest) is writer_mod._FORMS[(HumanMessage, "m199")][1]
+    assert writer_mod._forms_bytes == sum(2 * len(f.data) for _, f in writer_mod._FORMS.values())
+
+
+def test_forms_of_new_equal_objects_reuse_the_memo_and_see_edits() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    store = SlowStore()
+    first = [HumanMessage("hi", id="hp1"), AIMessage("hello there", id="hp2")]
+    forms = TapeWriter(store, "a").forms(first)  # type: ignore[arg-type]
+    again = [m.model_copy(deep=True) for m in first]
+    writer = TapeWriter(store, "b")  # type: ignore[arg-type]
+    assert [f is g for f, g in zip(writer.forms(again), forms)] == [True, True]
+    again[1].content = "edited"  # in place, after the run met the message
+    edited = writer.forms(again)
+    assert edited[0] is forms[0] and edited[1].h != forms[1].h
+    assert edited[1].js["content"] == "edited"
+    changed = [HumanMessage("hi", id="hp1"), AIMessage("something else", id="hp2")]  # same id, new content
+    assert writer.forms(changed)[1].js["content"] == "something else"

@@ -36,6 +36,10 @@ PROBE_MIN = 8
 PROBE_WIDTH = 4
 #: Entries kept in the process-wide memos below before they are dropped (and rebuilt as needed).
 MEMO_MAX = 50_000
+#: Bytes of stored message JSON the message memo (``_FORMS``) may hold, counted twice (the form's
+#: bytes and the private copy of the message, about as large): past it, its older half is dropped.
+#: A conversation's messages are met again on every turn; a dropped one is serialised once more.
+MEMO_BYTES = 64 << 20
 
 
 class MessageForm:
@@ -54,6 +58,8 @@ class MessageForm:
 #: history comes back from the checkpointer as new objects on every turn; an equal message (pydantic
 #: equality: every field) with the same id has the same form, found here instead of serialised again.
 _FORMS: dict[tuple[type, str], tuple[Any, MessageForm]] = {}
+#: what the entries of ``_FORMS`` hold, as counted against MEMO_BYTES
+_forms_bytes = 0
 #: (parent chain id, item address) -> chain id: a request repeats its history's chain
 _CHAIN_IDS: dict[tuple[str | None, str], str] = {}
 
@@ -68,11 +74,26 @@ def message_form(msg: Any) -> MessageForm:
             return hit[1]
     form = MessageForm(serde.message_for_request(msg))
     if isinstance(mid, str):
-        if len(_FORMS) >= MEMO_MAX:
-            _FORMS.clear()
+        global _forms_bytes
+        size = 2 * len(form.data)
+        if len(_FORMS) >= MEMO_MAX or _forms_bytes + size > MEMO_BYTES:
+            _drop_older_forms()
         # a copy: the caller may change its message in place later, the memo must keep what was hashed
+        old = _FORMS.get((type(msg), mid))
         _FORMS[(type(msg), mid)] = (msg.model_copy(deep=True), form)
+        _forms_bytes += size - (2 * len(old[1].data) if old is not None else 0)
     return form
+
+
+def _drop_older_forms() -> None:
+    """Drop the older half of the message memo (in insertion order; racing threads only lose hits)."""
+    global _forms_bytes
+    keys = list(_FORMS)
+    for key in keys[: len(keys) // 2 + 1]:
+        entry = _FORMS.pop(key, None)
+        if entry is not None:
+            _forms_bytes -= 2 * len(entry[1].data)
+    _forms_bytes = max(_forms_bytes, 0)
 
 
 def chain_ids(hashes: list[str]) -> list[str]:
@@ -129,7 +150,7 @@ class TapeWriter:
         self._written: set[str] = set()
         #: id(message) -> (message, ids of its field values, request JSON, blob address): see message_blob
         #: (and, once asked for, its canonical key: see message_key)
-        self._messages: dict[int, list[Any]] = {}
+        self._messages: dict[int, tuple[Any, tuple[int, ...], MessageForm]] = {}
         self._last_flush = time.monotonic()
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
@@ -168,8 +189,31 @@ class TapeWriter:
         return form.js, form.h
 
     def forms(self, messages: list[Any]) -> list[MessageForm]:
-        """The stored form of each message (see :meth:`message_blob`), none of them stored yet."""
-        return [self._form(m) for m in messages]
+        """The stored form of each message (see :meth:`message_blob`), none of them stored yet.
+
+        :meth:`_form` for a whole list, inlined: at turn 200 of a conversation
+        a request carries 400 messages, and this loop (two dict look-ups and
+        one comparison of the fields per message) is most of what the
+        recording does per turn that grows with the history.
+        """
+        memo = self._messages
+        seen = _FORMS
+        out: list[MessageForm] = []
+        append = out.append
+        for msg in messages:
+            d = msg.__dict__
+            fields = tuple(map(id, d.values()))
+            hit = memo.get(id(msg))
+            if hit is not None and hit[0] is msg and hit[1] == fields:
+                append(hit[2])
+                continue
+            mid = d.get("id")
+            known = seen.get((type(msg), mid)) if type(mid) is str else None
+            # the same test as message_form's (an equal message with the same id), without the call
+            form = known[1] if known is not None and known[0].__dict__ == d else message_form(msg)
+            memo[id(msg)] = (msg, fields, form)
+            append(form)
+        return out
 
     def _form(self, msg: Any) -> MessageForm:
         fields = tuple(map(id, msg.__dict__.values()))
@@ -178,7 +222,7 @@ class TapeWriter:
             form: MessageForm = hit[2]
             return form
         form = message_form(msg)
-        self._messages[id(msg)] = [msg, fields, form]
+        self._messages[id(msg)] = (msg, fields, form)
         return form
 
     def _put_data(self, h: str, data: bytes) -> None:
