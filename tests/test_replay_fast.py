@@ -18,6 +18,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel
 
 from graphtape.record import llm
 from tests import graphs
@@ -26,15 +27,22 @@ from tests.graphs import LIVE, RandomModel, forbid, search
 PROMPT = {"system": "You are careful."}
 
 
+class Answer(BaseModel):
+    """A structured answer (what ``with_structured_output`` parses the tool call into)."""
+
+    q: str
+
+
 class Notes(TypedDict, total=False):
     topic: str
     notes: Annotated[list, operator.add]
 
 
 def build_calls(model: Any = None):
-    """Plain invoke, a tool, a bound model, with_retry and a batch: every way a node asks a model."""
+    """Plain invoke, a tool, a bound model, structured output, with_retry and a batch."""
     m = model or RandomModel()
     bound = RandomModel(prefix="bound", tool_name="search").bind_tools([search])
+    structured = RandomModel(prefix="st", tool_name="Answer").with_structured_output(Answer)
 
     def ask(s):
         answer = m.invoke([SystemMessage(PROMPT["system"]), HumanMessage(f"About {s['topic']}")])
@@ -46,7 +54,9 @@ def build_calls(model: Any = None):
         retried = m.with_retry(stop_after_attempt=2).invoke([HumanMessage("again: " + s["notes"][-1])])
         batch = m.batch([[HumanMessage("one")], [HumanMessage("one")]])
         args = call.tool_calls[0]["args"] if call.tool_calls else {}
-        return {"notes": [str(args), retried.content, *(b.content for b in batch)]}
+        parsed = structured.invoke([HumanMessage("answer in form")])
+        # (streamed under stream_mode="messages", the fake model sends no tool call: nothing parsed)
+        return {"notes": [str(args), parsed.q if parsed else "", retried.content, *(b.content for b in batch)]}
 
     b = StateGraph(Notes)
     b.add_node(ask)
@@ -211,8 +221,8 @@ def test_langchain_run_collectors_and_verbose_models_see_served_calls(tape, fast
     with forbid():
         result = tape.replay(run_id, build_calls(verbose))
     assert result.status == "finished", result.error
-    # the verbose model's four calls took langchain's path; only the bound (quiet) model's did not
-    assert fast_count[0] == 1
+    # the verbose model's four calls took langchain's path; the bound and structured (quiet) models' did not
+    assert fast_count[0] == 2
 
 
 def test_streamed_messages_take_langchains_path(tape, fast_count):
