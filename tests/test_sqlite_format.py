@@ -95,6 +95,14 @@ def test_v6_file_reads_back_the_same(v6: Path) -> None:
             (RUN_A, 0, "run_started"),
             (RUN_A, 1, "task_started"),
         ]
+        # addresses are stored as 16 bytes (chain ids here are not hashes: they stay text); the views show hex
+        assert store._query("SELECT typeof(hash) FROM gt_blob_rows WHERE hash = ?", (bytes.fromhex(BLOB_1),))
+        assert store._query("SELECT typeof(id), typeof(item) FROM gt_chain_rows ORDER BY id") == [
+            ("text", "blob"),
+            ("text", "blob"),
+        ]
+        assert sorted(store._query("SELECT hash FROM gt_blobs")) == [(BLOB_1,), ("dead" * 8,), (BLOB_2,)]
+        assert store._query("SELECT id, parent, item FROM gt_chains WHERE id = 'c1'") == [("c1", "c0", BLOB_2)]
         indexes = {r[0] for r in store._query("SELECT name FROM sqlite_master WHERE type='index'")}
         assert "gt_checkpoints_run" not in indexes and "gt_event_rows_kind" in indexes
         assert store.collect_garbage() == (1, 0)  # only the unreferenced blob
@@ -146,5 +154,35 @@ def test_rolled_back_kind_is_not_remembered(tmp_path: Path) -> None:
         store.write(ok)
         assert [(e.kind, e.data) for e in store.events("r")] == [("kind_one", {"n": 1})]
         assert [e.kind for e in store.events("r2")] == ["kind_two"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "00112233445566778899aabbccddeeff",  # a hash: stored as 16 bytes
+        "00112233445566778899AABBCCDDEEFF",  # upper case: kept as text, given back the same
+        "0011223344556677 8899aabbccddeef",  # fromhex skips spaces: kept as text
+        "short",
+        "x" * 40,
+    ],
+)
+def test_any_address_reads_back_the_same(tmp_path: Path, address: str) -> None:
+    store = SqliteTapeStore(tmp_path / "a.db")
+    try:
+        batch = WriteBatch()
+        batch.blobs[address] = b"payload " * 100
+        batch.chains[address] = (None, address)
+        batch.chains["00" * 16] = (address, address)
+        store.write(batch)
+        assert store.get_blobs([address]) == {address: b"payload " * 100}
+        assert store.get_chain_nodes([address, "00" * 16]) == {address: (None, address), "00" * 16: (address, address)}
+        assert store.get_chain("00" * 16) == [address, address]
+        store.write(WriteBatch(events=[EventRow("r", 0, "run_started", 1.0, {"input": address})]))
+        assert store.collect_garbage() == (0, 2)  # the blob is the run's input; no event refers to the chains
+        store.delete_runs(["r"])
+        assert store.collect_garbage() == (1, 0)
+        assert store.get_blobs([address]) == {}
     finally:
         store.close()

@@ -30,7 +30,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,33 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX gt_checkpoints_run;
     """,
+    # 9: addresses (graphtape's 32-hex-digit hashes) stored as their 16 bytes, in blob keys and in chain
+    # nodes (id, parent, item); any other address stays text. gt_key is registered by the store (SQLite
+    # 3.40 has no unhex). The views gt_blobs and gt_chains show them as hex, as they were
+    """
+    CREATE TABLE gt_blob_rows (
+        hash BLOB PRIMARY KEY,
+        enc TEXT NOT NULL,
+        data BLOB NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO gt_blob_rows(hash, enc, data) SELECT gt_key(hash), enc, data FROM gt_blobs ORDER BY 1;
+    DROP TABLE gt_blobs;
+    CREATE VIEW gt_blobs(hash, enc, data) AS
+        SELECT CASE WHEN typeof(hash) = 'blob' THEN lower(hex(hash)) ELSE hash END, enc, data FROM gt_blob_rows;
+    CREATE TABLE gt_chain_rows (
+        id BLOB PRIMARY KEY,
+        parent BLOB,
+        item BLOB NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO gt_chain_rows(id, parent, item) SELECT gt_key(id), gt_key(parent), gt_key(item) FROM gt_chains
+        ORDER BY 1;
+    DROP TABLE gt_chains;
+    CREATE VIEW gt_chains(id, parent, item) AS
+        SELECT CASE WHEN typeof(id) = 'blob' THEN lower(hex(id)) ELSE id END,
+            CASE WHEN typeof(parent) = 'blob' THEN lower(hex(parent)) ELSE parent END,
+            CASE WHEN typeof(item) = 'blob' THEN lower(hex(item)) ELSE item END
+        FROM gt_chain_rows;
+    """,
 ]
 
 #: Blobs larger than this are stored zlib-compressed when that makes them smaller
@@ -211,6 +238,29 @@ DIALECT = Dialect(
     checkpoint_columns="thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
     "metadata, body, channel_values, writers, calls",
 )
+
+
+def _key(address: str | None) -> bytes | str | None:
+    """An address as stored: the 16 bytes of graphtape's 32-hex-digit hashes (half the bytes in
+    every key and index entry); anything else (an address from a test, a future form) as its text.
+    Only lowercase hex is turned into bytes, so :func:`_address` gives back the same string."""
+    if address is None or len(address) != 32:
+        return address
+    try:
+        raw = bytes.fromhex(address)
+    except ValueError:
+        return address
+    return raw if len(raw) == 16 and raw.hex() == address else address
+
+
+def _address(stored: bytes | str) -> str:
+    """An address as the store interface gives it (see :func:`_key`)."""
+    return stored.hex() if isinstance(stored, bytes) else stored
+
+
+def _parent(stored: bytes | str | None) -> str | None:
+    """A chain node's parent address (``None`` at the chain's first node)."""
+    return None if stored is None else _address(stored)
 
 
 def _copied_from(c: CheckpointRow) -> str | None:
@@ -252,6 +302,7 @@ class SqliteTapeStore(SqlTapeStore):
             self._conn = sqlite3.connect(
                 target, timeout=busy_timeout, check_same_thread=False, isolation_level=None, uri=uri
             )
+            self._conn.create_function("gt_key", 1, _key, deterministic=True)  # for migration 9
             if not create:
                 self._check_is_store()
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -360,14 +411,14 @@ class SqliteTapeStore(SqlTapeStore):
                     for h, data in batch.blobs.items():
                         packed = compress_blob(data) if len(data) > COMPRESS_OVER else data
                         if len(packed) < len(data):
-                            rows.append((h, "z", packed))
+                            rows.append((_key(h), "z", packed))
                         else:
-                            rows.append((h, "raw", data))
-                    cur.executemany("INSERT OR IGNORE INTO gt_blobs(hash, enc, data) VALUES (?,?,?)", rows)
+                            rows.append((_key(h), "raw", data))
+                    cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", rows)
                 if batch.chains:
                     cur.executemany(
-                        "INSERT OR IGNORE INTO gt_chains(id, parent, item) VALUES (?,?,?)",
-                        [(k, p, i) for k, (p, i) in batch.chains.items()],
+                        "INSERT OR IGNORE INTO gt_chain_rows(id, parent, item) VALUES (?,?,?)",
+                        [(_key(k), _key(p), _key(i)) for k, (p, i) in batch.chains.items()],
                     )
                 for run in batch.new_runs:
                     cur.execute(
@@ -523,6 +574,46 @@ class SqliteTapeStore(SqlTapeStore):
     def location(self) -> str:
         return str(self.path)
 
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        out: dict[str, bytes] = {}
+        for i in range(0, len(wanted), DIALECT.chunk):
+            keys = [_key(h) for h in wanted[i : i + DIALECT.chunk]]
+            sql = f"SELECT hash, enc, data FROM gt_blob_rows WHERE hash IN ({','.join('?' * len(keys))})"
+            for h, enc, data in self._query(sql, keys):
+                out[_address(h)] = decode_blob(enc, data)
+        return out
+
+    def get_chain_nodes(self, ids: Iterable[str]) -> dict[str, tuple[str | None, str]]:
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, tuple[str | None, str]] = {}
+        for i in range(0, len(wanted), DIALECT.chunk):
+            keys = [_key(k) for k in wanted[i : i + DIALECT.chunk]]
+            sql = f"SELECT id, parent, item FROM gt_chain_rows WHERE id IN ({','.join('?' * len(keys))})"
+            for k, p, item in self._query(sql, keys):
+                out[_address(k)] = (_parent(p), _address(item))
+        return out
+
+    def get_chain(self, head: str | None) -> list[str]:
+        """The whole chain in one recursive query instead of one query per node."""
+        if head is None:
+            return []
+        rows = self._query(
+            """
+            WITH RECURSIVE walk(id, parent, item, depth) AS (
+                SELECT id, parent, item, 0 FROM gt_chain_rows WHERE id = ?
+                UNION ALL
+                SELECT c.id, c.parent, c.item, walk.depth + 1
+                FROM gt_chain_rows c JOIN walk ON c.id = walk.parent
+            )
+            SELECT item, parent FROM walk ORDER BY depth DESC
+            """,
+            (_key(head),),
+        )
+        if not rows or rows[0][1] is not None:
+            raise StoreError(f"chain {head} is incomplete in {self.location}: the tape is damaged")
+        return [_address(r[0]) for r in rows]
+
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
         sql = (
             "SELECT seq, kind, ts, data FROM gt_event_rows "
@@ -667,19 +758,23 @@ class SqliteTapeStore(SqlTapeStore):
             for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoints"):
                 blobs.update(json.loads(values).values())
             blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
-            nodes = {k: (p, i) for k, p, i in cur.execute("SELECT id, parent, item FROM gt_chains")}
+            nodes = {
+                _address(k): (_parent(p), _address(i))
+                for k, p, i in cur.execute("SELECT id, parent, item FROM gt_chain_rows")
+            }
 
             def fetch(hashes: list[str]) -> dict[str, bytes]:
                 rows = cur.execute(
-                    f"SELECT hash, enc, data FROM gt_blobs WHERE hash IN ({','.join('?' * len(hashes))})", hashes
+                    f"SELECT hash, enc, data FROM gt_blob_rows WHERE hash IN ({','.join('?' * len(hashes))})",
+                    [_key(h) for h in hashes],
                 ).fetchall()
-                return {h: decode_blob(enc, d) for h, enc, d in rows}
+                return {_address(h): decode_blob(enc, d) for h, enc, d in rows}
 
             blobs, live_chains = mark_live(blobs, chains, nodes, fetch)
-            dead_chains = [(k,) for k in nodes if k not in live_chains]
-            dead_blobs = [(h,) for (h,) in cur.execute("SELECT hash FROM gt_blobs") if h not in blobs]
-            cur.executemany("DELETE FROM gt_chains WHERE id=?", dead_chains)
-            cur.executemany("DELETE FROM gt_blobs WHERE hash=?", dead_blobs)
+            dead_chains = [(_key(k),) for k in nodes if k not in live_chains]
+            dead_blobs = [(h,) for (h,) in cur.execute("SELECT hash FROM gt_blob_rows") if _address(h) not in blobs]
+            cur.executemany("DELETE FROM gt_chain_rows WHERE id=?", dead_chains)
+            cur.executemany("DELETE FROM gt_blob_rows WHERE hash=?", dead_blobs)
             return len(dead_blobs), len(dead_chains)
 
         return self._transaction(go)
