@@ -200,3 +200,33 @@ def test_leases_and_close_use_the_own_connections(new_url):
     assert made
     s.close()
     assert all(conn._sock is None for conn in made)
+
+
+def test_a_large_blob_is_sent_once_and_again_when_it_is_gone(store, redis_raw, monkeypatch):
+    """The same large input in run after run is compressed and sent once; a collected one is sent again."""
+    from graphtape.store import redis_layout
+
+    big = b"a large document " * 1000
+    assert len(big) > redis_layout.COMPRESS_OVER and len(big) > 8192
+    encoded: list[int] = []
+    encode = redis_layout._encode_blob
+    monkeypatch.setattr(redis_layout, "_encode_blob", lambda data: encoded.append(len(data)) or encode(data))
+
+    def run_start(run_id: str) -> WriteBatch:
+        run = RunRecord(run_id=run_id, thread_id=run_id, graph="g", started_at=1.0, status="running")
+        return WriteBatch(
+            new_runs=[run], events=[EventRow(run_id, 0, "run_started", 1.0, {})], blobs={"big": big, "s": b"x"}
+        )
+
+    store.write(run_start("r1"))
+    assert sorted(encoded) == [1, len(big)]
+    encoded.clear()
+    store.write(run_start("r2"))
+    assert encoded == [1]  # only the small one
+    redis_raw.delete(store.prefix + "blob:big")  # collected meanwhile (by another process's garbage collection)
+    encoded.clear()
+    store.write(run_start("r3"))
+    assert sorted(encoded) == [1, 1, len(big)]  # refused with nothing written, then sent whole
+    assert store.get_blob("big") == big
+    assert {r.run_id for r in store.list_runs()} == {"r1", "r2", "r3"}
+    assert [e.seq for e in store.events("r3")] == [0]

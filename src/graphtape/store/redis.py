@@ -125,6 +125,13 @@ GC_LOCK_TTL_MS = 30_000
 #: Items per read round trip (MGET/HMGET/pages of a sorted set).
 _CHUNK = 500
 
+#: Blobs larger than this (bytes) are sent once per store instance: later batches only check that the
+#: server still has them. Below it, compressing and sending costs less than remembering.
+SEND_ONCE_OVER = 8192
+
+#: How many such addresses a store remembers (then it forgets them all and starts again).
+_SENT_MAX = 4096
+
 
 def _migrate_v1(store: RedisTapeStore) -> None:
     """The initial key layout: nothing to convert, keys are created on first use."""
@@ -176,6 +183,8 @@ class RedisTapeStore(TapeStore):
         self.keys = Keys(prefix)
         self._closed = False
         self._close_lock = threading.Lock()
+        # Addresses of large blobs this store wrote (see write), in a dict for its order.
+        self._sent: dict[str, None] = {}
         # The write path's own connections (see _eval): idle ones in _spare, every one made in _made.
         self._spare: list[Any] = []
         self._made: list[Any] = []
@@ -398,10 +407,6 @@ class RedisTapeStore(TapeStore):
         if not batch:
             return
         k = self.keys
-        # A batch that creates runs carries an id the script records for a minute, so that a resend of it
-        # is not refused as a duplicate run; any other batch is recognised by its events (see APPLY_LUA)
-        # or is idempotent (content-addressed blobs, checkpoint and write records, run updates).
-        ops = Ops(k, secrets.token_hex(12) if batch.new_runs else None)
         # Refusals that need no server state are found before anything is sent.
         seen_runs: set[str] = set()
         for run in batch.new_runs:
@@ -425,11 +430,27 @@ class RedisTapeStore(TapeStore):
             if nulls:
                 raise StoreError(f"write refused by {self.url}: run columns {nulls} of {run_id} cannot be None")
 
-        add_batch(ops, k, batch, events_by_run, fence)
-
-        reply = self._run_apply(ops, marker=bool(batch.new_runs), wait_for_gc=True)
+        # Large blobs this store sent before are only checked to exist (the same input, document or
+        # state value in run after run): neither compressed nor sent again while the server has them.
+        large = [h for h, data in batch.blobs.items() if len(data) > SEND_ONCE_OVER]
+        have = {h for h in large if h in self._sent}
+        while True:
+            # A batch that creates runs carries an id the script records for a minute, so that a resend of
+            # it is not refused as a duplicate run; any other batch is recognised by its events (see
+            # APPLY_LUA) or is idempotent (content-addressed blobs, checkpoint and write records, updates).
+            ops = Ops(k, secrets.token_hex(12) if batch.new_runs else None)
+            add_batch(ops, k, batch, events_by_run, fence, have)
+            reply = self._run_apply(ops, marker=bool(batch.new_runs), wait_for_gc=True)
+            if reply[0] != b"missing":
+                break
+            # a blob sent before was collected since: nothing was written, send the batch whole
+            self._sent.clear()
+            have = set()
         verdict = reply[0]
         if verdict == b"ok":
+            if len(self._sent) + len(large) > _SENT_MAX:
+                self._sent.clear()
+            self._sent.update(dict.fromkeys(large))
             return
         if verdict == b"lease":
             current = as_str(reply[1]) or "none"
@@ -827,6 +848,7 @@ class RedisTapeStore(TapeStore):
             last_refresh = time.monotonic()
 
         try:
+            self._sent.clear()  # not needed (batches check what they do not send), but tidy
             return self._collect(token, keep_lock)
         finally:
             with self._errors():

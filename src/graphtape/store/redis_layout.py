@@ -48,7 +48,7 @@ import dataclasses
 import functools
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -82,6 +82,8 @@ ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstu
 #: written. A batch whose every event is already stored byte for byte was
 #: applied before and is being resent (redis-py resends when a reply is
 #: lost): it is reported applied, so such batches need no marker key.
+#: ``have`` stands for a large blob the writer sent before: the batch is
+#: refused (``missing``, nothing written) if the blob is gone, and resent whole.
 #: ``cp`` writes a checkpoint (id, record, ids-key index, groups-key index,
 #: thread-key index, group) and adds the group to the two listings only
 #: when its id set is new: a group with ids is always listed.
@@ -118,6 +120,8 @@ for o = 1, #codes do
     if cur ~= ARGV[a] then return {'lease', cur or ''} end
   elseif code == 'absent' then
     if redis.call('EXISTS', key) == 1 then return {'exists', knums[o]} end
+  elseif code == 'have' then
+    if redis.call('EXISTS', key) == 0 then return {'missing', knums[o]} end
   elseif code == 'events' then
     local j = a
     while j <= z do
@@ -510,9 +514,18 @@ class Ops:
 
 
 def add_batch(
-    ops: Ops, k: Keys, batch: WriteBatch, events_by_run: dict[str, list[EventRow]], fence: tuple[str, int] | None
+    ops: Ops,
+    k: Keys,
+    batch: WriteBatch,
+    events_by_run: dict[str, list[EventRow]],
+    fence: tuple[str, int] | None,
+    have: Set[str] = frozenset(),
 ) -> None:
-    """Add the operations that apply ``batch`` (its events grouped by run) to ``ops``: checks, then writes."""
+    """Add the operations that apply ``batch`` (its events grouped by run) to ``ops``: checks, then writes.
+
+    ``have``: addresses of blobs of the batch that are only checked to exist, not sent (see ``have`` in
+    :data:`APPLY_LUA`).
+    """
     # checks (the script runs them all before any write; ``events`` is both a check and a write)
     if fence is not None:
         ops.add("fence", k.lease(fence[0]), str(int(fence[1])))
@@ -521,7 +534,10 @@ def add_batch(
 
     # writes, in SQLite's order
     for h, data in batch.blobs.items():
-        ops.add("setnx", k.blob(h), _encode_blob(data))
+        if h in have:
+            ops.add("have", k.blob(h))
+        else:
+            ops.add("setnx", k.blob(h), _encode_blob(data))
     if batch.chains:
         pairs: list[Any] = []
         for cid, (parent, item) in batch.chains.items():
