@@ -40,9 +40,9 @@ from graphtape.errors import Divergence, ReplayError
 from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
-from graphtape.replay.statecheck import StateCheck
+from graphtape.replay.statecheck import TASK_KINDS, StateCheck
 from graphtape.replay.steps import ASYNC_APIS, ReplayLoop, Step, adrive, drive, loop_running
-from graphtape.store.base import RunRecord
+from graphtape.store.base import EventRow, RunRecord
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -116,8 +116,30 @@ def strip_ids(value: Any) -> Any:
     return value
 
 
-def _recorded_input(tape: Tape, run: RunRecord, types: Any = None) -> tuple[Any, dict[str, Any], events.RunStarted]:
-    rows = tape.store.events(run.run_id, [events.RunStarted.KIND])
+#: What a replay reads of each recorded run, in one query per run: its calls (the matcher), its
+#: tasks (the state check), its input and output, and its interrupts.
+_RECORDED_KINDS = (
+    *events.CALL_EVENT_KINDS,
+    *TASK_KINDS,
+    events.RunStarted.KIND,
+    events.RunFinished.KIND,
+    events.Interrupt.KIND,
+)
+#: What a replay reads of each run it made, in one query per run: its interrupts, output and calls (totals).
+_REPLAYED_KINDS = (events.Interrupt.KIND, events.RunFinished.KIND, *events.CALL_EVENT_KINDS)
+
+
+def _of(rows: list[EventRow], *kinds: str) -> list[EventRow]:
+    return [r for r in rows if r.kind in kinds]
+
+
+def _recorded_input(
+    tape: Tape, run: RunRecord, types: Any = None, rows: list[EventRow] | None = None
+) -> tuple[Any, dict[str, Any], events.RunStarted]:
+    """The run's input (decoded), its config and its ``run_started`` event (``rows``: its events, if read)."""
+    if rows is None:
+        rows = tape.store.events(run.run_id, [events.RunStarted.KIND])
+    rows = _of(rows, events.RunStarted.KIND)
     if not rows:
         raise ReplayError(f"run {run.run_id} has no run_started event: the tape is incomplete")
     started = events.RunStarted.from_row(rows[0])
@@ -131,18 +153,18 @@ def _recorded_input(tape: Tape, run: RunRecord, types: Any = None) -> tuple[Any,
     return value, config, started
 
 
-def _recorded_output(tape: Tape, run: RunRecord) -> Any:
-    rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
+def _recorded_output(tape: Tape, run: RunRecord, rows: list[EventRow] | None = None) -> Any:
+    """The run's output view (``rows``: its events, if read)."""
+    if rows is None:
+        rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
+    rows = _of(rows, events.RunFinished.KIND)
     output = events.RunFinished.from_row(rows[0]).output if rows else None
     return tape.store.get_json(output) if output is not None else None
 
 
-def _recorded_interrupt_ids(tape: Tape, run: RunRecord) -> list[str]:
-    return _interrupt_ids(tape, run.run_id)
-
-
-def _interrupt_ids(tape: Tape, run_id: str) -> list[str]:
-    return [events.Interrupt.from_row(e).interrupt_id or "" for e in tape.store.events(run_id, [events.Interrupt.KIND])]
+def _interrupt_ids(rows: list[EventRow]) -> list[str]:
+    """The ids of the interrupts among a run's events."""
+    return [events.Interrupt.from_row(e).interrupt_id or "" for e in _of(rows, events.Interrupt.KIND)]
 
 
 def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
@@ -202,9 +224,11 @@ def _core(
     differ in how they execute a :class:`Step`; everything else (which runs,
     with what input, how results are judged) lives here once.
     """
-    matcher = Matcher.from_store(
+    # the tape is indexed once: each recorded run's events are read in one query
+    recorded_rows = {r.run_id: tape.store.events(r.run_id, list(_RECORDED_KINDS)) for r in chain}
+    matcher = Matcher.from_events(
         tape.store,
-        [r.run_id for r in chain],
+        [row for r in chain for row in recorded_rows[r.run_id]],
         overrides=overrides,
         live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
@@ -213,7 +237,7 @@ def _core(
     # with an edit, an override or a debugger's injection changes them on purpose.
     state_check = None
     if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
-        state_check = StateCheck.from_store(tape, [r.run_id for r in chain[start_index:]])
+        state_check = StateCheck.from_events(tape, {r.run_id: recorded_rows[r.run_id] for r in chain[start_index:]})
     new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
     recorder = tape.record(graph, name=target.graph)
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
@@ -226,11 +250,12 @@ def _core(
     divergence: dict[str, Any] | None = None
     error: str | None = None
     run_ids: list[str] = []
+    replayed_rows: dict[str, list[EventRow]] = {}
     id_map: dict[str, str] = {}
     for index, original in enumerate(chain):
         if index < start_index:
             continue
-        value, rec_config, started = _recorded_input(tape, original, recorder.types)
+        value, rec_config, started = _recorded_input(tape, original, recorder.types, recorded_rows[original.run_id])
         value = _translate_resume(value, id_map)
         if from_checkpoint is not None and index == start_index:
             _copy_checkpoint(recorder.checkpointer, original.thread_id, from_checkpoint, new_thread)
@@ -272,16 +297,19 @@ def _core(
         run_ids.append(recorder.last_run_id or "")
         if status in ("diverged", "failed"):
             break
-        new_interrupts = _interrupt_ids(tape, recorder.last_run_id or "")
-        rec_interrupts = _recorded_interrupt_ids(tape, original)
-        id_map.update(dict(zip(rec_interrupts, new_interrupts)))
+        new_rows = replayed_rows[run_ids[-1]] = _replayed_rows(tape, run_ids[-1])
+        id_map.update(dict(zip(_interrupt_ids(recorded_rows[original.run_id]), _interrupt_ids(new_rows))))
         new_run = tape.store.get_run(recorder.last_run_id) if recorder.last_run_id else None
         status = new_run.status if new_run is not None else "finished"
-    totals = _sum_stats(tape, run_ids)
+    totals = _sum_stats(tape, run_ids, replayed_rows)
     output_matches: bool | None = None
     if status in ("finished", "interrupted") and run_ids:
-        recorded = _recorded_output(tape, target)
-        replayed = _recorded_output(tape, tape.store.get_run(run_ids[-1]))  # type: ignore[arg-type]
+        recorded = _recorded_output(tape, target, recorded_rows.get(target.run_id))
+        replayed = _recorded_output(
+            tape,
+            tape.store.get_run(run_ids[-1]),  # type: ignore[arg-type]
+            replayed_rows.get(run_ids[-1]),
+        )
         if recorded is not None and replayed is not None:
             # Views refer to messages by blob address, which depends on the stored key order (and
             # differs between tapes recorded before and after blobs kept it): compare the messages.
@@ -468,9 +496,23 @@ def _copy_checkpoint(saver: Any, thread_id: str, checkpoint_id: str, new_thread:
     )
 
 
-def _sum_stats(tape: Tape, run_ids: list[str]) -> dict[str, Any]:
-    """The replay's totals, summed from the call events of its runs (graphtape.events.replay_stats)."""
-    rows = [row for rid in run_ids if rid for row in tape.store.events(rid, events.CALL_EVENT_KINDS)]
+def _replayed_rows(tape: Tape, run_id: str) -> list[EventRow]:
+    return tape.store.events(run_id, list(_REPLAYED_KINDS)) if run_id else []
+
+
+def _sum_stats(tape: Tape, run_ids: list[str], read: dict[str, list[EventRow]] | None = None) -> dict[str, Any]:
+    """The replay's totals, summed from the call events of its runs (graphtape.events.replay_stats).
+
+    ``read``: the events of some of the runs, already read (a run that diverged or failed is not).
+    """
+    read = read or {}
+    rows = [
+        row
+        for rid in run_ids
+        if rid
+        for row in (read[rid] if rid in read else _replayed_rows(tape, rid))
+        if row.kind in events.CALL_EVENT_KINDS
+    ]
     return events.replay_stats(rows).to_dict()
 
 

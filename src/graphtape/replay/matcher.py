@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from graphtape.calls import CALL_KINDS, CallSite, RecordedCall, match_key
-from graphtape.store.base import TapeStore
+from graphtape.store.base import EventRow, TapeStore
 
 __all__ = ["CALL_KINDS", "Matcher", "RecordedCall"]
 
@@ -52,9 +53,13 @@ class Matcher:
         """The recorded calls of ``run_ids``, with their responses read in one query (the tape is
         indexed once per replay; a served call then costs no store read, and a value is decoded
         only when its call is served)."""
-        calls: list[RecordedCall] = []
-        for rid in run_ids:
-            calls.extend(RecordedCall.from_event(ev) for ev in store.events(rid, CALL_KINDS))
+        return cls.from_events(store, [row for rid in run_ids for row in store.events(rid, CALL_KINDS)], **kw)
+
+    @classmethod
+    def from_events(cls, store: TapeStore, rows: Iterable[EventRow], **kw: Any) -> Matcher:
+        """:meth:`from_store` from event rows already read (other kinds among them are skipped): a
+        replay reads each recorded run's events once, for the matcher, the state check and its input."""
+        calls = [RecordedCall.from_event(row) for row in rows if row.kind in CALL_KINDS]
         found = store.get_blobs(c.response_ref for c in calls if c.response_ref is not None)
         for c in calls:
             if c.response_ref is not None:

@@ -37,7 +37,11 @@ from graphtape.errors import Divergence
 
 if TYPE_CHECKING:
     from graphtape.record.session import Session
+    from graphtape.store.base import EventRow
     from graphtape.tape import Tape
+
+#: the events a state check is built from
+TASK_KINDS = (events.TaskStarted.KIND, events.TaskFinished.KIND)
 
 HINT = (
     "a node that reads the clock, random numbers, uuids or the outside world directly writes a different "
@@ -66,10 +70,17 @@ class StateCheck:
     @classmethod
     def from_store(cls, tape: Tape, run_ids: list[str]) -> StateCheck | None:
         """The check for these runs, or ``None`` when the tape kept no task writes to compare with."""
+        return cls.from_events(tape, {rid: tape.store.events(rid, list(TASK_KINDS)) for rid in run_ids})
+
+    @classmethod
+    def from_events(cls, tape: Tape, rows_by_run: dict[str, list[EventRow]]) -> StateCheck | None:
+        """:meth:`from_store` from each run's event rows already read, in order (other kinds are skipped)."""
         tasks: dict[tuple[str, Any], list[_RecordedTask]] = defaultdict(list)
-        for rid in run_ids:
+        for rid, rows in rows_by_run.items():
             started: dict[str, tuple[str, Any]] = {}  # task namespace -> (node path, step)
-            for row in tape.store.events(rid, [events.TaskStarted.KIND, events.TaskFinished.KIND]):
+            for row in rows:
+                if row.kind not in TASK_KINDS:
+                    continue
                 ev = events.parse(row)
                 ns = ev.task or ""
                 if isinstance(ev, events.TaskStarted):
