@@ -29,7 +29,7 @@ from graphtape import clock
 from graphtape.errors import ControlError, Divergence, StoreError
 from graphtape.record import install
 from graphtape.record.answer import RECORD, ReplayPlan
-from graphtape.record.checkpoints import TapSaver
+from graphtape.record.checkpoints import FLUSHER, TapSaver
 from graphtape.record.context import RUN_META_KEY
 from graphtape.record.session import Session
 from graphtape.record.tasks import TaskRecorder
@@ -259,6 +259,8 @@ class RecordedGraph:
             session.finish(status, output=output, error=error, interrupts=interrupts)
         finally:
             session.deactivate()
+            # the background writer is done with this run (one under way finishes first) before the lease goes
+            FLUSHER.forget(session)
             if session.lease is not None:
                 session.lease.release()
 

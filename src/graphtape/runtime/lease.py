@@ -23,7 +23,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 
 from graphtape.errors import ThreadBusy
 from graphtape.store.base import TapeStore
@@ -35,9 +34,17 @@ def lease_name(thread_id: str) -> str:
     return f"thread:{thread_id}"
 
 
+#: (pid, "host:pid") of this process: every run names its owner with it (asked of the OS once per process)
+_HOST_PID: tuple[int, str] = (0, "")
+
+
 def new_owner() -> str:
     """An owner id naming the host and process (shown in ``ThreadBusy`` errors)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    global _HOST_PID
+    pid = os.getpid()
+    if _HOST_PID[0] != pid:  # the first run, or the first in a forked child
+        _HOST_PID = (pid, f"{socket.gethostname()}:{pid}")
+    return f"{_HOST_PID[1]}:{os.urandom(4).hex()}"
 
 
 class ThreadLease:
