@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import operator
 import threading
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.graph import END, START, StateGraph
 
+import graphtape
 from graphtape import serde
 from graphtape.record.writer import Lazy, TapeWriter
 from graphtape.store.base import WriteBatch
+from graphtape.testing import SeededChatModel
 
 
 class SlowStore:
@@ -152,3 +157,117 @@ def test_forms_of_new_equal_objects_reuse_the_memo_and_see_edits() -> None:
     assert edited[1].js["content"] == "edited"
     changed = [HumanMessage("hi", id="hp1"), AIMessage("something else", id="hp2")]  # same id, new content
     assert writer.forms(changed)[1].js["content"] == "something else"
+
+
+# -- a strict replay writes its checkpoints once ------------------------------------------------
+
+
+class Notes(TypedDict):
+    topic: str
+    notes: Annotated[list, operator.add]
+
+
+def notes_graph(model: Any, nodes: int = 4) -> Any:
+    def step(state: Notes) -> dict[str, Any]:
+        answer = model.invoke([HumanMessage(f"continue: {state['notes'][-1] if state['notes'] else state['topic']}")])
+        return {"notes": [str(answer.content)]}
+
+    b = StateGraph(Notes)
+    prev = START
+    for i in range(nodes):
+        b.add_node(f"n{i}", step)
+        b.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    b.add_edge(prev, END)
+    return b.compile()
+
+
+def _count_writes(tape: graphtape.Tape, monkeypatch: Any) -> list[WriteBatch]:
+    seen: list[WriteBatch] = []
+    original = tape.store.write
+
+    def spy(batch: WriteBatch, **kw: Any) -> None:
+        seen.append(batch)
+        original(batch, **kw)
+
+    monkeypatch.setattr(tape.store, "write", spy)
+    return seen
+
+
+def test_a_strict_replay_writes_its_checkpoints_with_its_end(tape: graphtape.Tape, monkeypatch) -> None:
+    graph = notes_graph(SeededChatModel(seed=4, latency=0))
+    rec = tape.record(graph, name="notes")
+    out = rec.invoke({"topic": "refunds", "notes": []}, {"configurable": {"thread_id": "t"}})
+    run_id = rec.last_run_id or ""
+    recorded_checkpoints = len(tape.store.list_checkpoints(thread_id="t"))
+    writes = _count_writes(tape, monkeypatch)
+    result = tape.replay(run_id, graph, mode="strict")
+    assert result.status == "finished" and result.served == 4 and result.output == out and result.output_matches
+    # the run's start (so that it is listed while it runs), then everything else at its end
+    assert len(writes) <= 3, [len(b.checkpoints) for b in writes]
+    assert sum(len(b.checkpoints) for b in writes) == recorded_checkpoints
+    assert len(tape.store.list_checkpoints(thread_id=result.thread_id)) == recorded_checkpoints
+    assert tape.store.get_run(result.run_id).status == "finished"  # type: ignore[union-attr]
+    # a recording still writes each checkpoint as it is made (recovery resumes from it)
+    writes.clear()
+    rec.invoke({"topic": "refunds", "notes": []}, {"configurable": {"thread_id": "t2"}})
+    assert len(writes) > recorded_checkpoints
+
+
+def test_a_diverged_strict_replay_writes_what_it_held_and_its_report(tape: graphtape.Tape) -> None:
+    flips = {"n": 0}
+
+    def step(state: Notes) -> dict[str, Any]:
+        flips["n"] += 1
+        return {"notes": [f"note {flips['n'] if len(state['notes']) == 2 else 0}"]}
+
+    b = StateGraph(Notes)
+    for i in range(4):
+        b.add_node(f"n{i}", step)
+        b.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
+    b.add_edge("n3", END)
+    graph = b.compile()
+    rec = tape.record(graph, name="flip")
+    rec.invoke({"topic": "x", "notes": []}, {"configurable": {"thread_id": "t"}})
+    result = tape.replay(rec.last_run_id or "", graph, mode="strict")
+    assert result.status == "diverged" and result.divergence is not None
+    run = tape.store.get_run(result.run_id)
+    assert run is not None and run.status == "diverged"
+    kinds = [r.kind for r in tape.store.events(result.run_id)]
+    assert "divergence" in kinds
+    # the checkpoints made before the divergence are on the store
+    assert len(tape.store.list_checkpoints(thread_id=result.thread_id)) == kinds.count("checkpoint") > 0
+
+
+def test_a_stateful_subgraph_reads_its_checkpoint_back_in_a_strict_replay(tape: graphtape.Tape) -> None:
+    """A ``checkpointer=True`` subgraph invoked twice in one run reads its first history back: not held."""
+
+    class Count(TypedDict):
+        n: int
+
+    def bump(state: Count) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    sb = StateGraph(Count)
+    sb.add_node("bump", bump)
+    sb.add_edge(START, "bump")
+    sb.add_edge("bump", END)
+    sub = sb.compile(checkpointer=True)
+
+    class Outer(TypedDict):
+        seen: Annotated[list, operator.add]
+
+    def call_sub(state: Outer) -> dict[str, Any]:
+        return {"seen": [sub.invoke({})["n"]]}
+
+    ob = StateGraph(Outer)
+    ob.add_node("call", call_sub)
+    ob.add_edge(START, "call")
+    ob.add_conditional_edges("call", lambda s: "call" if len(s["seen"]) < 2 else END)
+    graph = ob.compile()
+    rec = tape.record(graph, name="sub")
+    out = rec.invoke({"seen": []}, {"configurable": {"thread_id": "t"}})
+    assert out["seen"] == [1, 2]
+    result = tape.replay(rec.last_run_id or "", graph, mode="strict")
+    assert result.status == "finished", result.divergence
+    assert result.output == out

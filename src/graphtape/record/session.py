@@ -23,11 +23,14 @@ from graphtape.record import context
 from graphtape.record.answer import RECORD, Answerer
 from graphtape.record.errors_codec import error_info, rebuild_error
 from graphtape.record.writer import TapeWriter
-from graphtape.store.base import RunRecord
+from graphtape.store.base import RunRecord, WriteBatch
 from graphtape.store.listing import call_levels, listed_call
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
+
+#: A strict replay writes its held checkpoints at least every this many checkpoints (see Session.flush).
+HOLD_MAX = 500
 
 #: the event type each call kind is recorded as
 _CALL_EVENTS: dict[str, type[events.CallEvent]] = {
@@ -105,8 +108,6 @@ class Session:
         self.event = self.writer.event
         self.emit = self.writer.emit
         self.defer = self.writer.defer
-        self.flush = self.writer.flush
-        self.maybe_flush = self.writer.maybe_flush
         self._lock = threading.RLock()
         self._ordinals: dict[tuple[str, str], int] = {}
         #: task id -> branch (normalised task path), filled by the task recorder
@@ -127,6 +128,9 @@ class Session:
         self.durable = False
         #: the classes this run's values and errors may be rebuilt as (set from the graph by the recorder)
         self.types: typepolicy.TypePolicy = typepolicy.DEFAULT
+        #: a strict replay keeps its checkpoints' rows until the run's next explicit flush (see flush)
+        self.holding = mode == "strict" and answerer.replays and not answerer.pauses
+        self._held = 0
 
     @property
     def lease(self) -> Any:
@@ -136,6 +140,37 @@ class Session:
     @lease.setter
     def lease(self, lease: Any) -> None:
         self.writer.lease = lease
+
+    # -- writing ---------------------------------------------------------------
+
+    def flush(self, extra: WriteBatch | None = None) -> None:
+        """Write the run's buffered rows, with ``extra`` (a checkpoint from graphtape's saver) if given.
+
+        A strict replay holds its checkpoints instead: they are written with
+        the run's next flush without ``extra`` (its end, or the state read
+        before it; the divergence report of a diverged replay is written
+        there too). A strict replay makes no live call and has no side
+        effect, so nothing is lost if it crashes: it is run again. Its
+        checkpoints are written every ``HOLD_MAX`` all the same (memory), and
+        at once from a checkpoint of a ``checkpointer=True`` subgraph on (its
+        namespace has a part without a task id: the subgraph reads its last
+        checkpoint back when it is invoked again in the run).
+        """
+        if extra is not None and self.holding:
+            if any(_read_back(row.checkpoint_ns) for row in extra.checkpoints):
+                self.holding = False
+            else:
+                self._held += len(extra.checkpoints)
+                if self._held < HOLD_MAX:
+                    self.writer.defer(extra)
+                    return
+                self._held = 0
+        self.writer.flush(extra)
+
+    def maybe_flush(self) -> None:
+        """Flush if the last flush is old (beside a foreign saver; a strict replay holds its rows)."""
+        if not self.holding:
+            self.writer.maybe_flush()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -437,6 +472,16 @@ class Session:
                 source=metadata.get("source"),
             )
         )
+
+
+def _read_back(ns: str) -> bool:
+    """Whether checkpoints in namespace ``ns`` are read again during the run that writes them.
+
+    A subgraph's namespace is ``node:task_id|...``: a new one for every
+    invocation. A ``checkpointer=True`` subgraph keeps one history per thread,
+    under its namespace without task ids, and reads it back when invoked again.
+    """
+    return bool(ns) and any(":" not in part for part in ns.split("|"))
 
 
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
