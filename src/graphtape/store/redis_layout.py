@@ -365,6 +365,14 @@ def decode_stored_blob(stored: bytes) -> bytes:
     return zlib.decompress(stored[1:]) if stored[:1] == b"z" else stored[1:]
 
 
+_ascii = json.encoder.encode_basestring_ascii  # what json.dumps uses for a str (ensure_ascii)
+
+
+def _json(value: Any) -> str:
+    """``json.dumps(value)``, faster for a string: the write records are lists of strings, built per step."""
+    return _ascii(value) if type(value) is str else json.dumps(value)
+
+
 @functools.lru_cache(maxsize=4096)
 def _kind_field(kind: str) -> str:
     return json.dumps(kind)
@@ -580,8 +588,8 @@ def add_batch(
             ops.add(
                 "hset" if replace else "hsetnx",
                 k.writes(wg),
-                json.dumps([w.task_id, int(w.idx)]),
-                json.dumps([w.task_path, w.channel, w.value]),
+                f"[{_json(w.task_id)}, {int(w.idx)}]",
+                f"[{_json(w.task_path)}, {_json(w.channel)}, {_json(w.value)}]",
             )
             if wg not in listed:
                 listed.add(wg)
