@@ -279,12 +279,33 @@ def test_a_changed_call_goes_live_once_in_flight_mode(tape, monkeypatch, fast_co
     assert (fast.live, fast.served) == (slow.live, slow.served)
 
 
-def test_the_recorded_linear_graph_replays_on_the_fast_path(tape, fast_count):
-    """tests/graphs.py's linear graph (invoke, a tool, an effect, an explicit stream)."""
-    rec = tape.record(graphs.build_linear(), name="linear")
-    rec.invoke({"topic": ""}, {"configurable": {"thread_id": "t-lin"}})
+@pytest.mark.parametrize("build,api", [(graphs.build_linear, "invoke"), (graphs.build_async, "ainvoke")])
+def test_served_streams_take_the_fast_path_too(tape, monkeypatch, fast_count, build, api):
+    """tests/graphs.py's linear and async graphs: invoke, a tool, an effect and an explicit (a)stream."""
+    rec = tape.record(build(), name=build.__name__)
+    cfg = {"configurable": {"thread_id": f"t-{api}"}}
+    if api == "ainvoke":
+        asyncio.run(rec.ainvoke({"topic": ""}, cfg))
+    else:
+        rec.invoke({"topic": ""}, cfg)
+    run_id = rec.last_run_id
+    fast, slow, answered = replay_both_ways(tape, monkeypatch, fast_count, build, run_id)
+    for result in (fast, slow):
+        assert result.status == "finished", result.error
+        assert (result.live, result.output_matches) == (0, True)
+    assert answered == 2  # the (a)invoke and the (a)stream
+    assert fast.output == slow.output
+    assert call_rows(tape, fast.run_id) == call_rows(tape, slow.run_id) == call_rows(tape, run_id)
+    assert event_kinds(tape, fast.run_id) == event_kinds(tape, slow.run_id)
+
+
+def test_a_handler_sees_a_served_stream(tape, fast_count):
+    seen = Seen()
+    rec = tape.record(graphs.build_linear(RandomModel(callbacks=[seen])), name="linear")
+    rec.invoke({"topic": ""}, {"configurable": {"thread_id": "t-seen"}})
+    seen.__init__()
     with forbid():
-        result = tape.replay(rec.last_run_id, graphs.build_linear())
+        result = tape.replay(rec.last_run_id, graphs.build_linear(RandomModel(callbacks=[seen])))
     assert result.status == "finished", result.error
-    assert (result.served, result.live, result.output_matches) == (5, 0, True)
-    assert fast_count[0] == 1  # the invoke; the stream is served through langchain's invoke
+    assert fast_count[0] == 0
+    assert seen.starts == 2  # the invoke and the stream (served through langchain's invoke)

@@ -365,6 +365,13 @@ def _stream_setup(
     return session, call
 
 
+def _unheard(self: BaseChatModel, config: Any) -> bool:
+    """Whether no callback handler would see a served stream answered through ``invoke`` (then it is not)."""
+    from langchain_core.runnables.config import ensure_config
+
+    return nobody_listens(ensure_config(config).get("callbacks"), self)
+
+
 def _wrap_stream(original: Any) -> Any:
     def stream(
         self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
@@ -374,6 +381,9 @@ def _wrap_stream(original: Any) -> Any:
             yield from original(self, input, config, stop=stop, **kwargs)
             return
         if call.served is not None:
+            if _unheard(self, config):
+                yield to_chunk(_served_message(session, call))
+                return
             # through invoke, so langchain's callbacks see the served answer; _gen serves it
             token = _SERVING.set((session, call))
             try:
@@ -408,6 +418,9 @@ def _wrap_astream(original: Any) -> Any:
                 yield chunk
             return
         if call.served is not None:
+            if _unheard(self, config):
+                yield to_chunk(_served_message(session, call))
+                return
             token = _SERVING.set((session, call))
             try:
                 msg = await self.ainvoke(input, config=config, stop=stop, **kwargs)
