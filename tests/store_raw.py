@@ -3,8 +3,9 @@
 ``raw_dump(url)`` returns every byte the backend keeps for the store at
 ``url``: the SQLite file and its WAL, every row of every table of the
 PostgreSQL schema, every key and value under the Redis prefix. Compressed
-values are added inflated as well (blobs are zlib-compressed, event bodies
-deflated with a preset dictionary), so a secret inside them is found too.
+values are added inflated as well (blobs are zlib-compressed or deflated with
+a preset dictionary, event bodies deflated with another), so a secret inside
+them is found too.
 ``exists(url)`` says whether anything is there at all.
 """
 
@@ -16,11 +17,12 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 
 def _inflated(value: bytes) -> list[bytes]:
+    from graphtape.store.codec import BLOB_ZDICT_1 as _BLOB_ZDICT_1
     from graphtape.store.codec import EVENT_ZDICT_1 as _EVENT_ZDICT_1
 
     out = []
     for start in (0, 1):  # a one-byte marker ("z", b"\x01") may precede the stream
-        for wbits, zdict in ((15, None), (-10, _EVENT_ZDICT_1), (-15, None)):
+        for wbits, zdict in ((15, None), (-10, _EVENT_ZDICT_1), (-15, _BLOB_ZDICT_1), (-15, None)):
             try:
                 d = zlib.decompressobj(wbits, zdict=zdict) if zdict else zlib.decompressobj(wbits)
                 out.append(d.decompress(value[start:]) + d.flush())

@@ -186,3 +186,21 @@ def test_any_address_reads_back_the_same(tmp_path: Path, address: str) -> None:
         assert store.get_blobs([address]) == {}
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("size", [0, 40, 41, 99, 300, 4096, 4097, 200_000])
+@pytest.mark.parametrize("kind", ["json", "random"])
+def test_packed_blobs_read_back(size: int, kind: str) -> None:
+    import os
+
+    from graphtape.store.codec import pack_blob, unpack_blob
+
+    text = b'{"t":"dict","v":{"messages":{"t":"list","v":[{"t":"msg","h":"00112233445566778899aabbccddeeff"}]}}}'
+    data = (text * (size // len(text) + 1))[:size] if kind == "json" else os.urandom(size)
+    enc, stored = pack_blob(data, over=40)
+    assert unpack_blob(enc, stored) == data
+    assert len(stored) <= len(data)
+    if kind == "random" or size <= 40:
+        assert enc == "raw"
+    else:
+        assert enc == ("d1" if size <= 4096 else "z") and len(stored) < len(data) / 2

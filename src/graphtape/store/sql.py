@@ -20,13 +20,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
-import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from graphtape.errors import StoreError
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, TapeStore, WriteRow
-from graphtape.store.codec import unpack_event
+from graphtape.store.codec import unpack_blob, unpack_event
 from graphtape.store.listing import KEY_SEP, KEY_UNKNOWN, CheckpointListing
 
 #: The columns of ``gt_runs`` in the order :func:`row_to_run` reads them.
@@ -110,8 +109,8 @@ def row_to_checkpoint(r: Sequence[Any]) -> CheckpointRow:
 
 
 def decode_blob(enc: str, data: bytes) -> bytes:
-    """A stored blob's bytes: ``enc`` is ``z`` for deflated, ``raw`` for as written."""
-    return zlib.decompress(data) if enc == "z" else bytes(data)
+    """A stored blob's bytes (``enc``: ``raw``, ``z`` or ``d1``; see :func:`graphtape.store.codec.pack_blob`)."""
+    return unpack_blob(enc, data)
 
 
 class SqlTapeStore(TapeStore):

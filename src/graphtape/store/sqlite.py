@@ -37,7 +37,7 @@ from typing import Any
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, EventRow, StoreNotFound, WriteBatch
-from graphtape.store.codec import compress_blob, dump_meta, pack_event, unpack_event
+from graphtape.store.codec import dump_meta, pack_blob, pack_event, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
@@ -223,12 +223,13 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-#: Blobs larger than this are stored zlib-compressed when that makes them smaller
-#: (level 1 with a window sized to the blob: cheap enough for a checkpoint value that
+#: Blobs larger than this are stored deflated when that makes them smaller (see
+#: :func:`graphtape.store.codec.pack_blob`: cheap enough for a checkpoint value that
 #: changes every step). A chat message is a few hundred bytes and deflates to about
-#: half; and a row of this table larger than about 1,000 bytes (a quarter page) spills
-#: into an overflow page that is mostly left empty.
-COMPRESS_OVER = 256
+#: half, a value envelope around one address to the address; and a row of this table
+#: larger than about 1,000 bytes (a quarter page) spills into an overflow page that is
+#: mostly left empty. Smaller blobs (a counter, ``null``) are not worth the call.
+COMPRESS_OVER = 40
 
 #: The SQL the SQLite store shares with the PostgreSQL store (see :mod:`graphtape.store.sql`).
 DIALECT = Dialect(
@@ -409,11 +410,8 @@ class SqliteTapeStore(SqlTapeStore):
                 if batch.blobs:
                     rows = []
                     for h, data in batch.blobs.items():
-                        packed = compress_blob(data) if len(data) > COMPRESS_OVER else data
-                        if len(packed) < len(data):
-                            rows.append((_key(h), "z", packed))
-                        else:
-                            rows.append((_key(h), "raw", data))
+                        enc, packed = pack_blob(data, over=COMPRESS_OVER)
+                        rows.append((_key(h), enc, packed))
                     cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", rows)
                 if batch.chains:
                     cur.executemany(
