@@ -261,8 +261,15 @@ def _fast_begin(
     session = current_session(metadata)
     if session is None or not session.answerer.replays or not nobody_listens(cfg.get("callbacks"), self):
         return None
-    messages = _normalize_messages(self._convert_input(input).to_messages())
+    messages = _normalize_messages(_input_messages(self, input))
     return session, begin_llm(session, self, messages, stop, kwargs, metadata)
+
+
+def _input_messages(self: BaseChatModel, input: Any) -> list[BaseMessage]:
+    """``self._convert_input(input).to_messages()``; a list of messages is those messages (no prompt value built)."""
+    if isinstance(input, list) and all(isinstance(m, BaseMessage) for m in input):
+        return list(input)
+    return self._convert_input(input).to_messages()
 
 
 def _served_message(session: Session, call: Call) -> Any:
