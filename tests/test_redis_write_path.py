@@ -230,3 +230,28 @@ def test_a_large_blob_is_sent_once_and_again_when_it_is_gone(store, redis_raw, m
     assert store.get_blob("big") == big
     assert {r.run_id for r in store.list_runs()} == {"r1", "r2", "r3"}
     assert [e.seq for e in store.events("r3")] == [0]
+
+
+def test_small_events_are_stored_as_json_and_large_ones_deflated(store, redis_raw):
+    """Both forms are read back; an event deflated by an earlier version (all were) reads as before."""
+    from graphtape.store import redis_layout
+    from graphtape.store.codec import pack_event
+
+    small = {"node_path": "n1", "step": 3, "task": "n1:abc"}
+    large = {"messages": [{"role": "user", "content": "tell me about billing refunds " * 20}], "n": 1}
+    events = [EventRow("r1", 1, "task_started", 1.5, small), EventRow("r1", 2, "llm", 2.5, large)]
+    store.write(WriteBatch(events=events))
+    stored = redis_raw.hgetall(store.prefix + "ev:r1")
+    assert stored[b"1"].split(b"\x00", 2)[2] == b'{"node_path":"n1","step":3,"task":"n1:abc"}'
+    assert stored[b"2"].split(b"\x00", 2)[2][:1] == b"\x01"
+    assert len(stored[b"2"]) < len(str(large))
+    # as the previous version wrote every event: deflated whenever that was shorter
+    old = {"node_path": "n2", "step": 4, "task": "n2:" + "d" * 80, "writes": {"n": "9f2eec1e7764e510a01f60e2a15b96a5"}}
+    redis_raw.hset(store.prefix + "ev:r1", "3", b"3.5\x00" + b'"task_finished"\x00' + pack_event(old))
+    assert pack_event(old)[:1] == b"\x01"
+    assert [(e.seq, e.kind, e.ts, e.data) for e in store.events("r1")] == [
+        (1, "task_started", 1.5, small),
+        (2, "llm", 2.5, large),
+        (3, "task_finished", 3.5, old),
+    ]
+    assert redis_layout.PLAIN_EVENT_MAX >= 200  # a super-step's events stay plain
