@@ -27,10 +27,14 @@ behaviour; this module only says where PostgreSQL differs):
   a third of a step's client time (0.39 ms of dumping per step against
   0.12 ms in binary). Blobs over 1 KB
   are deflated at level 1 by us (as SQLite does, ``enc='z'``) and their
-  columns are ``STORAGE EXTERNAL`` so PostgreSQL does not compress them a
-  second time with pglz: LangGraph's ``PostgresSaver`` spends most of its
-  time on large states in pglz plus the stdlib ``json`` encoder, and an
-  already deflated value gains nothing from pglz anyway.
+  columns (and event bodies) are ``STORAGE EXTERNAL`` so PostgreSQL does not
+  compress them a second time with pglz: LangGraph's ``PostgresSaver``
+  spends most of its time on large states in pglz plus the stdlib ``json``
+  encoder, and an already deflated value gains nothing from pglz anyway.
+  Checkpoint bodies are the exception (migration 6): they are small msgpack
+  maps of channel versions that grow with the graph, never deflated by us
+  (the readers shared with SQLite take them as they are), so the server
+  compresses them, with lz4 where it has it: half the WAL of a super-step.
 * **Byte order for ids.** Key columns are ``COLLATE "C"``: checkpoint ids
   sort (and ``before=`` compares) byte-wise as in SQLite whatever the
   database's locale, and a ``LIKE 'prefix%'`` on run ids can use the index.
@@ -77,9 +81,9 @@ behaviour; this module only says where PostgreSQL differs):
 Rejected: psycopg's async pool (the saver bridges async to sync already, and
 one code path is one set of bugs); ``COPY`` for batches (it cannot skip
 existing content-addressed rows; ``INSERT ... SELECT FROM unnest(arrays)``
-sends a whole column in one parameter and can); server-side compression with
-lz4 (not available on every managed PostgreSQL, and would hide the cost in
-the server).
+sends a whole column in one parameter and can); server-side compression of
+blobs with lz4 (not available on every managed PostgreSQL, and would hide the
+cost in the server; checkpoint bodies use it when it is there, see above).
 
 The schema, the SQL text shared by statements, the value encodings and the URL
 parsing live in :mod:`graphtape.store.postgres_schema`.
