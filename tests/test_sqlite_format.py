@@ -204,3 +204,33 @@ def test_packed_blobs_read_back(size: int, kind: str) -> None:
         assert enc == "raw"
     else:
         assert enc == ("d1" if size <= 4096 else "z") and len(stored) < len(data) / 2
+
+
+def test_compact_events_read_back_exactly() -> None:
+    """Format 2 writes UUIDs and addresses as bytes: whatever surrounds them, the body reads back the same."""
+    import random
+    import uuid
+
+    from graphtape.store.codec import pack_event_compact, unpack_event
+
+    rng = random.Random(13)
+    for _ in range(2000):
+        parts = [
+            uuid.UUID(int=rng.getrandbits(128)).hex,
+            str(uuid.UUID(int=rng.getrandbits(128))),
+            str(uuid.UUID(int=rng.getrandbits(128))).upper(),  # upper case: left as text
+            "é\x01\x02\x00",  # control bytes in a value are escaped by json.dumps
+            "chat:" + str(uuid.UUID(int=rng.getrandbits(128))),
+            "1f1e-" + uuid.UUID(int=rng.getrandbits(128)).hex[:31],
+            uuid.UUID(int=rng.getrandbits(128)).hex * 2 + "a",  # 65 digits
+            "x" * rng.randint(0, 300),
+            "",
+        ]
+        body = {f"k{j}": rng.choice(parts) + rng.choice(parts) for j in range(rng.randint(0, 6))}
+        body["list"] = [rng.random(), rng.choice(parts), {rng.choice(parts): rng.randint(-5, 5)}]
+        packed = pack_event_compact(body)
+        assert unpack_event(packed) == body
+        assert packed[:1] in (b"{", b"\x02")
+    checkpoint = {"checkpoint_id": "1f1edb84-42f3-6c2d-800c-db9aca6adab7", "ns": "", "step": 12}
+    assert pack_event_compact(checkpoint)[:1] == b"\x02"
+    assert len(pack_event_compact(checkpoint)) < len(pack_event(checkpoint))

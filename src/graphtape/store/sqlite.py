@@ -37,7 +37,7 @@ from typing import Any
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, EventRow, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, pack_blob, pack_event, unpack_event
+from graphtape.store.codec import dump_meta, pack_blob, pack_event_compact, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
@@ -446,7 +446,10 @@ class SqliteTapeStore(SqlTapeStore):
                     codes = self._kind_codes(cur, {e.kind for e in batch.events}, new_kinds)
                     cur.executemany(
                         "INSERT INTO gt_event_rows(run_key, seq, kind, ts, data) VALUES (?,?,?,?,?)",
-                        [(run_keys[e.run_id], e.seq, codes[e.kind], e.ts, pack_event(e.data)) for e in batch.events],
+                        [
+                            (run_keys[e.run_id], e.seq, codes[e.kind], e.ts, pack_event_compact(e.data))
+                            for e in batch.events
+                        ],
                     )
                 if batch.checkpoints:
                     cur.executemany(
