@@ -671,7 +671,8 @@ class PostgresTapeStore(SqlTapeStore):
 
     def forget_archive(self, thread_id: str) -> None:
         self._transaction(
-            lambda conn: conn.execute("DELETE FROM gt_archives WHERE thread_id = %s", (encode(thread_id),))
+            lambda conn: conn.execute("DELETE FROM gt_archives WHERE thread_id = %s", (encode(thread_id),)),
+            transaction=False,
         )
 
     def collect_garbage(self) -> tuple[int, int]:
@@ -731,13 +732,12 @@ class PostgresTapeStore(SqlTapeStore):
         owners with one token defeat fencing.
         """
 
-        def go(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
-            conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
-            return conn.execute(
+        rows = self._transaction(
+            lambda conn: conn.execute(
                 ACQUIRE_LEASE, {"name": encode(name), "owner": encode(owner), "ttl": float(ttl)}
-            ).fetchall()
-
-        rows = self._transaction(go)
+            ).fetchall(),
+            transaction=False,  # one statement (the synchronous commit is set inside it)
+        )
         return rows[0][0] if rows else None
 
     def release_lease(self, name: str, owner: str) -> None:
@@ -746,7 +746,8 @@ class PostgresTapeStore(SqlTapeStore):
             lambda conn: conn.execute(
                 "UPDATE gt_leases SET owner = NULL, expires_at = 0 WHERE name = %s AND owner = %s",
                 (encode(name), encode(owner)),
-            )
+            ),
+            transaction=False,  # one statement: its own transaction, one round trip
         )
 
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:

@@ -193,9 +193,15 @@ CHECKPOINT_COLUMNS_IN = (
 )
 WRITE_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, value"
 
-#: One statement per lease operation; the server's clock is read once (``c.now``).
+#: One statement per lease operation; the server's clock is read once (``c.now``). The statement
+#: is its own transaction and sets ``synchronous_commit`` for it alone (``set_config(..., true)``
+#: in ``c``, which the insert reads, so it is evaluated): a lease is committed synchronously
+#: whatever the URL says (see ``acquire_lease``), in one round trip, not BEGIN/SET/upsert/COMMIT.
 ACQUIRE_LEASE = """
-WITH c AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS now)
+WITH c AS (
+    SELECT extract(epoch FROM clock_timestamp())::double precision AS now,
+           set_config('synchronous_commit', 'on', true) AS sync
+)
 INSERT INTO gt_leases AS l (name, owner, expires_at, token)
 SELECT %(name)s, %(owner)s, c.now + %(ttl)s, 1 FROM c
 ON CONFLICT (name) DO UPDATE SET
