@@ -255,3 +255,29 @@ def test_small_events_are_stored_as_json_and_large_ones_deflated(store, redis_ra
         (3, "task_finished", 3.5, old),
     ]
     assert redis_layout.PLAIN_EVENT_MAX >= 200  # a super-step's events stay plain
+
+
+def test_threads_write_at_once_on_their_own_connections(store):
+    """Each concurrent writer takes a spare connection or makes one; none is shared mid-command."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(20):
+                seq = 1000 * n + 2 * i
+                store.write(_step(seq, f"c{n}-{i:02d}", thread=f"t{n}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(store.events("r1")) == 6 * 20 * 2
+    for n in range(1, 7):
+        assert len(store.list_checkpoints(thread_id=f"t{n}")) == 20
+    assert 1 <= len(store._made) <= 6 and len(store._spare) == len(store._made)
