@@ -45,6 +45,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables.config import ensure_config
 
 from graphtape import serde
 from graphtape.calls import BATCH_SLOT_KEY, fingerprint
@@ -254,8 +255,10 @@ def _fast_begin(
     """
     if _SERVING.get() is not None or _BEGUN.get() is not None:
         return None
-    from langchain_core.runnables.config import ensure_config
-
+    # recording, or no run at all: settled before any config is built (langchain's path is the reference)
+    found = current_session(config.get("metadata") if isinstance(config, dict) else None)
+    if found is None or not found.answerer.replays:
+        return None
     cfg = ensure_config(config)
     metadata = call_metadata(cfg, self)
     session = current_session(metadata)
@@ -374,8 +377,6 @@ def _stream_setup(
 
 def _unheard(self: BaseChatModel, config: Any) -> bool:
     """Whether no callback handler would see a served stream answered through ``invoke`` (then it is not)."""
-    from langchain_core.runnables.config import ensure_config
-
     return nobody_listens(ensure_config(config).get("callbacks"), self)
 
 
