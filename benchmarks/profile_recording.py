@@ -94,7 +94,7 @@ NO_STATUS = (recorder_mod.RecordedGraph, "_status", lambda self, config: ("finis
 ABLATIONS: dict[str, tuple[tuple[Any, str, Any], ...]] = {
     "graphtape full": (),
     "- task callback (TaskRecorder)": (NO_TASK_CALLBACK,),
-    "- flush per checkpoint (events kept)": (TAP_NO_FLUSH,),
+    "- background tape writes (events kept)": (TAP_NO_FLUSH,),
     "- checkpoint tap (no event, no flush)": (NO_TAP,),
     "- end-of-run get_state (_status)": (NO_STATUS,),
     "- callback, tap and _status": (NO_TASK_CALLBACK, NO_TAP, NO_STATUS),
@@ -135,7 +135,7 @@ def ablations(tmp: Path, reps: int, durability: str) -> dict[str, float]:
 TIMED = [
     (SqliteSaver, "put", "SqliteSaver.put (LangGraph, inner)"),
     (SqliteSaver, "put_writes", "SqliteSaver.put_writes (LangGraph, inner)"),
-    (TapSaver, "_tap", "TapSaver._tap (checkpoint event + flush)"),
+    (TapSaver, "_tap", "TapSaver._tap (checkpoint event + asking for a write)"),
     (writer_mod.TapeWriter, "flush", "  TapeWriter.flush (all flushes)"),
     (SqliteTapeStore, "write", "    SqliteTapeStore.write (one transaction)"),
     (TaskRecorder, "on_chain_start", "TaskRecorder.on_chain_start"),

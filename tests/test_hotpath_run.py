@@ -6,10 +6,11 @@ checkpoint call: the tape must still be written while a long run goes on,
 be complete when the run returns, never be written after the run gave its
 lease up, and a failed background write must stop the run at its next
 checkpoint as an inline write's failure did (the run stays ``running`` for
-``graphtape recover``). The task callback and graphtape's saver take
-shortcuts too (a root task's namespace parsed without splitting, plain
-metadata stored without a JSON round trip); their results must be what the
-long way gives.
+``graphtape recover``). A store that can give a lease up in a write ends a
+run with one transaction, and the lease is released whatever happens. The
+task callback and graphtape's saver take shortcuts too (a root task's
+namespace parsed without splitting, plain metadata stored without a JSON
+round trip); their results must be what the long way gives.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from graphtape import events, serde
 from graphtape.errors import StoreError
 from graphtape.record import checkpoints as checkpoints_mod
 from graphtape.record import writer as writer_mod
+from graphtape.runtime.lease import HEARTBEATS
 from graphtape.runtime.saver import _stored_metadata
+from graphtape.store.base import WriteBatch
+from graphtape.store.sqlite import SqliteTapeStore
 
 
 class State(TypedDict):
@@ -184,3 +188,55 @@ def test_the_flusher_asks_at_most_once_per_interval(monkeypatch: pytest.MonkeyPa
     flusher.forget(s)  # type: ignore[arg-type]
     assert len(flushed) <= 1 + 0  # the first checkpoint only starts the clock; none of 50 quick ones is due
     assert writer_mod.FLUSH_INTERVAL == checkpoints_mod.FLUSH_INTERVAL
+
+
+class ReleasingStore(SqliteTapeStore):
+    """A store that gives leases up in its writes (here after them: the protocol, not the one transaction)."""
+
+    releases_in_write = True
+
+    def __init__(self, *a: Any, fail_releasing_write: bool = False, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.fail_releasing_write = fail_releasing_write
+        self.released_in_write: list[str] = []
+        self.released_alone: list[str] = []
+
+    def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
+        releases, batch.releases = batch.releases, []
+        if releases and self.fail_releasing_write:
+            raise StoreError("the last write of the run failed")
+        super().write(batch, fence=fence)
+        for name, owner in releases:
+            super().release_lease(name, owner)
+            self.released_in_write.append(name)
+
+    def release_lease(self, name: str, owner: str) -> None:
+        self.released_alone.append(name)
+        super().release_lease(name, owner)
+
+
+@pytest.mark.parametrize("own_saver", [True, False])
+def test_a_store_that_releases_in_write_ends_a_run_with_one_write(tmp_path: Any, own_saver: bool) -> None:
+    store = ReleasingStore(tmp_path / "tape.db")
+    tape = graphtape.Tape(store)
+    rec = tape.record(line(3), name="line", **({} if own_saver else {"checkpointer": InMemorySaver()}))
+    for _ in range(2):  # the thread is free again at once, and no renewal took it back
+        assert rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}}) == {"n": 3}
+        assert store.lease_holder("thread:t") is None
+    assert store.released_in_write == ["thread:t", "thread:t"] and store.released_alone == []
+    assert not HEARTBEATS._leases
+    run = store.get_run(rec.last_run_id or "")
+    assert run is not None and run.status == "finished"
+    tape.close()
+
+
+def test_when_the_releasing_write_fails_the_lease_is_still_given_up(tmp_path: Any) -> None:
+    store = ReleasingStore(tmp_path / "tape.db", fail_releasing_write=True)
+    tape = graphtape.Tape(store)
+    rec = tape.record(line(2), name="line")
+    with pytest.raises(StoreError, match="last write"):
+        rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    assert store.lease_holder("thread:t") is None
+    assert store.released_alone == ["thread:t"]
+    assert not HEARTBEATS._leases
+    tape.close()

@@ -34,6 +34,7 @@ from graphtape.record.context import RUN_META_KEY
 from graphtape.record.session import Session
 from graphtape.record.tasks import TaskRecorder
 from graphtape.runtime.lease import ThreadLease
+from graphtape.store.base import WriteBatch
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
@@ -249,6 +250,7 @@ class RecordedGraph:
                 else "replay again to finish"
             )
             status, error = "interrupted", type(error)(f"{_stopped_from_outside(error)}; {how}")
+        lease = session.lease
         try:
             if isinstance(error, StoreError):
                 # The store itself failed (connection lost, server restarting,
@@ -256,13 +258,21 @@ class RecordedGraph:
                 # It stays ``running`` so that ``recover`` finishes it from its
                 # last durable checkpoint once the store is back.
                 return
+            # the background writer is done with this run (one under way finishes first): the run's
+            # last write is the one below, which may give the lease up
+            FLUSHER.forget(session)
+            release = WriteBatch()
+            releasing = lease is not None and lease.release_in(release)
+            if releasing:
+                session.defer(release)
             session.finish(status, output=output, error=error, interrupts=interrupts)
+            if releasing:
+                lease.released_by_write()
         finally:
             session.deactivate()
-            # the background writer is done with this run (one under way finishes first) before the lease goes
             FLUSHER.forget(session)
-            if session.lease is not None:
-                session.lease.release()
+            if lease is not None:
+                lease.release()  # a no-op when the last write gave it up
 
     # -- the graph API -------------------------------------------------------------
 

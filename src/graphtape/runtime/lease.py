@@ -25,7 +25,7 @@ import threading
 import time
 
 from graphtape.errors import ThreadBusy
-from graphtape.store.base import TapeStore
+from graphtape.store.base import TapeStore, WriteBatch
 
 DEFAULT_TTL = 30.0
 
@@ -106,15 +106,41 @@ class ThreadLease:
                 pass
 
     def release(self) -> None:
+        self.stop_renewing()
+        if self.token is not None:
+            try:
+                self.store.release_lease(self.name, self.owner)
+            finally:
+                self.token = None
+
+    def stop_renewing(self) -> None:
+        """No more renewals (the lease stays held until it is released or expires); waits for one under way.
+
+        Before a write that releases the lease in its own transaction
+        (``WriteBatch.releases``), so a renewal cannot take it back afterwards.
+        """
         self._stop.set()
         HEARTBEATS.remove(self)
-        # a renewal in progress finishes first, so it cannot take the lease back after the release
         with self._beat_lock:
-            if self.token is not None:
-                try:
-                    self.store.release_lease(self.name, self.owner)
-                finally:
-                    self.token = None
+            pass
+
+    def released_by_write(self) -> None:
+        """The store gave the lease up in a write of this run (``WriteBatch.releases``): nothing left to do."""
+        self.stop_renewing()
+        self.token = None
+
+    def release_in(self, batch: WriteBatch) -> bool:
+        """Have ``batch``'s write give the lease up, if the store can do both in one transaction.
+
+        Returns whether it was added; then call :meth:`released_by_write`
+        once that write succeeded (:meth:`release` otherwise: it is
+        idempotent).
+        """
+        if not self.store.releases_in_write or self.token is None:
+            return False
+        self.stop_renewing()
+        batch.releases.append((self.name, self.owner))
+        return True
 
     def __enter__(self) -> ThreadLease:
         self.acquire()

@@ -148,6 +148,10 @@ class WriteBatch:
     chains: dict[str, tuple[str | None, str]] = dataclasses.field(default_factory=dict)
     checkpoints: list[CheckpointRow] = dataclasses.field(default_factory=list)
     writes: list[WriteRow] = dataclasses.field(default_factory=list)
+    #: ``(lease name, owner)`` of leases given up in the same transaction, after the rows (a run's
+    #: last write and the release of its thread are then one transaction). Only a store whose
+    #: :attr:`TapeStore.releases_in_write` is true is handed a batch with releases.
+    releases: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -158,6 +162,7 @@ class WriteBatch:
             or self.chains
             or self.checkpoints
             or self.writes
+            or self.releases
         )
 
     def extend(self, other: WriteBatch) -> None:
@@ -168,6 +173,7 @@ class WriteBatch:
         self.chains.update(other.chains)
         self.checkpoints.extend(other.checkpoints)
         self.writes.extend(other.writes)
+        self.releases.extend(other.releases)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,6 +218,12 @@ class TapeStore(abc.ABC):
     #: The URL the store was opened with (secrets removed).
     url: str
 
+    #: Whether :meth:`write` gives up the leases of ``batch.releases`` (as :meth:`release_lease`
+    #: would, after the fence check and the rows) in the batch's own transaction. A recorded run
+    #: then ends with one transaction instead of two (its last rows, then its thread's release);
+    #: on a store without it (the default) the recorder releases the lease on its own.
+    releases_in_write: bool = False
+
     @abc.abstractmethod
     def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
         """Apply a batch in one transaction: all of it or none of it.
@@ -222,6 +234,8 @@ class TapeStore(abc.ABC):
         the write happens only if ``token`` is still the current token of
         that lease, checked inside the same transaction; otherwise
         :class:`~graphtape.errors.LeaseLost` is raised and nothing is written.
+        ``batch.releases`` is only given to a store that sets
+        :attr:`releases_in_write`.
         """
 
     @abc.abstractmethod
