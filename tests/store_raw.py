@@ -11,6 +11,7 @@ them is found too.
 
 from __future__ import annotations
 
+import json
 import zlib
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -19,8 +20,14 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 def _inflated(value: bytes) -> list[bytes]:
     from graphtape.store.codec import BLOB_ZDICT_1 as _BLOB_ZDICT_1
     from graphtape.store.codec import EVENT_ZDICT_1 as _EVENT_ZDICT_1
+    from graphtape.store.codec import unpack_event
 
     out = []
+    if value[:1] == b"\x02":  # an event body in format 2: ids as bytes until unpacked
+        try:
+            out.append(json.dumps(unpack_event(value)).encode())
+        except (ValueError, zlib.error):  # another value that starts with the same byte
+            pass
     for start in (0, 1):  # a one-byte marker ("z", b"\x01") may precede the stream
         for wbits, zdict in ((15, None), (-10, _EVENT_ZDICT_1), (-15, _BLOB_ZDICT_1), (-15, None)):
             try:
