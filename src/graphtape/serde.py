@@ -111,7 +111,15 @@ def to_jsonable(obj: Any) -> Any:
     Lossy on purpose for exotic types (falls back to ``repr``); values that
     must be restored go through :func:`encode_value` instead.
     """
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    # exact JSON types first (most of every message and request), without the isinstance chain
+    t = type(obj)
+    if t is str or t is int or t is float or t is bool or obj is None:
+        return obj
+    if t is dict:
+        return {k if type(k) is str else str(k): to_jsonable(v) for k, v in obj.items()}
+    if t is list:
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
@@ -381,21 +389,44 @@ def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
     by name from the tape).
     """
     from langchain_core.messages import message_to_dict
-    from pydantic_core import PydanticUndefined
 
     d = message_to_dict(msg)
     out: dict[str, Any] = {"type": d["type"]}
-    fields = type(msg).model_fields
+    defaults = _field_defaults(type(msg))
     for key, value in d["data"].items():
         if key == "type" or (key == "id" and not with_id):
             continue
-        f = fields.get(key)
-        if f is not None:
-            default = f.default_factory() if f.default_factory is not None else f.default  # type: ignore[call-arg]
-            if default is not PydanticUndefined and value == default:
-                continue
+        default = defaults.get(key, _NO_DEFAULT)
+        if default is _VARIES:
+            f = type(msg).model_fields[key]
+            default = f.default_factory()  # type: ignore[call-arg,misc]
+        if default is not _NO_DEFAULT and value == default:
+            continue
         out[key] = value
     return to_jsonable(out)
+
+
+_NO_DEFAULT = object()
+_VARIES = object()
+#: message class -> field -> its default (compared with, never handed out), _NO_DEFAULT, or _VARIES
+#: (a default factory other than an empty builtin container: called for every message, as it may vary)
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    """The default of each field of a message class, worked out once per class (every call serialises messages)."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        from pydantic_core import PydanticUndefined
+
+        defaults = {}
+        for key, f in cls.model_fields.items():  # type: ignore[attr-defined]
+            if f.default_factory is not None:
+                defaults[key] = f.default_factory() if f.default_factory in (dict, list, tuple) else _VARIES
+            else:
+                defaults[key] = _NO_DEFAULT if f.default is PydanticUndefined else f.default
+        _DEFAULTS[cls] = defaults
+    return defaults
 
 
 def message_from_json(data: dict[str, Any]) -> BaseMessage:
