@@ -271,3 +271,16 @@ def test_a_stateful_subgraph_reads_its_checkpoint_back_in_a_strict_replay(tape: 
     result = tape.replay(rec.last_run_id or "", graph, mode="strict")
     assert result.status == "finished", result.divergence
     assert result.output == out
+
+
+def test_message_json_leaves_out_defaults_only() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    assert serde.message_json(AIMessage("hi", id="a1")) == {"type": "ai", "content": "hi"}
+    assert serde.message_json(AIMessage("hi", id="a1"), with_id=True) == {"type": "ai", "content": "hi", "id": "a1"}
+    tool = serde.message_json(ToolMessage("r", tool_call_id="c1", status="error", artifact=(1, 2)))
+    assert tool == {"type": "tool", "content": "r", "tool_call_id": "c1", "artifact": [1, 2], "status": "error"}
+    # a default container the caller filled in is kept (the cached default is compared with, never handed out)
+    filled = AIMessage("x", additional_kwargs={"k": 1})
+    assert serde.message_json(filled)["additional_kwargs"] == {"k": 1}
+    assert serde.message_json(AIMessage("x")) == {"type": "ai", "content": "x"}
