@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import struct
 import zlib
 from collections.abc import Mapping, Set
 from typing import Any
@@ -70,13 +71,39 @@ ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstu
 # The ``#!lua`` line declares the scripts as writers: Redis refuses them up
 # front when it is out of memory, instead of failing half way through.
 
+#: The operations of :data:`APPLY_LUA`, numbered from 1 in this order (the code byte of a header entry).
+OP_NAMES = (
+    "fence",
+    "absent",
+    "have",
+    "events",
+    "setnx",
+    "hset",
+    "hsetnx",
+    "hsetxx",
+    "zadd",
+    "sadd",
+    "zrem",
+    "hdel",
+    "srem",
+    "del",
+    "dropempty",
+    "cp",
+)
+_OP_CODES = {name: i for i, name in enumerate(OP_NAMES, 1)}
+
+#: One operation in the header of :data:`APPLY_LUA`: code, key index, argument count (big-endian).
+OP_HEADER = struct.Struct(">BII")
+_pack_op = OP_HEADER.pack
+
 #: Applies a list of operations atomically. KEYS[1] is the collector's lock,
 #: KEYS[2] the batch's applied-marker; ARGV[1] the marker's ttl (0: none),
-#: ARGV[2] "1" to wait for a running collection, ARGV[3] the operations as
-#: ``code key-index argument-count`` triples joined by spaces, ARGV[4..]
-#: their arguments in that order (one header instead of three arguments per
-#: operation: every argument costs the server a Lua string). Checks all run
-#: before any write, so a refused batch writes nothing.
+#: ARGV[2] "1" to wait for a running collection, ARGV[3] the operations, 9
+#: bytes each (see :data:`OP_HEADER`: code, key index, argument count),
+#: ARGV[4..] their arguments in that order. One binary header instead of
+#: three arguments per operation: every argument costs the server a Lua
+#: string, and ``string.byte`` reads numbers without making any. Checks all
+#: run before any write, so a refused batch writes nothing.
 #:
 #: ``events`` carries (seq, record) pairs: checked (no seq may exist), then
 #: written. A batch whose every event is already stored byte for byte was
@@ -92,13 +119,17 @@ local marker_ttl = tonumber(ARGV[1])
 if marker_ttl > 0 and redis.call('EXISTS', KEYS[2]) == 1 then return {'ok'} end
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return {'gc'} end
 
+local names = {OP_NAMES}  -- code byte -> operation
 local writes = {setnx=1, hset=1, hsetnx=1, hsetxx=1, zadd=1, sadd=1, zrem=1, hdel=1, srem=1, del=1, dropempty=1,
                 cp=1, events=1}
 local codes, knums, counts = {}, {}, {}
-for code, k, n in string.gmatch(ARGV[3], '(%l+) (%d+) (%d+)') do
-  codes[#codes + 1] = code
-  knums[#knums + 1] = tonumber(k)
-  counts[#counts + 1] = tonumber(n)
+local header = ARGV[3]
+for p = 1, #header, 9 do
+  local c, k1, k2, k3, k4, n1, n2, n3, n4 = string.byte(header, p, p + 8)
+  local o = #codes + 1
+  codes[o] = names[c] or '?' .. c
+  knums[o] = ((k1 * 256 + k2) * 256 + k3) * 256 + k4
+  counts[o] = ((n1 * 256 + n2) * 256 + n3) * 256 + n4
 end
 
 -- redis.call with many arguments in slices: unpack() is bounded by the C stack
@@ -182,7 +213,7 @@ for o = 1, #codes do
 end
 if marker_ttl > 0 then redis.call('SET', KEYS[2], '1', 'EX', marker_ttl) end
 return {'ok'}
-"""
+""".replace("{OP_NAMES}", "{" + ", ".join(f"'{name}'" for name in OP_NAMES) + "}")
 
 #: Removes runs with their events. KEYS[1] runs by start, KEYS[2] run ids,
 #: then (run key, events key) per run; ARGV is (run id, id-index member) per
@@ -509,7 +540,7 @@ class Ops:
     def __init__(self, keys: Keys, batch_id: str | None):
         self.keys: list[str] = [keys.gc_lock, keys.applied(batch_id or "-")]
         self.index: dict[str, int] = {}
-        self.codes: list[str] = []
+        self.codes: list[bytes] = []
         self.args: list[Any] = []
 
     def key(self, name: str) -> int:
@@ -520,12 +551,12 @@ class Ops:
         return idx
 
     def add(self, code: str, key: str, *args: Any) -> None:
-        self.codes.append(f"{code} {self.key(key)} {len(args)}")
+        self.codes.append(_pack_op(_OP_CODES[code], self.key(key), len(args)))
         self.args.extend(args)
 
     def argv(self, marker_ttl: int, wait_for_gc: bool) -> list[Any]:
         """ARGV for :data:`APPLY_LUA`: the marker's ttl, whether to wait for a collection, the header, the arguments."""
-        return [marker_ttl, "1" if wait_for_gc else "0", " ".join(self.codes), *self.args]
+        return [marker_ttl, "1" if wait_for_gc else "0", b"".join(self.codes), *self.args]
 
     def __bool__(self) -> bool:
         return bool(self.codes)
