@@ -234,3 +234,68 @@ def test_compact_events_read_back_exactly() -> None:
     checkpoint = {"checkpoint_id": "1f1edb84-42f3-6c2d-800c-db9aca6adab7", "ns": "", "step": 12}
     assert pack_event_compact(checkpoint)[:1] == b"\x02"
     assert len(pack_event_compact(checkpoint)) < len(pack_event(checkpoint))
+
+
+def test_v9_file_with_a_run_key_and_no_run_row(tmp_path: Path) -> None:
+    """Schema v9 kept run keys apart (gt_run_keys); v10 keys events by the run row, and a run
+    with events but no row keeps its events, out of the run listings."""
+    from graphtape.store.sqlite import _key
+
+    path = tmp_path / "v9.db"
+    old_store(path, 6)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.create_function("gt_key", 1, _key, deterministic=True)
+    for sql in MIGRATIONS[6:9]:
+        for statement in sql.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    conn.execute("PRAGMA user_version=9")
+    conn.execute("INSERT INTO gt_run_keys(run_id) VALUES ('events-only')")
+    conn.execute(
+        "INSERT INTO gt_event_rows(run_key, seq, kind, ts, data) "
+        "SELECT run_key, 0, (SELECT code FROM gt_event_kinds WHERE kind='label'), 9.0, ? "
+        "FROM gt_run_keys WHERE run_id='events-only'",
+        (pack_event({"name": "orphan"}),),
+    )
+    conn.close()
+    store = SqliteTapeStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        assert [r.run_id for r in store.list_runs(newest_first=False)] == [RUN_A, RUN_B]
+        assert store.get_run("events-only") is None and store.find_runs("events") == []
+        assert [e.data for e in store.events("events-only")] == [{"name": "orphan"}]
+        assert [e.seq for e in store.events(RUN_A)] == [0, 1, 2, 3]
+        assert store._query("SELECT count(*) FROM gt_events")[0][0] == 7
+        # the run's row arrives later: it takes the row holding only its id, events kept
+        late = RunRecord(run_id="events-only", thread_id="t9", graph="g", started_at=9.0)
+        store.write(WriteBatch(new_runs=[late], run_updates=[("events-only", {"status": "finished"})]))
+        run = store.get_run("events-only")
+        assert run is not None and run.thread_id == "t9" and run.status == "finished"
+        assert len(store.events("events-only")) == 1
+        with pytest.raises(StoreError, match="write refused"):
+            store.write(WriteBatch(new_runs=[late]))
+    finally:
+        store.close()
+
+
+def test_events_before_their_run(tmp_path: Path) -> None:
+    store = SqliteTapeStore(tmp_path / "e.db")
+    try:
+        store.write(
+            WriteBatch(
+                events=[EventRow("later", 0, "run_started", 1.0, {})],
+                run_updates=[("later", {"status": "failed"})],  # no run row: nothing to update
+            )
+        )
+        assert store.get_run("later") is None and store.list_runs() == []
+        assert store.list_runs(status="failed") == []
+        assert [e.kind for e in store.events("later")] == ["run_started"]
+        run = RunRecord(run_id="later", thread_id="t", graph="g", started_at=2.0)
+        store.write(WriteBatch(new_runs=[run], events=[EventRow("later", 1, "run_finished", 3.0, {})]))
+        assert [r.run_id for r in store.list_runs(thread_id="t")] == ["later"]
+        assert [e.seq for e in store.events("later")] == [0, 1]
+        store.delete_runs(["later"])
+        assert store.get_run("later") is None and store.events("later") == []
+        assert store._query("SELECT count(*) FROM gt_run_rows")[0][0] == 0
+    finally:
+        store.close()

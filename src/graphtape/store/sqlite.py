@@ -161,7 +161,7 @@ MIGRATIONS: list[str] = [
     # row and four fifths of its index entry); the view gt_events shows them as they were
     """
     CREATE TABLE gt_run_keys (
-        run_key INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_key INTEGER PRIMARY KEY,
         run_id TEXT NOT NULL UNIQUE
     );
     CREATE TABLE gt_event_kinds (
@@ -221,6 +221,56 @@ MIGRATIONS: list[str] = [
             CASE WHEN typeof(item) = 'blob' THEN lower(hex(item)) ELSE item END
         FROM gt_chain_rows;
     """,
+    # 10: the run key is the run row's own key (gt_run_keys and gt_runs' index of run ids were two more
+    # copies of every run id). A run whose events came before its row (or without one) has a row with
+    # only its id (thread_id NULL), which the view gt_runs leaves out
+    """
+    CREATE TABLE gt_run_rows (
+        run_key INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL UNIQUE,
+        thread_id TEXT,
+        graph TEXT,
+        status TEXT,
+        started_at REAL,
+        ended_at REAL,
+        parent_run_id TEXT,
+        replay_of TEXT,
+        mode TEXT,
+        llm_calls INTEGER NOT NULL DEFAULT 0,
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        effect_calls INTEGER NOT NULL DEFAULT 0,
+        served_calls INTEGER NOT NULL DEFAULT 0,
+        live_calls INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        meta TEXT NOT NULL DEFAULT '{}'
+    );
+    INSERT INTO gt_run_rows(run_key, run_id, thread_id, graph, status, started_at, ended_at, parent_run_id,
+        replay_of, mode, llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta)
+        SELECT k.run_key, k.run_id, r.thread_id, r.graph, r.status, r.started_at, r.ended_at, r.parent_run_id,
+            r.replay_of, r.mode, coalesce(r.llm_calls, 0), coalesce(r.tool_calls, 0), coalesce(r.effect_calls, 0),
+            coalesce(r.served_calls, 0), coalesce(r.live_calls, 0), coalesce(r.tokens, 0), r.error,
+            coalesce(r.meta, '{}')
+        FROM gt_run_keys k LEFT JOIN gt_runs r ON r.run_id = k.run_id ORDER BY k.run_key;
+    INSERT INTO gt_run_rows(run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode,
+        llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta)
+        SELECT run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode,
+            llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta
+        FROM gt_runs WHERE run_id NOT IN (SELECT run_id FROM gt_run_keys) ORDER BY started_at, run_id;
+    DROP VIEW gt_events;
+    DROP TABLE gt_run_keys;
+    DROP TABLE gt_runs;
+    CREATE INDEX gt_runs_started ON gt_run_rows(started_at);
+    CREATE INDEX gt_runs_thread ON gt_run_rows(thread_id, started_at);
+    CREATE VIEW gt_runs(run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode,
+        llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta) AS
+        SELECT run_id, thread_id, graph, status, started_at, ended_at, parent_run_id, replay_of, mode,
+            llm_calls, tool_calls, effect_calls, served_calls, live_calls, tokens, error, meta
+        FROM gt_run_rows WHERE thread_id IS NOT NULL;
+    CREATE VIEW gt_events(run_id, seq, kind, ts, data) AS
+        SELECT k.run_id, e.seq, c.kind, e.ts, e.data
+        FROM gt_event_rows e JOIN gt_run_rows k ON k.run_key = e.run_key JOIN gt_event_kinds c ON c.code = e.kind;
+    """,
 ]
 
 #: Blobs larger than this are stored deflated when that makes them smaller (see
@@ -239,6 +289,10 @@ DIALECT = Dialect(
     checkpoint_columns="thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, "
     "metadata, body, channel_values, writers, calls",
 )
+
+
+#: What a run row written over a row holding only the run's id takes (see migration 10).
+_TAKE_PLACEHOLDER = ", ".join(f"{c.strip()}=excluded.{c.strip()}" for c in RUN_COLUMNS.split(",")[1:])
 
 
 def _key(address: str | None) -> bytes | str | None:
@@ -419,8 +473,10 @@ class SqliteTapeStore(SqlTapeStore):
                         [(_key(k), _key(p), _key(i)) for k, (p, i) in batch.chains.items()],
                     )
                 for run in batch.new_runs:
+                    # a row holding only the id (events came first) takes the run; a run row refuses
                     cur.execute(
-                        f"INSERT INTO gt_runs({RUN_COLUMNS}) VALUES ({','.join('?' * 17)})",
+                        f"INSERT INTO gt_run_rows({RUN_COLUMNS}) VALUES ({','.join('?' * 17)}) "
+                        f"ON CONFLICT(run_id) DO UPDATE SET {_TAKE_PLACEHOLDER} WHERE gt_run_rows.thread_id IS NULL",
                         (
                             run.run_id,
                             run.thread_id,
@@ -441,6 +497,8 @@ class SqliteTapeStore(SqlTapeStore):
                             dump_meta(run.meta),
                         ),
                     )
+                    if cur.rowcount == 0:
+                        raise sqlite3.IntegrityError(f"UNIQUE constraint failed: run {run.run_id} exists")
                 if batch.events:
                     run_keys = {r: self._run_key(cur, r) for r in {e.run_id for e in batch.events}}
                     codes = self._kind_codes(cur, {e.kind for e in batch.events}, new_kinds)
@@ -505,7 +563,9 @@ class SqliteTapeStore(SqlTapeStore):
                         raise StoreError(f"cannot update run columns {sorted(bad)}")
                     values = [dump_meta(v) if k == "meta" else v for k, v in fields.items()]
                     sets = ", ".join(f"{k}=?" for k in fields)
-                    cur.execute(f"UPDATE gt_runs SET {sets} WHERE run_id=?", (*values, run_id))
+                    cur.execute(
+                        f"UPDATE gt_run_rows SET {sets} WHERE run_id=? AND thread_id IS NOT NULL", (*values, run_id)
+                    )
                 self._conn.execute("COMMIT")
                 self._kinds.update(new_kinds)  # only once committed: a rolled-back code may be given again
             except sqlite3.Error as exc:
@@ -523,14 +583,14 @@ class SqliteTapeStore(SqlTapeStore):
 
     @staticmethod
     def _run_key(cur: sqlite3.Cursor, run_id: str) -> int:
-        """The run's key in ``gt_event_rows``, given on its first event (inside the write's
-        transaction). Not cached: another process may delete the run and a later import
-        give it a new key; keys are never given twice (AUTOINCREMENT), so a stale key could
-        only hide events, and a lookup on a hot page costs a few microseconds per batch."""
-        row = cur.execute("SELECT run_key FROM gt_run_keys WHERE run_id=?", (run_id,)).fetchone()
+        """The run's key in ``gt_event_rows``: its run row's, or a row holding only its id when
+        its events come first (inside the write's transaction). Not cached: another process may
+        delete the run and a later import give it another key; a lookup on a hot page costs a
+        few microseconds per batch."""
+        row = cur.execute("SELECT run_key FROM gt_run_rows WHERE run_id=?", (run_id,)).fetchone()
         if row is not None:
             return int(row[0])
-        cur.execute("INSERT INTO gt_run_keys(run_id) VALUES (?)", (run_id,))
+        cur.execute("INSERT INTO gt_run_rows(run_id) VALUES (?)", (run_id,))
         return int(cur.lastrowid or 0)
 
     def _kind_codes(self, cur: sqlite3.Cursor, kinds: set[str], new: dict[str, int]) -> dict[str, int]:
@@ -618,7 +678,7 @@ class SqliteTapeStore(SqlTapeStore):
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
         sql = (
             "SELECT seq, kind, ts, data FROM gt_event_rows "
-            "WHERE run_key = (SELECT run_key FROM gt_run_keys WHERE run_id = ?)"
+            "WHERE run_key = (SELECT run_key FROM gt_run_rows WHERE run_id = ?)"
         )
         params: list[Any] = [run_id]
         if kinds:
@@ -709,23 +769,22 @@ class SqliteTapeStore(SqlTapeStore):
 
         def go(cur):
             self._delete_events(cur, ids)
-            cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
 
         self._transaction(go)
 
     @staticmethod
     def _delete_events(cur: sqlite3.Cursor, ids: list[tuple[str]]) -> None:
+        """Delete the runs' events and their rows (the run row holds the events' key)."""
         cur.executemany(
-            "DELETE FROM gt_event_rows WHERE run_key = (SELECT run_key FROM gt_run_keys WHERE run_id=?)", ids
+            "DELETE FROM gt_event_rows WHERE run_key = (SELECT run_key FROM gt_run_rows WHERE run_id=?)", ids
         )
-        cur.executemany("DELETE FROM gt_run_keys WHERE run_id=?", ids)
+        cur.executemany("DELETE FROM gt_run_rows WHERE run_id=?", ids)
 
     def remove_thread(self, thread_id: str, run_ids: Sequence[str], *, archived: ArchiveEntry | None = None) -> None:
         ids = [(r,) for r in run_ids]
 
         def go(cur):
             self._delete_events(cur, ids)
-            cur.executemany("DELETE FROM gt_runs WHERE run_id=?", ids)
             cur.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
             cur.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
             if archived is not None:
@@ -861,7 +920,7 @@ class SqliteTapeStore(SqlTapeStore):
                 f"CASE WHEN {raw} THEN NULL ELSE e.data END "
                 # without statistics the planner prefers the primary key (run_key, seq) and
                 # reads every event of the run; the kind index reads only the wanted ones
-                "FROM gt_run_keys k JOIN gt_event_rows e INDEXED BY gt_event_rows_kind ON e.run_key = k.run_key "
+                "FROM gt_run_rows k JOIN gt_event_rows e INDEXED BY gt_event_rows_kind ON e.run_key = k.run_key "
                 f"WHERE k.run_id IN ({','.join('?' * len(chunk))}) "
                 f"AND e.kind IN ({','.join('?' * len(codes))}) ORDER BY k.run_id, e.seq",
                 [*chunk, *codes],
