@@ -83,18 +83,21 @@ def interleave(
 ) -> dict[str, list[float]]:
     """Wall seconds of each variant, ``reps`` times, interleaved.
 
-    Each repetition runs every variant once; the starting variant rotates so
-    that no variant always runs first (or right after the same neighbour).
-    ``check[name](result)`` validates a variant's result outside the timing.
+    Each repetition runs every variant once, in an order shuffled for that
+    repetition (seeded, so a run can be repeated). A rotation was used before:
+    it kept every variant right after the same neighbour, and a variant that
+    leaves work behind (a background thread, garbage, a WAL to checkpoint)
+    always taxed the same next one. ``check[name](result)`` validates a
+    variant's result outside the timing.
     """
     names = list(variants)
     for _ in range(warmup):
         for name in names:
             variants[name]()
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(reps):
-        for j in range(len(names)):
-            name = names[(rep + j) % len(names)]
+    order = random.Random(13)
+    for _rep in range(reps):
+        for name in order.sample(names, len(names)):
             gc.collect()
             t0 = time.perf_counter()
             out = variants[name]()
