@@ -4,7 +4,9 @@
 
 Each trial runs ``tests/crash_worker.py`` (plan -> work: LLM, charge (an effect
 with an idempotency key), LLM -> finish: notify (effect), LLM) on a fresh store
-with a timer that kills it after a random 0-120 ms, then waits for its lease
+with a timer that kills it at a random moment of the run (uniform over 1.2x the
+length of an uncrashed run of the same worker, measured first on each backend:
+a fixed window ended before the run began on a loaded machine), then waits for its lease
 to expire and runs ``graphtape.Tape.recover``. A trial passes when:
 
 * the thread's final state equals an uncrashed reference run's;
@@ -65,8 +67,16 @@ def drop(backend: str, url: str) -> None:
             client.delete(*keys)
 
 
+#: seconds over which a trial's kill moment is drawn (set per backend from its reference run)
+KILL_WINDOW = 0.12
+
+
 def worker(url: str, ledger: Path, thread: str, crash: str = "", recover: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "GT_KILL_WINDOW": str(KILL_WINDOW),
+    }
     args = [sys.executable, "-m", "tests.crash_worker", url, str(ledger), thread, crash]
     if recover:
         args.append("recover")
@@ -157,6 +167,7 @@ def trial(backend: str, tmp: Path, seed: int, reference: dict, ref_effects: Coun
 
 
 def main() -> int:
+    global KILL_WINDOW
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--backends", default="sqlite,postgresql,redis")
@@ -171,6 +182,10 @@ def main() -> int:
             if done.returncode != 0:
                 print(f"{backend}: reference run failed: {done.stderr.strip()[-300:]}")
                 return 1
+            run_seconds = [
+                float(line.split(":")[1]) for line in done.stderr.splitlines() if line.startswith("run seconds:")
+            ]
+            KILL_WINDOW = 1.2 * run_seconds[-1] if run_seconds else 0.12
             reference = final_state(ref_url, "t")
             _, ref_effects = ledger(ref_ledger)
             drop(backend, ref_url)
@@ -189,7 +204,8 @@ def main() -> int:
             print(
                 f"{backend}: {passed}/{args.trials} trials passed "
                 f"({outcomes['killed-mid-run']} killed mid-run, {outcomes['killed-before-start']} before the run "
-                f"started, {outcomes['finished']} finished first) in {time.perf_counter() - t0:.1f} s"
+                f"started, {outcomes['finished']} finished first; kill window {KILL_WINDOW * 1000:.0f} ms) "
+                f"in {time.perf_counter() - t0:.1f} s"
             )
             for p in problems[:10]:
                 print(f"  {p}")

@@ -151,16 +151,21 @@ def main() -> None:
     tape = graphtape.connect(url)
     if CRASH.startswith("random:"):
         # the clock starts once the store is open, so kills land in the run, not in the connect
+        # over the run's own length when the caller measured it (GT_KILL_WINDOW, seconds): on a loaded
+        # machine a fixed 120 ms window ended before the run reached the store, and no kill landed mid-run
         rng = random.Random(int(CRASH.split(":")[1]))
-        delay = rng.uniform(0.0, 0.12)
+        delay = rng.uniform(0.0, float(os.environ.get("GT_KILL_WINDOW", "0.12")))
         threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
     if len(sys.argv) > 5 and sys.argv[5] == "recover":
         results = tape.recover(graph)
         print(json.dumps([r.to_dict() for r in results]))
     else:
+        t0 = time.perf_counter()
         recorded = tape.record(graph, name="crash_worker", lease_ttl=0.5)
         out = recorded.invoke({"order": "o-1", "log": []}, {"configurable": {"thread_id": thread}})
         print(json.dumps(out))
+        # how long the run took once the store was open (what a caller sizes GT_KILL_WINDOW by)
+        print(f"run seconds: {time.perf_counter() - t0:.4f}", file=sys.stderr)
     tape.close()
     os._exit(0)  # no lingering timer thread
 
