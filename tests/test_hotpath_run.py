@@ -240,3 +240,25 @@ def test_when_the_releasing_write_fails_the_lease_is_still_given_up(tmp_path: An
     assert store.released_alone == ["thread:t"]
     assert not HEARTBEATS._leases
     tape.close()
+
+
+def test_a_failing_read_of_the_state_after_a_run_still_ends_it(
+    tape: graphtape.Tape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state read after a run (which writes a strict replay's held rows) fails: the run ends, its lease goes."""
+    graph = line(2)
+    recorded = tape.record(graph, name="ends")
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("state read failed")
+
+    monkeypatch.setattr(type(recorded), "_needs_state", lambda *_: True)
+    monkeypatch.setattr(type(recorded), "_status", broken)
+    cfg = {"configurable": {"thread_id": "ends"}}
+    with pytest.raises(RuntimeError, match="state read failed"):
+        recorded.invoke({"n": 0}, cfg)
+    run = tape.run(recorded.last_run_id)
+    assert run.status == "failed" and "state read failed" in (run.error or "")
+    monkeypatch.undo()
+    # the thread's lease was given up: a second run on the thread starts at once
+    assert tape.record(graph, name="ends").invoke({"n": 0}, cfg) == {"n": 2}

@@ -285,7 +285,14 @@ class RecordedGraph:
             self._close(session, "failed", error=exc)
             # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
             raise _prefer_divergence(session, exc)  # noqa: B904
-        status, interrupts = self._status(config, session) if self._needs_state(session, kwargs) else ("finished", [])
+        try:
+            # may write (a strict replay's held rows) and read the store: a failure still ends the run
+            status, interrupts = (
+                self._status(config, session) if self._needs_state(session, kwargs) else ("finished", [])
+            )
+        except BaseException as exc:
+            self._close(session, "failed", error=exc)
+            raise
         self._close(session, status, output=out, interrupts=interrupts)
         return out
 
@@ -298,10 +305,14 @@ class RecordedGraph:
             self._close(session, "failed", error=exc)
             # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
             raise _prefer_divergence(session, exc)  # noqa: B904
-        if self._needs_state(session, kwargs):
-            status, interrupts = await self._astatus(config, session)
-        else:
-            status, interrupts = "finished", []
+        try:
+            if self._needs_state(session, kwargs):
+                status, interrupts = await self._astatus(config, session)
+            else:
+                status, interrupts = "finished", []
+        except BaseException as exc:
+            self._close(session, "failed", error=exc)
+            raise
         self._close(session, status, output=out, interrupts=interrupts)
         return out
 
@@ -317,8 +328,12 @@ class RecordedGraph:
             self._close(session, "failed", error=exc)
             # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
             raise _prefer_divergence(session, exc)  # noqa: B904
-        session.flush()  # deferred pending writes (interrupts) must be readable
-        snap = _snapshot(self.graph, config)
+        try:
+            session.flush()  # deferred pending writes (interrupts) must be readable
+            snap = _snapshot(self.graph, config)
+        except BaseException as exc:
+            self._close(session, "failed", error=exc)
+            raise
         status, interrupts = _status_from_snapshot(snap) if snap is not None else ("finished", [])
         self._close(session, status, interrupts=interrupts, output=snap.values if snap is not None else None)
 
@@ -345,7 +360,11 @@ class RecordedGraph:
             self._close(session, "failed", error=exc)
             # the caught exception itself or the run's divergence: `from exc` would chain an exception to itself
             raise _prefer_divergence(session, exc)  # noqa: B904
-        session.flush()
+        try:
+            session.flush()
+        except BaseException as exc:
+            self._close(session, "failed", error=exc)
+            raise
         try:
             snap = await self.graph.aget_state(config)
         except Exception:
