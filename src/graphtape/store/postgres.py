@@ -168,6 +168,8 @@ class PostgresTapeStore(SqlTapeStore):
     """Tapes in a PostgreSQL schema (``postgresql://user@host:5432/db?schema=graphtape``)."""
 
     dialect = DIALECT
+    #: a run's last batch gives its thread's lease up in the same statement (see write)
+    releases_in_write = True
 
     def __init__(
         self,
@@ -545,6 +547,12 @@ class PostgresTapeStore(SqlTapeStore):
                     f"UPDATE gt_runs SET {sets} WHERE run_id = %b",
                     encode_params([*(dump_meta(v) if k == "meta" else v for k, v in fields.items()), run_id]),
                 )
+        for name, owner in sorted(batch.releases):
+            # as release_lease: the row and its token stay (the fence check reads the token only)
+            part(
+                "UPDATE gt_leases SET owner = NULL, expires_at = 0 WHERE name = %b AND owner = %b",
+                encode_params([name, owner]),
+            )
         if not parts:
             return
         main = "SELECT gt_check_fence(%b, %b)" if fence is not None else "SELECT 1"
