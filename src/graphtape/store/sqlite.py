@@ -331,6 +331,8 @@ class SqliteTapeStore(SqlTapeStore):
 
     dialect = DIALECT
     finds_checkpoints_by_prefix = True  # the primary key and the listing index hold the ids
+    #: a run's last batch gives its thread's lease up in the same transaction (see write)
+    releases_in_write = True
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True):
         self.path = Path(path)
@@ -566,6 +568,9 @@ class SqliteTapeStore(SqlTapeStore):
                     cur.execute(
                         f"UPDATE gt_run_rows SET {sets} WHERE run_id=? AND thread_id IS NOT NULL", (*values, run_id)
                     )
+                for name, owner in batch.releases:
+                    # as release_lease: the row (and its token) stays, so the next holder's token is larger
+                    cur.execute("UPDATE gt_leases SET owner=NULL, expires_at=0 WHERE name=? AND owner=?", (name, owner))
                 self._conn.execute("COMMIT")
                 self._kinds.update(new_kinds)  # only once committed: a rolled-back code may be given again
             except sqlite3.Error as exc:
