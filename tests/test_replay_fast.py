@@ -309,3 +309,28 @@ def test_a_handler_sees_a_served_stream(tape, fast_count):
     assert result.status == "finished", result.error
     assert fast_count[0] == 0
     assert seen.starts == 2  # the invoke and the stream (served through langchain's invoke)
+
+
+def test_a_served_call_reads_no_message_from_the_store(tape, monkeypatch):
+    """The messages a recorded response refers to are read with the tape's index, not one query per call."""
+    run_id = record(tape, build_calls)
+    store = tape.store
+    asked: list[str] = []
+    original = type(store).get_json
+
+    def counting(self, h):
+        asked.append(h)
+        return original(self, h)
+
+    monkeypatch.setattr(type(store), "get_json", counting)
+    with forbid():
+        result = tape.replay(run_id, build_calls(), mode="strict")
+    assert result.status == "finished" and result.live == 0 and result.served > 0
+    llm_responses = [c.response_ref for c in tape.calls(run_id) if c.kind == "llm"]
+    assert llm_responses
+    served_messages = set()
+    for ref in llm_responses:
+        env = store.get_json(ref) if ref else None
+        served_messages |= {v["h"] for v in (env or {}).get("v", []) if isinstance(v, dict) and v.get("t") == "msg"}
+    assert served_messages, "the recorded responses should refer to stored messages"
+    assert not served_messages & set(asked)

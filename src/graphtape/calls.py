@@ -141,6 +141,9 @@ class RecordedCall:
     #: the stored response, read with the run's other calls when a replay indexes the tape (see
     #: ``Matcher.from_store``): decoded only if the call is served
     response_data: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: the messages the response refers to (address -> stored JSON), read with it (see
+    #: ``Matcher.from_events``): serving the call reads nothing from the store
+    message_data: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_event(cls, row: EventRow) -> RecordedCall:
@@ -180,3 +183,10 @@ class RecordedCall:
         if self.response_data is not None:
             return json.loads(self.response_data)
         return store.get_json(self.response_ref)
+
+    def getter(self, store: TapeStore) -> Any:
+        """What decodes this call's response: the messages read with it, else the store."""
+        if not self.message_data:
+            return store.get_json
+        found = self.message_data
+        return lambda h: json.loads(found[h]) if h in found else store.get_json(h)

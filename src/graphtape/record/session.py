@@ -362,7 +362,9 @@ class Session:
             self.served_calls += 1
         if error is not None:
             return None, rebuild_error(error, self.types)
-        return self.decode(value_env), None
+        if call.override is not None:
+            return self.decode(value_env), None
+        return serde.decode_value(value_env, rec.getter(self.store), self.types), None
 
     def end_live(
         self,

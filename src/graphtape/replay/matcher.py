@@ -13,15 +13,29 @@ every execution.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from graphtape.calls import CALL_KINDS, CallSite, RecordedCall, match_key
 from graphtape.store.base import EventRow, TapeStore
 
 __all__ = ["CALL_KINDS", "Matcher", "RecordedCall"]
+
+
+def _message_refs(env: Any) -> Iterator[str]:
+    """The addresses of the stored messages a value envelope refers to (``{"t": "msg", "h": ...}``)."""
+    if isinstance(env, dict):
+        if env.get("t") == "msg" and isinstance(env.get("h"), str):
+            yield env["h"]
+            return
+        for v in env.values():
+            yield from _message_refs(v)
+    elif isinstance(env, list):
+        for v in env:
+            yield from _message_refs(v)
 
 
 class Matcher:
@@ -61,9 +75,19 @@ class Matcher:
         replay reads each recorded run's events once, for the matcher, the state check and its input."""
         calls = [RecordedCall.from_event(row) for row in rows if row.kind in CALL_KINDS]
         found = store.get_blobs(c.response_ref for c in calls if c.response_ref is not None)
+        # a chat response refers to its message(s) by address: read them in the same pass, one more
+        # query per replay instead of one per served call
+        wanted: dict[str, list[RecordedCall]] = defaultdict(list)
         for c in calls:
             if c.response_ref is not None:
                 c.response_data = found.get(c.response_ref)
+                if c.kind == "llm" and c.response_data is not None and b'"msg"' in c.response_data:
+                    for h in _message_refs(json.loads(c.response_data)):
+                        wanted[h].append(c)
+        if wanted:
+            for h, data in store.get_blobs(wanted).items():
+                for c in wanted[h]:
+                    c.message_data[h] = data
         return cls(calls, **kw)
 
     def release(self, call_ids: list[str]) -> None:
