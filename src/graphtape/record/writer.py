@@ -148,8 +148,7 @@ class TapeWriter:
         # process: garbage collection (``prune``) may delete a blob between two
         # runs, and a later run must then write it again, not point at nothing.
         self._written: set[str] = set()
-        #: id(message) -> (message, ids of its field values, request JSON, blob address): see message_blob
-        #: (and, once asked for, its canonical key: see message_key)
+        #: id(message) -> (message, ids of its field values, form), for messages without an id: see message_blob
         self._messages: dict[int, tuple[Any, tuple[int, ...], MessageForm]] = {}
         self._last_flush = time.monotonic()
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
@@ -176,12 +175,13 @@ class TapeWriter:
         A run meets the same message objects several times: in every chat
         request that carries the history, and again in the final state. At
         turn 200 of a conversation, turning 400 messages into JSON twice was
-        half the cost of recording the turn. The memo holds the message (so
-        its ``id()`` is not reused) and the identities of its field values: a
-        field given a new value is seen and the message is read again. A
-        message object this run has not met is looked up by content in the
-        process-wide memo (:func:`message_form`). ``store=False``: only the
-        address (the caller stores it with a chain, see :meth:`put_messages`).
+        half the cost of recording the turn. A message with an id is looked
+        up by content in the process-wide memo (:func:`message_form`); one
+        without is kept in the run's memo, which holds the message (so its
+        ``id()`` is not reused) and the identities of its field values (a
+        field given a new value is seen and the message is read again).
+        ``store=False``: only the address (the caller stores it with a chain,
+        see :meth:`put_messages`).
         """
         form = self._form(msg)
         if store:
@@ -191,31 +191,34 @@ class TapeWriter:
     def forms(self, messages: list[Any]) -> list[MessageForm]:
         """The stored form of each message (see :meth:`message_blob`), none of them stored yet.
 
-        :meth:`_form` for a whole list, inlined: at turn 200 of a conversation
-        a request carries 400 messages, and this loop (two dict look-ups and
-        one comparison of the fields per message) is most of what the
-        recording does per turn that grows with the history.
+        At turn 200 of a conversation a request carries 400 messages, all
+        new objects (the checkpointer deserialises the history on every
+        turn), and the run meets them again in its final state: this loop
+        is most of what the recording does per turn that grows with the
+        history. A message with an id is looked up in the process-wide memo
+        and its fields compared as a dict with the memo's private copy (one
+        look-up and one comparison in C, about 1 us; the identities of its
+        field values, which the run's own memo compares, took longer to
+        collect than the comparison, and missed a change made inside a
+        field). A message without an id goes through the run's memo.
         """
-        memo = self._messages
         seen = _FORMS
         out: list[MessageForm] = []
         append = out.append
         for msg in messages:
             d = msg.__dict__
-            fields = tuple(map(id, d.values()))
-            hit = memo.get(id(msg))
-            if hit is not None and hit[0] is msg and hit[1] == fields:
-                append(hit[2])
-                continue
             mid = d.get("id")
-            known = seen.get((type(msg), mid)) if type(mid) is str else None
-            # the same test as message_form's (an equal message with the same id), without the call
-            form = known[1] if known is not None and known[0].__dict__ == d else message_form(msg)
-            memo[id(msg)] = (msg, fields, form)
-            append(form)
+            if type(mid) is str:
+                known = seen.get((type(msg), mid))
+                # the same test as message_form's (an equal message with the same id), without the call
+                append(known[1] if known is not None and known[0].__dict__ == d else message_form(msg))
+            else:
+                append(self._form(msg))
         return out
 
     def _form(self, msg: Any) -> MessageForm:
+        if type(msg.id) is str:
+            return message_form(msg)
         fields = tuple(map(id, msg.__dict__.values()))
         hit = self._messages.get(id(msg))
         if hit is not None and hit[0] is msg and hit[1] == fields:
