@@ -59,7 +59,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 import graphtape
-from graphtape.store.codec import unpack_event
+from graphtape.events import refs as event_refs
+from graphtape.serde import blob_refs
+from graphtape.store.codec import unpack_blob, unpack_event
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -457,22 +459,35 @@ def distinct_message_bytes(messages: list[BaseMessage]) -> tuple[int, int]:
     return len(seen), sum(seen.values())
 
 
+def _stored(conn: sqlite3.Connection, table: str, view: str) -> str:
+    """The table that holds the stored rows: SQLite schema v9+ keeps addresses as 16 bytes in
+    ``gt_blob_rows``/``gt_chain_rows`` and shows them as 32 hex digits in the views ``gt_blobs``/
+    ``gt_chains``; measuring the views would count every address twice its stored size."""
+    return table if _has_table(conn, table) else view
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+
+
 def tape_bytes(path: Path) -> dict[str, Any]:
-    """What the tape occupies in its SQLite file (LangGraph's tables excluded)."""
+    """What the tape occupies in its SQLite file (LangGraph's tables excluded), measured on the
+    stored rows (not the views, which show addresses as hex), and which reference each blob is
+    there for: every blob is attributed to its first referrer, so an ``unreferenced`` row means
+    garbage (or a referrer this function does not know, which is a bug here)."""
     conn = sqlite3.connect(str(path))
     try:
         q = lambda sql: conn.execute(sql).fetchone()  # noqa: E731
+        blob_table = _stored(conn, "gt_blob_rows", "gt_blobs")
+        chain_table = _stored(conn, "gt_chain_rows", "gt_chains")
         blobs = q(
             "SELECT count(*), coalesce(sum(length(data)),0), "
-            "coalesce(sum(length(hash)+length(enc)+length(data)),0) FROM gt_blobs"
+            f"coalesce(sum(length(hash)+length(enc)+length(data)),0) FROM {blob_table}"
         )
         chains = q(
-            "SELECT count(*), coalesce(sum(length(id)+coalesce(length(parent),0)+length(item)),0) FROM gt_chains"
+            f"SELECT count(*), coalesce(sum(length(id)+coalesce(length(parent),0)+length(item)),0) FROM {chain_table}"
         )
-        events = q(
-            "SELECT count(*), coalesce(sum(length(data)),0), "
-            "coalesce(sum(length(run_id)+length(kind)+16+length(data)),0) FROM gt_events"
-        )
+        events = q("SELECT count(*), coalesce(sum(length(data)),0) FROM gt_events")
         runs = q("SELECT count(*), coalesce(sum(length(run_id)+length(thread_id)+length(meta)),0) FROM gt_runs")
         by_kind = {
             k: {"count": n, "bytes": b}
@@ -480,34 +495,78 @@ def tape_bytes(path: Path) -> dict[str, Any]:
                 "SELECT kind, count(*), sum(length(data)) FROM gt_events GROUP BY kind ORDER BY 3 DESC"
             )
         }
-        blob_sizes = {h: (len(d), enc) for h, enc, d in conn.execute("SELECT hash, enc, data FROM gt_blobs")}
-        # Attribute each blob to the first event field (or chain) that references it.
+        # The views give addresses as the store interface does (hex), which is what events hold.
+        stored = {h: (enc, bytes(d)) for h, enc, d in conn.execute("SELECT hash, enc, data FROM gt_blobs")}
+        blob_sizes = {h: len(d) for h, (_, d) in stored.items()}
+        nodes = {i: (p, it) for i, p, it in conn.execute("SELECT id, parent, item FROM gt_chains")}
         seen: set[str] = set()
         by_ref: Counter[str] = Counter()
         ref_count: Counter[str] = Counter()
+
+        def attribute(address: str, referrer: str) -> None:
+            if address in blob_sizes and address not in seen:
+                seen.add(address)
+                by_ref[referrer] += blob_sizes[address]
+                ref_count[referrer] += 1
+
+        walked: set[str] = set()
+
+        def chain_items(head: str, referrer: str) -> None:
+            at: str | None = head
+            while at is not None and at in nodes and at not in walked:
+                walked.add(at)
+                parent, item = nodes[at]
+                attribute(item, referrer)
+                at = parent
+
+        # 1. event fields that hold a blob (or chain) address
         for kind, data in conn.execute("SELECT kind, data FROM gt_events ORDER BY run_id, seq"):
-            for field, value in unpack_event(data).items():
-                if isinstance(value, str) and value in blob_sizes and value not in seen:
-                    seen.add(value)
-                    by_ref[f"{kind}.{field}"] += blob_sizes[value][0]
-                    ref_count[f"{kind}.{field}"] += 1
-        for (item,) in conn.execute("SELECT item FROM gt_chains"):
-            if item in blob_sizes and item not in seen:
-                seen.add(item)
-                by_ref["llm request message (chain item)"] += blob_sizes[item][0]
-                ref_count["llm request message (chain item)"] += 1
+            body = unpack_event(data)
+            found_b: set[str] = set()
+            found_c: set[str] = set()
+            event_refs(kind, body, found_b, found_c)
+            for field, value in body.items():
+                if value in found_b:
+                    attribute(value, f"{kind}.{field}")
+                elif value in found_c:
+                    chain_items(value, "llm request message (chain item)")
+        # 2. checkpoints and pending writes of graphtape's saver, when it shares the file
+        if _has_table(conn, "gt_checkpoints"):
+            for (values,) in conn.execute("SELECT channel_values FROM gt_checkpoints"):
+                for address in json.loads(values).values():
+                    if isinstance(address, str):
+                        attribute(address, "checkpoint channel value")
+            for (address,) in conn.execute("SELECT value FROM gt_writes"):
+                attribute(address, "pending write")
+        # 3. messages and chains that a stored value or view refers to (what garbage collection follows)
+        frontier = set(seen)
+        while frontier:
+            inner_b: set[str] = set()
+            inner_c: set[str] = set()
+            for address in frontier:
+                raw = unpack_blob(*stored[address])
+                if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
+                    with contextlib.suppress(ValueError):
+                        blob_refs(json.loads(raw), inner_b, inner_c)
+            before = set(seen)
+            for head in inner_c:
+                chain_items(head, "message of a chain in a stored value")
+            for address in inner_b:
+                attribute(address, "message in a stored value")
+            frontier = seen - before
         rest = [h for h in blob_sizes if h not in seen]
         if rest:
-            by_ref["unreferenced"] = sum(blob_sizes[h][0] for h in rest)
+            by_ref["unreferenced"] = sum(blob_sizes[h] for h in rest)
             ref_count["unreferenced"] = len(rest)
-        compressed = sum(1 for _, enc in blob_sizes.values() if enc == "z")
+        by_enc = Counter(enc for enc, _ in stored.values())
         try:
             pages = {
                 name: size
                 for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
             }
+            payload = dict(conn.execute("SELECT name, sum(payload) FROM dbstat GROUP BY name"))
         except sqlite3.Error:
-            pages = {}
+            pages, payload = {}, {}
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     finally:
         conn.close()
@@ -520,17 +579,23 @@ def tape_bytes(path: Path) -> dict[str, Any]:
     return {
         "tape_bytes": blobs[1] + chains[1] + events[1],
         "gt_blobs": {
+            "table": blob_table,
             "rows": blobs[0],
             "data_bytes": blobs[1],
             "row_bytes": blobs[2],
-            "zlib_compressed_rows": compressed,
+            "rows_by_enc": dict(by_enc.most_common()),
         },
-        "gt_chains": {"rows": chains[0], "row_bytes": chains[1]},
-        "gt_events": {"rows": events[0], "data_bytes": events[1], "row_bytes": events[2]},
+        "gt_chains": {"table": chain_table, "rows": chains[0], "row_bytes": chains[1]},
+        "gt_events": {
+            "rows": events[0],
+            "data_bytes": events[1],
+            "payload_bytes": payload.get("gt_event_rows", payload.get("gt_events")),
+        },
         "gt_runs": {"rows": runs[0], "approx_bytes": runs[1]},
         "events_by_kind": by_kind,
         "blob_bytes_by_referrer": {k: {"count": ref_count[k], "bytes": v} for k, v in by_ref.most_common()},
         "dbstat_page_bytes": pages,
+        "dbstat_payload_bytes": payload,
         "tables_in_file": tables,
         "file_bytes_after_vacuum": path.stat().st_size,
     }
@@ -837,8 +902,8 @@ def render(results: dict[str, Any]) -> None:
         "synchronous=NORMAL; 'same-settings saver' = a plain SqliteSaver with synchronous=NORMAL (no graphtape). "
         "2: ms per run of 10 nodes x (1 LLM call + 1 tool call), zero-latency model. "
         "3: distinct msg bytes = sum of UTF-8 len(json({role, content})) over distinct messages; "
-        "tape bytes = sum(length(gt_blobs.data)) + gt_chains id/parent/item lengths "
-        "+ sum(length(gt_events.data)).[/dim]"
+        "tape bytes = sum(length(data)) of gt_blob_rows + id/parent/item lengths of gt_chain_rows (addresses "
+        "as their stored 16 bytes) + sum(length(gt_events.data)).[/dim]"
     )
 
     details = Table(title="Timing details (median, p25-p75)")
@@ -870,8 +935,10 @@ def render(results: dict[str, Any]) -> None:
         d = conv["distinct_message_bytes"]
         for ref, v in sizes["blob_bytes_by_referrer"].items():
             where.add_row(f"gt_blobs referenced by {ref}", str(v["count"]), f"{v['bytes']:,}", f"{v['bytes'] / d:.2f}")
+        encs = ", ".join(f"{enc} {n}" for enc, n in sizes["gt_blobs"]["rows_by_enc"].items())
+        where.add_row(f"[dim]gt_blobs rows by enc: {encs}[/dim]", "", "", "")
         where.add_row(
-            "gt_chains rows",
+            f"{sizes['gt_chains']['table']} rows",
             str(sizes["gt_chains"]["rows"]),
             f"{sizes['gt_chains']['row_bytes']:,}",
             f"{sizes['gt_chains']['row_bytes'] / d:.2f}",
