@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 import time
 import uuid
@@ -28,8 +29,42 @@ from collections.abc import Callable, Iterator
 _now: Callable[[], float] = time.time
 
 
+#: random bytes for this many ids are drawn from the OS at once (see _uuid4)
+_POOL_IDS = 256
+_pool = b""
+_pool_pos = 0
+_pool_lock = threading.Lock()
+
+
 def _uuid4() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID string, as ``str(uuid.uuid4())`` but from a pool of OS random bytes.
+
+    ``uuid.uuid4()`` reads 16 bytes with one ``os.urandom`` call, which lets
+    go of the interpreter lock: with LangGraph's checkpoint threads running
+    beside the graph on a busy 2-vCPU machine, taking it back cost about a
+    millisecond per id (measured in a strict replay: 920 ids, 1.26 s under
+    cProfile). The bytes come from the same source, ``_POOL_IDS`` ids' worth
+    at a time; each id takes its own 16 of them once (under a lock), and a
+    forked child drops the pool it inherited (``_drop_pool``) so parent and
+    child never hand out the same id.
+    """
+    global _pool, _pool_pos
+    with _pool_lock:
+        pos = _pool_pos
+        if pos >= len(_pool):
+            _pool, pos = os.urandom(16 * _POOL_IDS), 0
+        _pool_pos = pos + 16
+        raw = _pool[pos : pos + 16]
+    return str(uuid.UUID(bytes=raw, version=4))
+
+
+def _drop_pool() -> None:
+    global _pool, _pool_pos, _pool_lock
+    _pool, _pool_pos, _pool_lock = b"", 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_pool)
 
 
 _new_id: Callable[[], str] = _uuid4
