@@ -202,14 +202,20 @@ class RecordedGraph:
         return session, config
 
     def _needs_state(self, session: Session, kwargs: dict[str, Any]) -> bool:
-        """Whether the run may have paused: only then is the state read after it."""
+        """Whether the run may have paused: only then is the state read after it.
+
+        A replayed run is no exception: an ``interrupt()`` it reaches is seen
+        in its pending writes (``saw_interrupt``) as in a recorded run, and a
+        strict replay's held checkpoint rows are written by the run's end
+        (``Session.finish``) without a state read before it (a get_state and
+        a flush per replayed run before).
+        """
         return bool(
             session.saw_interrupt
             or kwargs.get("interrupt_before")
             or kwargs.get("interrupt_after")
             or getattr(self.graph, "interrupt_before_nodes", None)
             or getattr(self.graph, "interrupt_after_nodes", None)
-            or session.answerer.replays
         )
 
     def _status(self, config: dict[str, Any], session: Session | None = None) -> tuple[str, list[dict[str, Any]]]:
