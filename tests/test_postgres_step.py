@@ -124,3 +124,32 @@ def test_a_stale_fence_still_refuses_a_numbered_batch(store):
     with pytest.raises(LeaseLost):
         store.write(batch, fence=(f"thread:{tag}", token + 1))
     assert store.get_run(run.run_id) is None
+
+
+def test_large_blobs_are_deflated_once_and_the_memo_stays_bounded(store, monkeypatch):
+    import zlib
+
+    from graphtape import serde
+
+    monkeypatch.setattr(postgres, "DEFLATE_MEMO_BYTES", 100 * 1024)
+    big = [os.urandom(20 * 1024) for _ in range(8)]  # ~20 KB deflated each: five fit
+    calls: list[int] = []
+    real = zlib.compress
+    monkeypatch.setattr(postgres.zlib, "compress", lambda d, level: calls.append(len(d)) or real(d, level))
+    for _ in range(2):
+        for data in big:
+            address = serde.digest(data)
+            assert zlib.decompress(store._deflated(address, data)) == data
+    assert len(calls) == 2 * len(big)  # in order, each was evicted before it came back
+    data = big[-1]
+    store._deflated(serde.digest(data), data)
+    assert len(calls) == 2 * len(big)  # the most recent one comes from the memo
+    assert 0 < store._deflate_memo_bytes <= 100 * 1024
+    assert store._deflate_memo_bytes == sum(len(v) for v in store._deflate_memo.values())
+    small = b"x" * 2000  # under DEFLATE_MEMO_OVER: deflated every time, never remembered
+    store._deflated(serde.digest(small), small)
+    assert serde.digest(small) not in store._deflate_memo
+    # a large blob round-trips through a batch using its remembered form
+    for _ in range(2):
+        store.write(WriteBatch(blobs={serde.digest(data): data}))
+    assert store.get_blobs([serde.digest(data)]) == {serde.digest(data): data}
