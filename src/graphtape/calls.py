@@ -36,8 +36,62 @@ _UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 
 
 def fingerprint(request: Any) -> str:
-    """The digest a request is matched by: of its *canonical* JSON, so key order never matters."""
+    """The digest a request is matched by: of its *canonical* JSON, so key order never matters.
+
+    A chat request (``{"messages": [message keys], "request": {...}}``) with
+    a long message list is hashed from the hash state of its longest
+    prefix hashed before (see :func:`_chat_fingerprint`): the same digest,
+    for the cost of the new messages only.
+    """
+    if type(request) is dict and len(request) == 2:
+        keys = request.get("messages")
+        if type(keys) is list and len(keys) >= _PREFIX_MIN and "request" in request:
+            return _chat_fingerprint(keys, request["request"])
     return serde.digest(serde.canonical_json(request))
+
+
+#: message lists at least this long are hashed from a remembered prefix (shorter ones: not worth it)
+_PREFIX_MIN = 16
+#: first message key -> (the last key list hashed with it first, the hash state after those keys); at most
+#: _PREFIXES_MAX lists (a conversation each)
+_PREFIXES: dict[str, tuple[list[str], Any]] = {}
+_PREFIXES_MAX = 1024
+#: a message key as fingerprints hold them (a digest): written in JSON as is, between quotes
+_PLAIN_KEY = re.compile(r"[0-9a-f]+")
+
+
+def _chat_fingerprint(keys: list[str], rest: Any) -> str:
+    """``digest(canonical_json({"messages": keys, "request": rest}))``, hashed from a remembered prefix.
+
+    A conversation's request is the previous request's messages plus the
+    new ones: the canonical JSON begins with the same text, and the hash
+    state after it (``blake2b.copy``) is reused. The prefix is compared key
+    by key (a list comparison in C), so a different list never reuses a
+    state; a key that is not a plain digest falls back to the full JSON.
+    """
+    import hashlib
+
+    known = _PREFIXES.get(keys[0]) if type(keys[0]) is str else None
+    start, state = 0, None
+    if known is not None:
+        prefix, saved = known
+        n = len(prefix)
+        if n <= len(keys) and keys[:n] == prefix:
+            start, state = n, saved.copy()
+    new = keys[start:]
+    if not all(type(k) is str and _PLAIN_KEY.fullmatch(k) for k in new):
+        return serde.digest(serde.canonical_json({"messages": keys, "request": rest}))
+    if state is None:
+        state = hashlib.blake2b(b'{"messages":["' + keys[0].encode() + b'"', digest_size=16)
+        new = new[1:]
+    if new:
+        state.update(("," + ",".join(f'"{k}"' for k in new)).encode())
+    if start < len(keys):
+        if len(_PREFIXES) >= _PREFIXES_MAX:
+            _PREFIXES.clear()
+        _PREFIXES[keys[0]] = (list(keys), state.copy())
+    state.update(("]," + '"request":' + serde.canonical_json(rest) + "}").encode())
+    return state.hexdigest()
 
 
 def match_key(kind: str, node_path: str, fingerprint: str) -> tuple[str, str, str]:

@@ -96,10 +96,44 @@ def _drop_older_forms() -> None:
     _forms_bytes = max(_forms_bytes, 0)
 
 
+#: first item address -> (the last item list whose chain was worked out with it first, its chain ids);
+#: at most PREFIXES_MAX lists (a conversation each, about 16 bytes per message)
+_CHAIN_PREFIXES: dict[str, tuple[list[str], list[str]]] = {}
+PREFIXES_MAX = 1024
+
+
 def chain_ids(hashes: list[str]) -> list[str]:
-    """The chain node id of every prefix of ``hashes`` (content addressed: parent id + item)."""
-    out: list[str] = []
-    parent: str | None = None
+    """The chain node id of every prefix of ``hashes`` (content addressed: parent id + item).
+
+    A conversation's request is the previous one's messages plus the new
+    ones: the ids of the longest list met before with the same first item
+    are reused when it is a prefix of ``hashes`` (one list comparison in C)
+    and only the new items are looked up, instead of one memo look-up per
+    message of the history on every turn.
+    """
+    if not hashes:
+        return []
+    known = _CHAIN_PREFIXES.get(hashes[0])
+    if known is not None:
+        prefix, ids = known
+        n = len(prefix)
+        if n == len(hashes) and prefix == hashes:
+            return list(ids)
+        if n < len(hashes) and hashes[:n] == prefix:
+            out = _chain_ids(hashes[n:], ids[-1], list(ids))
+            _CHAIN_PREFIXES[hashes[0]] = (list(hashes), out)
+            return list(out)
+        if n > len(hashes) and prefix[: len(hashes)] == hashes:
+            return ids[: len(hashes)]
+    out = _chain_ids(hashes, None, [])
+    if len(_CHAIN_PREFIXES) >= PREFIXES_MAX:
+        _CHAIN_PREFIXES.clear()
+    _CHAIN_PREFIXES[hashes[0]] = (list(hashes), out)
+    return list(out)
+
+
+def _chain_ids(hashes: list[str], parent: str | None, out: list[str]) -> list[str]:
+    """``out`` extended with the chain ids of ``hashes`` after the node ``parent``."""
     memo = _CHAIN_IDS
     for mh in hashes:
         cid = memo.get((parent, mh))
