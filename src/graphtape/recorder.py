@@ -138,6 +138,8 @@ class RecordedGraph:
         self.lease_ttl = lease_ttl
         self.name = name or getattr(graph, "name", None) or "graph"
         self.last_run_id: str | None = None
+        #: the status the last run ended with, as written on its run row (None while it runs)
+        self.last_status: str | None = None
         self.run_ids: list[str] = []
         self._fingerprint = code_fingerprint(graph)
         #: Set by a replay, the debugger or recovery: how the next runs' calls are answered (None: recorded)
@@ -198,6 +200,7 @@ class RecordedGraph:
             lease.release()
             raise
         self.last_run_id = session.run_id
+        self.last_status = None
         self.run_ids.append(session.run_id)
         return session, config
 
@@ -272,6 +275,7 @@ class RecordedGraph:
             if releasing:
                 session.defer(release)
             session.finish(status, output=output, error=error, interrupts=interrupts)
+            self.last_status = status
             if releasing:
                 lease.released_by_write()
         finally:

@@ -153,9 +153,11 @@ def _recorded_input(
     return value, config, started
 
 
-def _recorded_output(tape: Tape, run: RunRecord, rows: list[EventRow] | None = None) -> Any:
-    """The run's output view (``rows``: its events, if read)."""
+def _recorded_output(tape: Tape, run: RunRecord | None, rows: list[EventRow] | None = None) -> Any:
+    """The run's output view (``rows``: its events, if read; else ``run``'s are read)."""
     if rows is None:
+        if run is None:
+            return None
         rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
     rows = _of(rows, events.RunFinished.KIND)
     output = events.RunFinished.from_row(rows[0]).output if rows else None
@@ -299,16 +301,17 @@ def _core(
             break
         new_rows = replayed_rows[run_ids[-1]] = _replayed_rows(tape, run_ids[-1])
         id_map.update(dict(zip(_interrupt_ids(recorded_rows[original.run_id]), _interrupt_ids(new_rows))))
-        new_run = tape.store.get_run(recorder.last_run_id) if recorder.last_run_id else None
-        status = new_run.status if new_run is not None else "finished"
+        # the status the recorder gave the run it just ended (no read of the run row back)
+        status = recorder.last_status or "finished"
     totals = _sum_stats(tape, run_ids, replayed_rows)
     output_matches: bool | None = None
     if status in ("finished", "interrupted") and run_ids:
         recorded = _recorded_output(tape, target, recorded_rows.get(target.run_id))
+        last_rows = replayed_rows.get(run_ids[-1])
         replayed = _recorded_output(
             tape,
-            tape.store.get_run(run_ids[-1]),  # type: ignore[arg-type]
-            replayed_rows.get(run_ids[-1]),
+            None if last_rows is not None else tape.store.get_run(run_ids[-1]),
+            last_rows,
         )
         if recorded is not None and replayed is not None:
             # Views refer to messages by blob address, which depends on the stored key order (and
