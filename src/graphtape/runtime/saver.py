@@ -410,13 +410,26 @@ class GraphtapeSaver(BaseCheckpointSaver):
                 doomed.append((r.thread_id, r.checkpoint_ns, r.checkpoint_id))
             self.store.delete_checkpoints(doomed)
 
-    def get_next_version(self, current: str | None, channel: None) -> str:
+    def get_next_version(self, current: str | int | None, channel: None) -> str | int:
+        """The next version of a channel: an integer in a thread begun by this saver, the string form
+        LangGraph's savers use (``<32 digits>.<random>``) in a thread that already has it.
+
+        Why integers: a checkpoint body holds every channel's version and, for every node, the
+        versions it has seen; with 50-character strings a 50-node graph's body was 3.1 KB
+        (an overflow page per super-step in SQLite, ~4 KB of WAL in PostgreSQL) where integers
+        make it a few hundred bytes. LangGraph compares versions and takes the next one from the
+        largest of the checkpoint (``apply_writes``), so the versions of one thread keep one type:
+        a thread written before (strings) goes on with strings, never a mix (``max`` of a str and an
+        int fails). The random suffix of the string form keeps versions of forked branches distinct
+        for savers that store values by (channel, version); this saver stores them by content
+        address and reuses one only from the checkpoint's own parent, so equal versions on two
+        branches are harmless here.
+        """
         if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(str(current).split(".")[0])
+            return 1
+        if isinstance(current, int):
+            return current + 1
+        current_v = int(str(current).split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"
 
     # -- async: the sync methods on a worker thread -----------------------------------------
