@@ -34,3 +34,11 @@ def test_a_forked_child_does_not_reuse_the_parents_pool():
     parent_next = [clock._uuid4() for _ in range(clock._POOL_IDS)]
     assert uuid.UUID(child_id).version == 4
     assert child_id not in parent_next
+
+
+def test_lease_owners_differ_per_lease_and_name_the_process():
+    from graphtape.runtime.lease import new_owner
+
+    owners = {new_owner() for _ in range(50)}
+    assert len(owners) == 50
+    assert all(o.split(":")[-2] == str(os.getpid()) and len(o.split(":")[-1]) == 8 for o in owners)

@@ -58,6 +58,11 @@ def _uuid4() -> str:
     return str(uuid.UUID(bytes=raw, version=4))
 
 
+def random_hex() -> str:
+    """Eight random hex digits from the same pool (a lease owner's suffix): never fixed by :func:`fixed`."""
+    return _uuid4()[:8]
+
+
 def _drop_pool() -> None:
     global _pool, _pool_pos, _pool_lock
     _pool, _pool_pos, _pool_lock = b"", 0, threading.Lock()

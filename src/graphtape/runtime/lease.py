@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 
+from graphtape import clock
 from graphtape.errors import ThreadBusy
 from graphtape.store.base import TapeStore, WriteBatch
 
@@ -44,7 +45,8 @@ def new_owner() -> str:
     pid = os.getpid()
     if _HOST_PID[0] != pid:  # the first run, or the first in a forked child
         _HOST_PID = (pid, f"{socket.gethostname()}:{pid}")
-    return f"{_HOST_PID[1]}:{os.urandom(4).hex()}"
+    # from graphtape's pool of random bytes: an os.urandom call per run lets go of the interpreter lock
+    return f"{_HOST_PID[1]}:{clock.random_hex()}"
 
 
 class ThreadLease:
