@@ -45,6 +45,7 @@ import tempfile
 import time
 import uuid
 import warnings
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -61,7 +62,8 @@ from langgraph.graph.message import add_messages
 import graphtape
 from graphtape.events import refs as event_refs
 from graphtape.serde import blob_refs
-from graphtape.store.codec import unpack_blob, unpack_event
+from graphtape.store import codec
+from graphtape.store.codec import unpack_event
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -470,6 +472,14 @@ def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
 
 
+def _unpack_blob(enc: str, data: bytes) -> bytes:
+    """A stored blob's bytes; also with a graphtape older than the ``d1`` encoding (before/after runs)."""
+    unpack = getattr(codec, "unpack_blob", None)
+    if unpack is not None:
+        return unpack(enc, data)
+    return zlib.decompress(data) if enc == "z" else bytes(data)
+
+
 def tape_bytes(path: Path) -> dict[str, Any]:
     """What the tape occupies in its SQLite file (LangGraph's tables excluded), measured on the
     stored rows (not the views, which show addresses as hex), and which reference each blob is
@@ -544,7 +554,7 @@ def tape_bytes(path: Path) -> dict[str, Any]:
             inner_b: set[str] = set()
             inner_c: set[str] = set()
             for address in frontier:
-                raw = unpack_blob(*stored[address])
+                raw = _unpack_blob(*stored[address])
                 if b'"t":"msg"' in raw or b'"$m"' in raw or b'"$chain"' in raw:
                     with contextlib.suppress(ValueError):
                         blob_refs(json.loads(raw), inner_b, inner_c)
