@@ -6,7 +6,6 @@ hold (NUL, the escape marker), NULLs, and numbers that need a wider type.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
@@ -16,26 +15,17 @@ psycopg = pytest.importorskip("psycopg")
 from graphtape import serde  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.postgres import VALUES_ROWS, PostgresTapeStore  # noqa: E402
-
-BASE_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from tests.pg_schema import fresh_schema, schema_url  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def store():
-    try:
-        admin = psycopg.connect(BASE_URL, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"no PostgreSQL server: {exc}")
-        pytest.skip(f"no PostgreSQL server at GRAPHTAPE_TEST_POSTGRES_URL ({' '.join(str(exc).split())})")
-    name = f"gt_test_{uuid.uuid4().hex[:12]}"
-    s = PostgresTapeStore(f"{BASE_URL}{'&' if '?' in BASE_URL else '?'}schema={name}")
-    try:
-        yield s
-    finally:
-        s.close()
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        admin.close()
+    with fresh_schema() as (_, name):
+        s = PostgresTapeStore(schema_url(name))
+        try:
+            yield s
+        finally:
+            s.close()
 
 
 @pytest.mark.parametrize("n", [1, 2, VALUES_ROWS, VALUES_ROWS + 1, 40])

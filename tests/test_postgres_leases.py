@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
 from graphtape.store.postgres import PostgresTapeStore  # noqa: E402
 from graphtape.store.postgres_schema import ACQUIRE_LEASE  # noqa: E402
-
-BASE_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from tests.pg_schema import fresh_schema, schema_url  # noqa: E402
 
 
 @pytest.fixture
 def async_store():
     """A store whose URL turns synchronous_commit off for every connection."""
-    try:
-        admin = psycopg.connect(BASE_URL, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"no PostgreSQL server: {exc}")
-        pytest.skip(f"no PostgreSQL server at GRAPHTAPE_TEST_POSTGRES_URL ({' '.join(str(exc).split())})")
-    name = f"gt_test_{uuid.uuid4().hex[:12]}"
-    sep = "&" if "?" in BASE_URL else "?"
-    store = PostgresTapeStore(f"{BASE_URL}{sep}schema={name}&options=-c%20synchronous_commit%3Doff")
-    try:
-        yield store
-    finally:
-        store.close()
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        admin.close()
+    with fresh_schema() as (_, name):
+        store = PostgresTapeStore(schema_url(name, "&options=-c%20synchronous_commit%3Doff"))
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def test_acquire_commits_synchronously_in_one_statement(async_store):

@@ -7,9 +7,6 @@ read back every body written before and after, byte for byte.
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
@@ -17,24 +14,13 @@ psycopg = pytest.importorskip("psycopg")
 from graphtape.store.base import CheckpointRow, WriteBatch  # noqa: E402
 from graphtape.store.postgres import MIGRATIONS, PostgresTapeStore  # noqa: E402
 from graphtape.store.postgres_schema import MIGRATION_LOCK  # noqa: E402
-
-BASE_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from tests.pg_schema import fresh_schema, schema_url  # noqa: E402
 
 
 @pytest.fixture
 def schema():
-    try:
-        admin = psycopg.connect(BASE_URL, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"no PostgreSQL server: {exc}")
-        pytest.skip(f"no PostgreSQL server at GRAPHTAPE_TEST_POSTGRES_URL ({' '.join(str(exc).split())})")
-    name = f"gt_test_{uuid.uuid4().hex[:12]}"
-    try:
-        yield admin, name
-    finally:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        admin.close()
+    with fresh_schema() as pair:
+        yield pair
 
 
 def _old_store(admin, name: str, version: int) -> None:
@@ -73,7 +59,7 @@ def test_a_version_5_store_migrates_and_reads_old_and_new_bodies(schema):
     admin, name = schema
     _old_store(admin, name, 5)
     assert _body_column(admin, name)[0] == "e"  # EXTERNAL: stored uncompressed
-    url = f"{BASE_URL}{'&' if '?' in BASE_URL else '?'}schema={name}"
+    url = schema_url(name)
     old_body = _body(60)
     # written as version 5 left them: the row inserted straight into the old table
     admin.execute(

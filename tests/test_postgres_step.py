@@ -19,26 +19,17 @@ from graphtape.errors import StoreError  # noqa: E402
 from graphtape.store import postgres  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.postgres import VALUES_ROWS, PostgresTapeStore, numbered_query  # noqa: E402
-
-BASE_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from tests.pg_schema import fresh_schema, schema_url  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def store():
-    try:
-        admin = psycopg.connect(BASE_URL, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"no PostgreSQL server: {exc}")
-        pytest.skip(f"no PostgreSQL server at GRAPHTAPE_TEST_POSTGRES_URL ({' '.join(str(exc).split())})")
-    name = f"gt_test_{uuid.uuid4().hex[:12]}"
-    s = PostgresTapeStore(f"{BASE_URL}{'&' if '?' in BASE_URL else '?'}schema={name}")
-    try:
-        yield s
-    finally:
-        s.close()
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        admin.close()
+    with fresh_schema() as (_, name):
+        s = PostgresTapeStore(schema_url(name))
+        try:
+            yield s
+        finally:
+            s.close()
 
 
 def test_numbered_query_numbers_placeholders_in_order():
