@@ -9,9 +9,7 @@ Needs a Redis 7 server, as tests/test_store_redis.py.
 
 from __future__ import annotations
 
-import os
 import socket
-import uuid
 
 import pytest
 
@@ -21,39 +19,13 @@ import graphtape  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.redis import RedisTapeStore  # noqa: E402
 from graphtape.store.redis_layout import encode_checkpoint, glob_escape  # noqa: E402
-
-REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-@pytest.fixture(scope="module")
-def redis_raw():
-    client = redis_client.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis_client.RedisError as exc:
-        client.close()
-        message = f"no Redis server at {REDIS_URL} ({exc}); start one or set GRAPHTAPE_TEST_REDIS_URL"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    yield client
-    client.close()
+from tests.redis_prefixes import prefixes_fixture, redis_raw_fixture, url_for  # noqa: E402, F401
 
 
 @pytest.fixture
-def new_url(redis_raw):
-    """Hands out URLs of stores under fresh key prefixes and deletes their keys at teardown."""
-    made: list[str] = []
-
-    def new() -> str:
-        prefix = f"gt-test-{uuid.uuid4().hex[:12]}:"
-        made.append(prefix)
-        return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
-
-    yield new
-    for prefix in made:
-        for key in list(redis_raw.scan_iter(match=glob_escape(prefix) + "*", count=1000)):
-            redis_raw.delete(key)
+def new_url(prefixes):
+    """Hands out URLs of stores under fresh key prefixes (deleted at teardown)."""
+    return lambda: url_for(prefixes())
 
 
 @pytest.fixture

@@ -9,10 +9,8 @@ missing server is a broken setup rather than a reason to pass.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -28,56 +26,12 @@ from graphtape.store import redis as redis_store  # noqa: E402
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch, WriteRow  # noqa: E402
 from graphtape.store.redis import MIGRATIONS, RedisTapeStore  # noqa: E402
 from graphtape.store.redis_layout import split_url  # noqa: E402
-
-REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-def _drop_prefix(client, prefix: str) -> None:
-    pattern = redis_layout.glob_escape(prefix) + "*"
-    keys = list(client.scan_iter(match=pattern, count=1000))
-    for i in range(0, len(keys), 500):
-        client.delete(*keys[i : i + 500])
-
-
-@pytest.fixture(scope="module")
-def redis_raw():
-    """A plain client on the test database; skips (or fails in CI) when there is no server."""
-    client = redis_client.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis_client.RedisError as exc:
-        client.close()
-        message = f"no Redis server at {REDIS_URL} ({exc}); start one or set GRAPHTAPE_TEST_REDIS_URL"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def prefixes(redis_raw):
-    """Hands out fresh key prefixes and deletes their keys at teardown."""
-    made: list[str] = []
-
-    def new() -> str:
-        prefix = f"gt-test-{uuid.uuid4().hex[:12]}:"
-        made.append(prefix)
-        return prefix
-
-    yield new
-    for prefix in made:
-        _drop_prefix(redis_raw, prefix)
-
-
-def _url(prefix: str) -> str:
-    sep = "&" if "?" in REDIS_URL else "?"
-    return f"{REDIS_URL}{sep}prefix={prefix}"
+from tests.redis_prefixes import prefixes_fixture, redis_raw_fixture, url_for  # noqa: E402, F401
 
 
 @pytest.fixture
 def store(prefixes):
-    s = RedisTapeStore(_url(prefixes()))
+    s = RedisTapeStore(url_for(prefixes()))
     yield s
     s.close()
 
@@ -111,17 +65,17 @@ def _keys(redis_raw, prefix: str) -> set[str]:
 
 def test_open_store_by_url_and_schema(prefixes, redis_raw):
     prefix = prefixes()
-    s = open_store(_url(prefix))
+    s = open_store(url_for(prefix))
     try:
         assert isinstance(s, RedisTapeStore)
         assert s.prefix == prefix
         assert s.schema_version == len(MIGRATIONS)
     finally:
         s.close()
-    RedisTapeStore(_url(prefix)).close()  # reopening migrates nothing
+    RedisTapeStore(url_for(prefix)).close()  # reopening migrates nothing
     redis_raw.set(prefix + "schema", len(MIGRATIONS) + 3)
     with pytest.raises(graphtape.SchemaTooNew, match="upgrade graphtape"):
-        RedisTapeStore(_url(prefix))
+        RedisTapeStore(url_for(prefix))
 
 
 def test_default_prefix_and_url_hides_password():
@@ -149,9 +103,9 @@ def test_unreachable_server_is_a_one_line_store_error():
 
 def test_bad_urls_are_store_errors(redis_raw):
     with pytest.raises(graphtape.StoreError, match="empty prefix"):
-        RedisTapeStore(_url(""))
+        RedisTapeStore(url_for(""))
     with pytest.raises(graphtape.StoreError, match="remove the unknown parameter"):
-        RedisTapeStore(_url("gt-never-used:") + "&no_such_option=1")
+        RedisTapeStore(url_for("gt-never-used:") + "&no_such_option=1")
 
 
 # -- writes -----------------------------------------------------------------------------------
@@ -460,7 +414,7 @@ def test_collect_garbage_keeps_everything_referenced(store):
 
 
 def test_writers_wait_for_a_garbage_collection(prefixes, redis_raw):
-    s = RedisTapeStore(_url(prefixes()), busy_timeout=0.3)
+    s = RedisTapeStore(url_for(prefixes()), busy_timeout=0.3)
     try:
         redis_raw.set(s.prefix + "gc:lock", "someone-else", px=5000)
         started = time.monotonic()
@@ -513,7 +467,7 @@ async def test_langgraph_conformance_suite_on_redis(prefixes):
 
     async def factory():
         # a fresh store (its own prefix) per capability suite, as the suite expects
-        s = RedisTapeStore(_url(prefixes()))
+        s = RedisTapeStore(url_for(prefixes()))
         opened.append(s)
         yield saver_for(s)
 
