@@ -40,10 +40,11 @@ def _uuid4() -> str:
     """A random (version 4) UUID string, as ``str(uuid.uuid4())`` but from a pool of OS random bytes.
 
     ``uuid.uuid4()`` reads 16 bytes with one ``os.urandom`` call, which lets
-    go of the interpreter lock: with LangGraph's checkpoint threads running
-    beside the graph on a busy 2-vCPU machine, taking it back cost about a
-    millisecond per id (measured in a strict replay: 920 ids, 1.26 s under
-    cProfile). The bytes come from the same source, ``_POOL_IDS`` ids' worth
+    go of the interpreter lock: with another Python thread busy beside it (as
+    LangGraph's checkpoint threads are), taking the lock back made an id cost
+    59-116 us against 7-34 us from the pool (a micro-benchmark on the 2-vCPU
+    machine; whole runs showed no difference beyond their noise). The bytes
+    come from the same source, ``_POOL_IDS`` ids' worth
     at a time; each id takes its own 16 of them once (under a lock), and a
     forked child drops the pool it inherited (``_drop_pool``) so parent and
     child never hand out the same id.
