@@ -9,6 +9,7 @@ it, where the interface only says what a store must do.
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
 import zlib
@@ -50,15 +51,26 @@ _HEX_MARK, _UUID_MARK = 1, 2
 _MARKS = re.compile(rb"[\x01\x02]")
 
 
+#: Compact, key-sorted JSON, one encoder for every event: ``json.dumps`` with these options builds
+#: a new ``JSONEncoder`` per call (about a fifth of the time of encoding a small event).
+_EVENT_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+#: A deflate stream (format 2's settings) that has read the preset dictionary and nothing else:
+#: each event deflates with a copy of it. Setting the dictionary again for every event cost more
+#: than the copy; the bytes are the same (the copy is the state the dictionary left).
+_PRIMED_2 = zlib.compressobj(6, zlib.DEFLATED, -10, 2, zdict=EVENT_ZDICT_1)
+
+_unhex = binascii.unhexlify
+
+
 def _squeeze(raw: bytes) -> bytes:
     """Compact JSON with its UUIDs and addresses as a marker and 16 bytes each."""
     parts = _IDS.split(raw)
+    if len(parts) == 1:
+        return raw
     for i in range(1, len(parts), 2):
         text = parts[i]
-        if len(text) == 36:
-            parts[i] = b"\x02" + bytes.fromhex(text.decode().replace("-", ""))
-        else:
-            parts[i] = b"\x01" + bytes.fromhex(text.decode())
+        parts[i] = b"\x02" + _unhex(text.replace(b"-", b"")) if len(text) == 36 else b"\x01" + _unhex(text)
     return b"".join(parts)
 
 
@@ -69,9 +81,12 @@ def pack_event_compact(data: dict[str, Any]) -> bytes:
 
     About 40% smaller than format 1 for the events a run writes (checkpoint ids, task ids,
     addresses), for 2-3 microseconds more. Read by :func:`unpack_event` like every format.
+    Written for every event of a run (three per super-step), inside the store's write
+    transaction: hence the shared encoder and the primed deflate stream, which give the same
+    bytes as :func:`pack_event`'s steps (``tests/test_stepcost_events.py`` pins them).
     """
-    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
-    c = zlib.compressobj(6, zlib.DEFLATED, -10, 2, zdict=EVENT_ZDICT_1)
+    raw = _EVENT_JSON.encode(data).encode("utf-8")
+    c = _PRIMED_2.copy()
     packed = b"\x02" + c.compress(_squeeze(raw)) + c.flush()
     return packed if len(packed) < len(raw) else raw
 
