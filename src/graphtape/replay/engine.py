@@ -241,7 +241,7 @@ def _core(
     if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
         state_check = StateCheck.from_events(tape, {r.run_id: recorded_rows[r.run_id] for r in chain[start_index:]})
     new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
-    recorder = tape.record(graph, name=target.graph)
+    recorder = tape.record(graph, name=target.graph, checkpointer=_saver(tape, graph, mode, debugger, new_run_id))
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
     # the debugger pauses at calls, tasks and checkpoints, and answers calls with what the user injects
     plan = ReplayPlan(
@@ -333,6 +333,22 @@ def _core(
         error=error,
         **totals,
     )
+
+
+def _saver(tape: Tape, graph: Any, mode: str, debugger: Any, new_run_id: str | None) -> Any:
+    """The saver a replay records with: None (the graph's own, or graphtape's) unless it is a strict replay
+    on graphtape's saver that holds its rows to its end, whose checkpoints need no worker thread
+    (:mod:`graphtape.replay.saver`). The debugger pauses at checkpoints and a replay followed live by the
+    id chosen for it writes as it goes: both keep graphtape's saver."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    if mode != "strict" or debugger is not None or new_run_id is not None:
+        return None
+    if isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver):
+        return None
+    from graphtape.replay.saver import ReplaySaver
+
+    return ReplaySaver(tape.store)
 
 
 def _start(

@@ -1,0 +1,135 @@
+"""The checkpoint saver of a strict replay: graphtape's saver, without a worker thread per checkpoint.
+
+A strict replay holds its rows to the run's end (``Session.holding``): a
+``put`` or ``put_writes`` only serialises the checkpoint and buffers it, it
+does not touch the store. LangGraph still hands every one of them to its
+``BackgroundExecutor``, a thread pool created anew for each run: the threads
+are started (up to six per run), each hand-over wakes one, and the graph's
+thread then waits for the interpreter lock behind it. On benchmark 2's
+10-node replay that traffic cost more CPU than the saver's own work
+(measured interleaved in one process: -6 ms of a ~32 ms replay with the
+hand-overs made in line, the same rows written).
+
+So a strict replay uses :class:`ReplaySaver`, and LangGraph's executor runs
+the calls LangGraph makes on it in line, on the submitting thread
+(:func:`install`): it is the same call, in the same order (each ``put``
+already waited for the previous one), on the same objects, and a failure
+still lands on the future LangGraph checks on exit. Every other submit,
+and every other saver's, goes to the thread pool as before.
+
+The checkpoint rows are the ones graphtape's saver writes (the replay's
+history is compared with the recording's, step by step): only where the
+work runs changes. A replay that writes as it goes (a run id chosen up front,
+followed live by the Studio) keeps graphtape's ordinary saver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+
+from graphtape.runtime.saver import GraphtapeSaver
+
+#: LangGraph's executor's own keyword arguments (not passed on to the submitted function)
+_SUBMIT_FLAGS = ("__name__", "__cancel_on_exit__", "__reraise_on_exit__", "__next_tick__")
+
+
+class ReplaySaver(GraphtapeSaver):
+    """graphtape's saver for one strict replay: LangGraph's calls on it run in line (see the module docstring).
+
+    The async methods call the sync ones directly while the run holds its
+    rows (nothing is written to the store: no thread is worth starting), and
+    in a worker thread otherwise, as graphtape's saver does.
+    """
+
+    def __init__(self, store: Any, *, serde_: Any = None):
+        super().__init__(store, serde_=serde_)
+        install()
+
+    @classmethod
+    def _holding(cls, config: RunnableConfig) -> bool:
+        session = cls._session(config)
+        return session is not None and session.holding
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        if self._holding(config):
+            return self.put(config, checkpoint, metadata, new_versions)
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        if self._holding(config):
+            return self.put_writes(config, writes, task_id, task_path)
+        return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+
+def _on_replay_saver(fn: Any) -> bool:
+    """Whether ``fn`` is a call LangGraph makes on a :class:`ReplaySaver`.
+
+    ``put_writes`` is submitted as the saver's bound method; ``put`` as the
+    loop's ``_checkpointer_put_after_previous``, bound to a loop whose
+    checkpointer is the saver.
+    """
+    owner = getattr(fn, "__self__", None)
+    if owner is None:
+        return False
+    return type(owner) is ReplaySaver or type(getattr(owner, "checkpointer", None)) is ReplaySaver
+
+
+def _inline_submit(original: Any) -> Any:
+    def submit(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("__next_tick__") or not _on_replay_saver(fn):  # (a deferred start keeps the thread)
+            return original(self, fn, *args, **kwargs)
+        flags = {k: kwargs.pop(k) for k in _SUBMIT_FLAGS if k in kwargs}
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # LangGraph reads it from the future, as from a thread's
+            future.set_exception(exc)
+        # the bookkeeping the executor's own submit does: on exit it re-raises a failure (or not)
+        self.tasks[future] = (flags.get("__cancel_on_exit__", False), flags.get("__reraise_on_exit__", True))
+        future.add_done_callback(self.done)
+        return future
+
+    submit.__graphtape_inline__ = True  # type: ignore[attr-defined]
+    return submit
+
+
+_INSTALL_LOCK = threading.Lock()
+_installed = False
+
+
+def install() -> None:
+    """Make LangGraph's sync executor run the calls on a :class:`ReplaySaver` in line (idempotent).
+
+    Inert for everything else. If LangGraph's executor is not where it is
+    expected, nothing is installed and the calls go to its threads as before.
+    """
+    global _installed
+    if _installed:
+        return
+    with _INSTALL_LOCK:
+        if _installed:
+            return
+        try:
+            from langgraph.pregel._executor import BackgroundExecutor
+        except ImportError:  # pragma: no cover - LangGraph moved its executor
+            _installed = True
+            return
+        current = BackgroundExecutor.__dict__.get("submit")
+        if current is not None and not getattr(current, "__graphtape_inline__", False):
+            BackgroundExecutor.submit = _inline_submit(current)  # type: ignore[method-assign]
+        _installed = True
