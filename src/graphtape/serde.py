@@ -62,6 +62,8 @@ _TOKEN_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 
 def canonical_json(obj: Any) -> str:
     """JSON text that is identical for equal values (sorted keys, compact)."""
+    if _c_encoder is not None:
+        return "".join(_c_encoder({}, _fallback, _encode_str, None, ":", ",", True, False, True)(obj, 0))
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback)
 
 
@@ -71,7 +73,19 @@ def canonical_bytes(obj: Any) -> bytes:
 
 def stored_json(obj: Any) -> bytes:
     """A payload as stored: compact JSON in the value's own key order (addressed by its digest)."""
+    if _c_encoder is not None:
+        return "".join(_c_encoder({}, _fallback, _encode_str, None, ":", ",", False, False, True)(obj, 0)).encode()
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_fallback).encode("utf-8")
+
+
+#: The C encoder ``json.dumps`` itself runs for these options (one-shot, no indent), called directly:
+#: ``json.dumps`` with options builds a ``JSONEncoder`` and then this encoder on every call, which
+#: was about half the time of writing a message's or a request's JSON (every call writes several).
+#: The arguments are ``json.dumps``'s (markers: a new dict per call, so a cycle is still reported;
+#: ``ensure_ascii=False``; ``allow_nan``), so the text is the same; without the C accelerator,
+#: ``json.dumps``.
+_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_encode_str: Any = json.encoder.encode_basestring
 
 
 def digest(data: bytes | str) -> str:
@@ -90,19 +104,38 @@ def redact(obj: Any, extra: frozenset[str] = frozenset()) -> Any:
     if isinstance(obj, dict):
         out: dict[Any, Any] = {}
         for k, v in obj.items():
-            ks = str(k)
-            if SECRET_KEY_PATTERN.search(ks) or ks in extra:
+            ks = k if type(k) is str else str(k)
+            secret = _SECRET_KEYS.get(ks)
+            if secret is None:
+                secret = _secret_key(ks)
+            if secret or ks in extra:
                 # Serialised langchain secrets are placeholders, not values.
                 if isinstance(v, dict) and v.get("type") == "secret":
                     out[k] = v
                 else:
                     out[k] = REDACTED if v not in (None, "") else v
+            elif type(v) is str or v is None or type(v) is int or type(v) is float or type(v) is bool:
+                out[k] = v
             else:
                 out[k] = redact(v, extra)
         return out
     if isinstance(obj, list):
         return [redact(v, extra) for v in obj]
     return obj
+
+
+#: key -> whether SECRET_KEY_PATTERN finds it secret: every tool call's and model request's keys are
+#: tested, and they are the same few names again and again (at most _SECRET_KEYS_MAX remembered)
+_SECRET_KEYS: dict[str, bool] = {}
+_SECRET_KEYS_MAX = 8192
+
+
+def _secret_key(key: str) -> bool:
+    secret = SECRET_KEY_PATTERN.search(key) is not None
+    if len(_SECRET_KEYS) >= _SECRET_KEYS_MAX:
+        _SECRET_KEYS.clear()
+    _SECRET_KEYS[key] = secret
+    return secret
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -116,9 +149,10 @@ def to_jsonable(obj: Any) -> Any:
     if t is str or t is int or t is float or t is bool or obj is None:
         return obj
     if t is dict:
-        return {k if type(k) is str else str(k): to_jsonable(v) for k, v in obj.items()}
+        # a str value (most of them) is taken as it is, without a call
+        return {k if type(k) is str else str(k): v if type(v) is str else to_jsonable(v) for k, v in obj.items()}
     if t is list:
-        return [to_jsonable(v) for v in obj]
+        return [v if type(v) is str else to_jsonable(v) for v in obj]
     if isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, dict):
@@ -388,12 +422,10 @@ def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
     ``messages_from_dict`` (a fixed map of message types: nothing is imported
     by name from the tape).
     """
-    from langchain_core.messages import message_to_dict
-
-    d = message_to_dict(msg)
-    out: dict[str, Any] = {"type": d["type"]}
+    # ``message_to_dict(msg)`` is ``{"type": msg.type, "data": msg.model_dump()}``
+    out: dict[str, Any] = {"type": msg.type}
     defaults = _field_defaults(type(msg))
-    for key, value in d["data"].items():
+    for key, value in msg.model_dump().items():
         if key == "type" or (key == "id" and not with_id):
             continue
         default = defaults.get(key, _NO_DEFAULT)
