@@ -38,15 +38,13 @@ _UUIDISH = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 def fingerprint(request: Any) -> str:
     """The digest a request is matched by: of its *canonical* JSON, so key order never matters.
 
-    A chat request (``{"messages": [message keys], "request": {...}}``) with
-    a long message list is hashed from the hash state of its longest
-    prefix hashed before (see :func:`_chat_fingerprint`): the same digest,
-    for the cost of the new messages only.
+    A chat request (``{"messages": [message keys], "request": {...}}``) is
+    hashed by :func:`chat_fingerprint`, which gives the same digest.
     """
     if type(request) is dict and len(request) == 2:
         keys = request.get("messages")
-        if type(keys) is list and len(keys) >= _PREFIX_MIN and "request" in request:
-            return _chat_fingerprint(keys, request["request"])
+        if type(keys) is list and "request" in request:
+            return chat_fingerprint(keys, serde.canonical_json(request["request"]))
     return serde.digest(serde.canonical_json(request))
 
 
@@ -60,8 +58,23 @@ _PREFIXES_MAX = 1024
 _PLAIN_KEY = re.compile(r"[0-9a-f]+")
 
 
-def _chat_fingerprint(keys: list[str], rest: Any) -> str:
-    """``digest(canonical_json({"messages": keys, "request": rest}))``, hashed from a remembered prefix.
+def chat_fingerprint(keys: list[Any], request_json: str) -> str:
+    """``fingerprint({"messages": keys, "request": R})`` given ``request_json``, R's canonical JSON.
+
+    The canonical JSON of that two-key dict is ``{"messages":`` + the
+    keys' + ``,"request":`` + R's + ``}`` (sorted keys, no spaces), so a
+    caller that keeps R's canonical JSON (a model's parameters, the same
+    on every call: see ``graphtape.record.llm``) does not serialise it
+    again. A long list is hashed from a remembered prefix
+    (:func:`_chat_fingerprint`).
+    """
+    if len(keys) >= _PREFIX_MIN:
+        return _chat_fingerprint(keys, request_json)
+    return serde.digest('{"messages":' + serde.canonical_json(keys) + ',"request":' + request_json + "}")
+
+
+def _chat_fingerprint(keys: list[Any], request_json: str) -> str:
+    """``digest('{"messages":' + canonical_json(keys) + ',"request":' + request_json + '}')``, from a prefix.
 
     A conversation's request is the previous request's messages plus the
     new ones: the canonical JSON begins with the same text, and the hash
@@ -80,7 +93,7 @@ def _chat_fingerprint(keys: list[str], rest: Any) -> str:
             start, state = n, saved.copy()
     new = keys[start:]
     if not all(type(k) is str and _PLAIN_KEY.fullmatch(k) for k in new):
-        return serde.digest(serde.canonical_json({"messages": keys, "request": rest}))
+        return serde.digest('{"messages":' + serde.canonical_json(keys) + ',"request":' + request_json + "}")
     if state is None:
         state = hashlib.blake2b(b'{"messages":["' + keys[0].encode() + b'"', digest_size=16)
         new = new[1:]
@@ -90,7 +103,7 @@ def _chat_fingerprint(keys: list[str], rest: Any) -> str:
         if len(_PREFIXES) >= _PREFIXES_MAX:
             _PREFIXES.clear()
         _PREFIXES[keys[0]] = (list(keys), state.copy())
-    state.update(("]," + '"request":' + serde.canonical_json(rest) + "}").encode())
+    state.update(("]," + '"request":' + request_json + "}").encode())
     return state.hexdigest()
 
 
@@ -114,8 +127,25 @@ def normalise_path(path: Any) -> Any:
 
 def branch_of(metadata: dict[str, Any]) -> str:
     """The branch of one task: its normalised ``langgraph_path`` as text (``__pregel_push,2``)."""
-    parts = normalise_path(metadata.get("langgraph_path") or [])
-    return ",".join(str(p) for p in parts) if isinstance(parts, list) else ""
+    path = metadata.get("langgraph_path") or []
+    if type(path) is tuple:
+        # LangGraph's paths are tuples of str and int, the same for a node on every step
+        # (``("__pregel_pull", "node")``): worked out once per path, not once per call
+        known = _BRANCHES.get(path)
+        if known is not None:
+            return known
+    parts = normalise_path(path)
+    branch = ",".join(str(p) for p in parts) if isinstance(parts, list) else ""
+    if type(path) is tuple and all(type(p) is str or type(p) is int for p in path):
+        if len(_BRANCHES) >= _BRANCHES_MAX:
+            _BRANCHES.clear()
+        _BRANCHES[path] = branch
+    return branch
+
+
+#: a task's ``langgraph_path`` (a flat tuple of str and int) -> its branch; at most _BRANCHES_MAX paths
+_BRANCHES: dict[tuple[Any, ...], str] = {}
+_BRANCHES_MAX = 4096
 
 
 @dataclasses.dataclass(frozen=True)
