@@ -30,11 +30,33 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 class PriceTable:
     def __init__(self, prices: dict[str, tuple[float, float]] | None = None):
         self.prices = {**DEFAULT_PRICES, **(prices or {})}
+        #: model name -> the entry it matches (None: none), for the prices it was worked out with
+        self._entries: dict[str, str | None] = {}
+        self._entries_for: dict[str, tuple[float, float]] = {}
+
+    def entry(self, model: str) -> str | None:
+        """The longest entry ``model`` starts with, or None.
+
+        Every recorded model call is priced: the scan of every entry is
+        done once per model name, and again after ``prices`` was changed.
+        """
+        if self._entries_for != self.prices:
+            self._entries.clear()
+            self._entries_for = dict(self.prices)
+        try:
+            return self._entries[model]
+        except KeyError:
+            pass
+        best = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
+        if len(self._entries) >= 4096:
+            self._entries.clear()
+        self._entries[model] = best
+        return best
 
     def cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float:
         if not model:
             return 0.0
-        best = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
+        best = self.entry(model)
         if best is None:
             return 0.0
         pin, pout = self.prices[best]
