@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import marshal
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -48,7 +49,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables.config import ensure_config
 
 from graphtape import serde
-from graphtape.calls import BATCH_SLOT_KEY, fingerprint
+from graphtape.calls import BATCH_SLOT_KEY, chat_fingerprint
 from graphtape.record.context import current_session
 from graphtape.record.intercept import CallKind, Interceptor, Patch
 from graphtape.record.serve_fast import call_metadata, nobody_listens
@@ -129,6 +130,67 @@ def sent_form(value: Any, key: str | None = None) -> Any:
     return value
 
 
+#: (model class, redact keys, the model's parameters for a call as ``marshal`` bytes) -> that call's
+#: request (``{"model": parameters as sent and stored, "class": ...}``) and its canonical JSON; None for
+#: parameters that are worked out on every call. At most _REQUESTS_MAX entries.
+_REQUESTS: dict[tuple[type, frozenset[str], bytes], tuple[dict[str, Any], str] | None] = {}
+_REQUESTS_MAX = 1024
+
+
+def model_request(
+    model: BaseChatModel, stop: Any, kwargs: dict[str, Any], redact_keys: frozenset[str]
+) -> tuple[dict[str, Any], str]:
+    """The model part of a chat request (a new dict; its values are shared) and its canonical JSON.
+
+    A model is called with the same parameters again and again (every node,
+    every turn): turning them into the request's JSON form (classes as their
+    schema, JSON-able, secrets redacted) and canonical JSON is done once per
+    distinct set of parameters. They are compared as their ``marshal``
+    bytes, written in C: exact where ``==`` is not (``1``, ``1.0`` and
+    ``True`` are equal but written differently, and key order is part of
+    the stored request), and only plain data is ``marshal``-able, so
+    parameters holding a class (``response_format=Model``, whose schema may
+    have been edited), an enum or any other object are worked out on every
+    call, as they were before. The parameters themselves are still asked of
+    the model on every call: a field changed on the model, a bound argument
+    or a call argument changes them.
+    """
+    sent = {k: v for k, v in kwargs.items() if k not in _TRACING_ONLY}
+    raw = model._get_invocation_params(stop=stop, **sent)
+    try:
+        key: tuple[type, frozenset[str], bytes] | None = (type(model), redact_keys, marshal.dumps(raw, 2))
+    except (ValueError, TypeError):  # not plain data
+        key = None
+    if key is not None:
+        known = _REQUESTS.get(key, _UNKNOWN)
+        if known is not _UNKNOWN and known is not None:
+            return {**known[0]}, known[1]
+    params = serde.redact(serde.to_jsonable(sent_form(raw)), redact_keys)
+    request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    request_json = serde.canonical_json(request)
+    if key is not None and key not in _REQUESTS:
+        if len(_REQUESTS) >= _REQUESTS_MAX:
+            _REQUESTS.clear()
+        # marshal takes code objects too (their JSON description holds their address): only plain JSON is kept
+        _REQUESTS[key] = ({**request}, request_json) if _plain(raw) else None
+    return request, request_json
+
+
+_UNKNOWN: Any = object()
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON data only (str keys; tuples allowed): what the request memo keeps."""
+    t = type(value)
+    if t is str or t is int or t is float or t is bool or value is None:
+        return True
+    if t is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if t is list or t is tuple:
+        return all(_plain(v) for v in value)
+    return False
+
+
 def begin_llm(
     session: Session,
     model: BaseChatModel,
@@ -137,25 +199,22 @@ def begin_llm(
     kwargs: dict[str, Any],
     metadata: dict[str, Any] | None,
 ) -> Call:
-    sent = {k: v for k, v in kwargs.items() if k not in _TRACING_ONLY}
-    params = sent_form(model._get_invocation_params(stop=stop, **sent))
-    params = serde.redact(serde.to_jsonable(params), session.tape.redact_keys)
+    request, request_json = model_request(model, stop, kwargs, session.tape.redact_keys)
     writer = session.writer
     forms = writer.forms(list(messages))
     msg_json = [f.js for f in forms]
     # the chain stores only what the tape lacks (a conversation's history is there from earlier turns)
     head = session.put_messages([f.h for f in forms], forms)
-    name = model_name(model, params)
-    request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
     # canonical message keys, not blob addresses: stored blobs keep key order, fingerprints must not
-    keys = [writer.form_key(f) for f in forms]
+    form_key = writer.form_key
+    keys = [f.key if f.key is not None else form_key(f) for f in forms]
     return session.begin(
         "llm",
         metadata,
         request,
-        fingerprint({"messages": keys, "request": request}),
+        chat_fingerprint(keys, request_json),
         messages_ref=head,
-        summary={"model": name},
+        summary={"model": model_name(model, request["model"])},
         messages_view=msg_json,
     )
 
