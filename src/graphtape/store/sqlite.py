@@ -449,6 +449,11 @@ class SqliteTapeStore(SqlTapeStore):
         if not batch:
             return
         new_kinds: dict[str, int] = {}
+        # Rows are packed before the transaction (and the store's lock) is taken: a super-step's
+        # events and blobs are deflated here, and another writer of the file (or a read of this
+        # store from the run's thread) need not wait for that.
+        blob_rows = [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in batch.blobs.items()]
+        event_bodies = [pack_event_compact(e.data) for e in batch.events]
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -463,12 +468,8 @@ class SqliteTapeStore(SqlTapeStore):
                             f"lease {fence[0]} now belongs to another process (our token {fence[1]}, "
                             f"current {row[0] if row else 'none'}); this run must stop: the thread moved on"
                         )
-                if batch.blobs:
-                    rows = []
-                    for h, data in batch.blobs.items():
-                        enc, packed = pack_blob(data, over=COMPRESS_OVER)
-                        rows.append((_key(h), enc, packed))
-                    cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", rows)
+                if blob_rows:
+                    cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", blob_rows)
                 if batch.chains:
                     cur.executemany(
                         "INSERT OR IGNORE INTO gt_chain_rows(id, parent, item) VALUES (?,?,?)",
@@ -507,8 +508,8 @@ class SqliteTapeStore(SqlTapeStore):
                     cur.executemany(
                         "INSERT INTO gt_event_rows(run_key, seq, kind, ts, data) VALUES (?,?,?,?,?)",
                         [
-                            (run_keys[e.run_id], e.seq, codes[e.kind], e.ts, pack_event_compact(e.data))
-                            for e in batch.events
+                            (run_keys[e.run_id], e.seq, codes[e.kind], e.ts, body)
+                            for e, body in zip(batch.events, event_bodies)
                         ],
                     )
                 if batch.checkpoints:
@@ -537,8 +538,10 @@ class SqliteTapeStore(SqlTapeStore):
                         ],
                     )
                 if batch.writes:
-                    for replace in (True, False):
-                        write_rows = [
+                    # special writes (errors, interrupts, resumes) replace, the others are first-wins
+                    grouped: dict[bool, list[tuple[Any, ...]]] = {True: [], False: []}
+                    for w in batch.writes:
+                        grouped[w.replace].append(
                             (
                                 w.thread_id,
                                 w.checkpoint_ns,
@@ -549,9 +552,8 @@ class SqliteTapeStore(SqlTapeStore):
                                 w.channel,
                                 w.value,
                             )
-                            for w in batch.writes
-                            if w.replace is replace
-                        ]
+                        )
+                    for replace, write_rows in grouped.items():
                         if write_rows:
                             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
                             cur.executemany(
