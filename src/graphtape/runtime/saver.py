@@ -159,6 +159,15 @@ class GraphtapeSaver(BaseCheckpointSaver):
         if session is None:
             self.store.write(batch)
             return
+        # A value the run has already written (a routing write's ``None`` in every super-step, a
+        # task's write met again as the next checkpoint's channel value) is not sent again: the
+        # tape writer's own rule for its blobs, per run and not per process (garbage collection may
+        # delete a blob between two runs). Its set holds what its committed writes carried, these
+        # batches included once written (read without its lock: a membership test of a set that
+        # only grows).
+        written = session.writer._written
+        for h in [h for h in batch.blobs if h in written]:
+            del batch.blobs[h]
         if defer:
             # A task's pending writes ride with the next write of the run (the
             # next checkpoint, a completed call, or the run's end): one
