@@ -279,3 +279,76 @@ def test_a_remembered_branch_is_the_normalised_path() -> None:
             assert calls.branch_of({"langgraph_path": path}) == want
     assert calls.branch_of({}) == ""
     assert calls.branch_of({"langgraph_path": ["__pregel_pull", "n"]}) == "__pregel_pull,n"
+
+
+def test_a_served_message_is_decoded_with_its_id_as_before() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    msgs = [
+        AIMessage(
+            "hi",
+            id="lc_run--1",
+            tool_calls=[{"name": "t", "args": {"b": 1, "a": 2}, "id": "c1"}],
+            usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+            response_metadata={"model_name": "m"},
+        ),
+        ToolMessage("done", tool_call_id="c1", id="tm-1", name="t"),
+        HumanMessage("no id"),
+        SystemMessage("sys", id="s-1"),
+    ]
+    blobs: dict[str, Any] = {}
+
+    def put(value: Any) -> str:
+        h = serde.digest(serde.stored_json(value))
+        blobs[h] = serde.json_round_trip(value)
+        return h
+
+    env = serde.json_round_trip(serde.encode_value(msgs, put))
+    back = serde.decode_value(env, blobs.__getitem__)
+    assert back == msgs
+    for got, want in zip(back, msgs, strict=True):
+        assert type(got) is type(want) and got.id == want.id
+        # as the copy with the id set gave it before
+        before = serde.message_from_json(blobs[serde.digest(serde.stored_json(serde.message_json(want)))])
+        if want.id is not None:
+            before = before.model_copy(update={"id": want.id})
+        assert got == before and got.model_dump() == before.model_dump()
+
+
+def test_a_tool_code_is_remembered_per_function() -> None:
+    from langchain_core.tools import BaseTool, tool
+
+    from graphtape.record import tools as tools_mod
+    from graphtape.record.codeprint import tool_code
+
+    @tool
+    def first(x: str) -> str:
+        """First."""
+        return x
+
+    @tool
+    def second(x: str) -> str:
+        """Second."""
+        return x + x
+
+    assert tools_mod._code(first) == tool_code(first) == tools_mod._code(first)
+    assert tools_mod._code(second) == tool_code(second) != tool_code(first)
+    first.func = second.func  # a tool given another function is fingerprinted by it
+    assert tools_mod._code(first) == tool_code(second)
+
+    class Plain(BaseTool):
+        name: str = "plain"
+        description: str = "plain"
+
+        def _run(self, x: str) -> str:
+            return x
+
+    t = Plain()
+    code = tools_mod._code(t)
+    assert code == tool_code(t)
+
+    def other_run(self: Any, x: str) -> str:
+        return x * 3
+
+    Plain._run = other_run  # type: ignore[method-assign]
+    assert tools_mod._code(t) == tool_code(t) != code

@@ -41,8 +41,43 @@ def _begin(session: Session, tool: BaseTool, tool_input: Any, metadata: dict[str
     request = serde.redact(request, session.tape.redact_keys)
     # the code that answers: a tool fixed since the recording is not served its old answer in flight mode
     return session.begin(
-        "tool", metadata, request, fingerprint(request), summary={"name": tool.name, "code": tool_code(tool)}
+        "tool", metadata, request, fingerprint(request), summary={"name": tool.name, "code": _code(tool)}
     )
+
+
+#: (the tool's class, its func, its coroutine, its class's _run and _arun) -> the fingerprint of its code;
+#: at most _CODES_MAX tools
+_CODES: dict[tuple[Any, ...], str] = {}
+_CODES_MAX = 4096
+
+
+def _code(tool: BaseTool) -> str:
+    """``tool_code(tool)``, worked out once per tool function (every call of a tool records it).
+
+    ``tool_code`` reads each function's source once (it is cached per function
+    object) but joins and hashes the sources on every call; the fingerprint
+    depends only on the functions, which are the key here (a class's methods
+    too: they answer for a tool without a function, and may be replaced).
+    """
+    cls = type(tool)
+    key = (
+        cls,
+        getattr(tool, "func", None),
+        getattr(tool, "coroutine", None),
+        getattr(cls, "_run", None),
+        getattr(cls, "_arun", None),
+    )
+    try:
+        return _CODES[key]
+    except KeyError:
+        pass
+    except TypeError:  # a callable that cannot be a key
+        return tool_code(tool)
+    code = tool_code(tool)
+    if len(_CODES) >= _CODES_MAX:
+        _CODES.clear()
+    _CODES[key] = code
+    return code
 
 
 def _present(call: Call, value: Any) -> Any:
