@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 
+#: threads whose last run a recorded graph remembers (RecordedGraph._previous_run); past it, it forgets them all
+LAST_RUNS_MAX = 4096
+
+
 def code_fingerprint(graph: Any) -> str:
     """A hash of the source of the graph's node functions (shown, never matched on)."""
     h = hashlib.blake2b(digest_size=8)
@@ -142,6 +146,8 @@ class RecordedGraph:
         self.last_status: str | None = None
         self.run_ids: list[str] = []
         self._fingerprint = code_fingerprint(graph)
+        #: thread id -> (lease token, run id) of the last run of this graph started on the thread: see _previous_run
+        self._last_runs: dict[str, tuple[int, str]] = {}
         #: Set by a replay, the debugger or recovery: how the next runs' calls are answered (None: recorded)
         self.plan: ReplayPlan | None = plan
 
@@ -166,7 +172,9 @@ class RecordedGraph:
     ) -> tuple[Session, dict[str, Any]]:
         config = dict(config or {})
         configurable = dict(config.get("configurable") or {})
-        configurable.setdefault("thread_id", clock.new_id())
+        made_up = "thread_id" not in configurable  # a new thread: no run before this one
+        if made_up:
+            configurable["thread_id"] = clock.new_id()
         config["configurable"] = configurable
         thread_id = str(configurable["thread_id"])
         run_id = str(config.get("run_id") or clock.new_id())
@@ -174,7 +182,7 @@ class RecordedGraph:
         lease = ThreadLease(self.tape.store, thread_id, ttl=self.lease_ttl, wait=self.wait)
         lease.acquire()
         try:
-            previous = self.tape.store.list_runs(thread_id=thread_id, limit=1)
+            parent_run_id = None if made_up else self._previous_run(thread_id, lease.token)
         except BaseException:
             lease.release()
             raise
@@ -185,7 +193,7 @@ class RecordedGraph:
             mode=plan.mode if plan is not None else "record",
             answerer=plan.answerer if plan is not None else RECORD,
             replay_of=plan.replay_of if plan is not None else None,
-            parent_run_id=previous[0].run_id if previous else None,
+            parent_run_id=parent_run_id,
             run_id=run_id,
             meta={"api": api, "code_fingerprint": self._fingerprint, **(plan.meta if plan is not None else {})},
         )
@@ -204,10 +212,33 @@ class RecordedGraph:
         except BaseException:
             lease.release()
             raise
+        if lease.token is not None:
+            if len(self._last_runs) >= LAST_RUNS_MAX:
+                self._last_runs.clear()
+            self._last_runs[thread_id] = (lease.token, session.run_id)
         self.last_run_id = session.run_id
         self.last_status = None
         self.run_ids.append(session.run_id)
         return session, config
+
+    def _previous_run(self, thread_id: str, token: int | None) -> str | None:
+        """The id of the thread's latest run: the new run's ``parent_run_id``.
+
+        Read from the store, except when this graph started the thread's
+        last run itself and nobody held the thread since: every run takes
+        the thread's lease, and its token grows by one each time the lease
+        changes hands (a renewal keeps it). The token after this graph's
+        last run on the thread, plus one, is then the one just received.
+        A conversation's turns skip a read each (a round trip on PostgreSQL
+        and Redis). What bypasses the lease is not seen: runs imported into
+        the thread meanwhile (``graphtape import``), or the previous run
+        deleted by ``prune``, which the read would have passed over.
+        """
+        known = self._last_runs.get(thread_id)
+        if known is not None and token is not None and token == known[0] + 1:
+            return known[1]
+        previous = self.tape.store.list_runs(thread_id=thread_id, limit=1)
+        return previous[0].run_id if previous else None
 
     def _needs_state(self, session: Session, kwargs: dict[str, Any]) -> bool:
         """Whether the run may have paused: only then is the state read after it.
