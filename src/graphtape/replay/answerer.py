@@ -19,9 +19,12 @@ A strict replay also checks each task's writes against the tape
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
+from graphtape import events
 from graphtape.errors import EffectBlocked
+from graphtape.events import ReplayStats
 from graphtape.record.answer import LIVE, Answerer, Decision
 from graphtape.replay.divergence import build_divergence
 from graphtape.replay.matcher import Matcher, RecordedCall
@@ -44,6 +47,9 @@ class TapeAnswerer(Answerer):
         self.allow_live_effects = allow_live_effects
         self.state_check = state_check
         self.watches_tasks = state_check is not None
+        #: the served calls' totals, as their call events will sum them (see :func:`_served_event`)
+        self.served = ReplayStats()
+        self._stats_lock = threading.Lock()
 
     def answer(self, session: Session, call: Call, request: dict[str, Any]) -> Decision:
         return self.judge(session, call, request, self.matcher.take(call.site, call.fingerprint))
@@ -61,6 +67,8 @@ class TapeAnswerer(Answerer):
                 and (kind == "tool" or self.allow_live_effects)
             ):
                 return Decision.live(code_changed=True)
+            with self._stats_lock:
+                self.served.add(_served_event(rec, override, changed, call.summary.get("name")))
             return Decision.serve(rec, override, code_changed=changed)
         if self.mode == "strict":
             return Decision.diverge(build_divergence(session, call, request, self.matcher))
@@ -82,3 +90,30 @@ class TapeAnswerer(Answerer):
     def task_ended(self, session: Session, info: dict[str, Any], outputs: Any) -> None:
         if self.state_check is not None:
             self.state_check.check(session, info, outputs)
+
+
+#: the event type a served call of each kind is recorded as
+_CALL_EVENTS: dict[str, type[events.CallEvent]] = {
+    "llm": events.LlmCall,
+    "tool": events.ToolCall,
+    "effect": events.EffectCall,
+}
+
+
+def _served_event(rec: RecordedCall, override: Any, changed: bool, name: Any) -> events.CallEvent:
+    """What :meth:`ReplayStats.add` reads of the call event ``Session.served_value`` writes for a served call.
+
+    ``source`` ``tape`` (or ``override``), the recorded tokens and cost (none for an override),
+    the recorded latency rounded to the microsecond, the tool's name and whether its code
+    changed. A strict replay that finished sums these instead of reading its call events back
+    from the store: every call of such a replay was served, and recorded once.
+    """
+    tape = override is None
+    return _CALL_EVENTS[rec.kind](
+        source="tape" if tape else "override",
+        tokens=(rec.tokens if tape else 0) or None,
+        cost=(round(rec.cost, 10) if tape else 0.0) or None,
+        recorded_latency=round(rec.latency, 6),
+        name=name,
+        code_changed=True if changed else None,
+    )

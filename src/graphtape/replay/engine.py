@@ -127,6 +127,8 @@ _RECORDED_KINDS = (
 )
 #: What a replay reads of each run it made, in one query per run: its interrupts, output and calls (totals).
 _REPLAYED_KINDS = (events.Interrupt.KIND, events.RunFinished.KIND, *events.CALL_EVENT_KINDS)
+#: The same without the calls, when the answerer summed them as it served them (see :func:`_core`).
+_REPLAYED_END_KINDS = (events.Interrupt.KIND, events.RunFinished.KIND)
 
 
 def _of(rows: list[EventRow], *kinds: str) -> list[EventRow]:
@@ -243,6 +245,10 @@ def _core(
     new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
     recorder = tape.record(graph, name=target.graph, checkpointer=_saver(tape, graph, mode, debugger, new_run_id))
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
+    # Every call of a strict replay that ends (finished or interrupted) was served, and recorded once:
+    # the answerer's sum of what it served is the sum of the call events, which are then not read back
+    # (the debugger answers calls itself, and a replay that diverged or failed reads its events).
+    served_totals = mode == "strict" and debugger is None
     # the debugger pauses at calls, tasks and checkpoints, and answers calls with what the user injects
     plan = ReplayPlan(
         answerer if debugger is None else debugger.answerer(answerer), mode, meta={"replay_mode": mode, **(meta or {})}
@@ -299,11 +305,14 @@ def _core(
         run_ids.append(recorder.last_run_id or "")
         if status in ("diverged", "failed"):
             break
-        new_rows = replayed_rows[run_ids[-1]] = _replayed_rows(tape, run_ids[-1])
+        new_rows = replayed_rows[run_ids[-1]] = _replayed_rows(tape, run_ids[-1], served_totals)
         id_map.update(dict(zip(_interrupt_ids(recorded_rows[original.run_id]), _interrupt_ids(new_rows))))
         # the status the recorder gave the run it just ended (no read of the run row back)
         status = recorder.last_status or "finished"
-    totals = _sum_stats(tape, run_ids, replayed_rows)
+    if served_totals and status in ("finished", "interrupted"):
+        totals = answerer.served.to_dict()
+    else:  # the replay's call events, read (those of runs read without them, again)
+        totals = _sum_stats(tape, run_ids, None if served_totals else replayed_rows)
     output_matches: bool | None = None
     if status in ("finished", "interrupted") and run_ids:
         recorded = _recorded_output(tape, target, recorded_rows.get(target.run_id))
@@ -515,8 +524,9 @@ def _copy_checkpoint(saver: Any, thread_id: str, checkpoint_id: str, new_thread:
     )
 
 
-def _replayed_rows(tape: Tape, run_id: str) -> list[EventRow]:
-    return tape.store.events(run_id, list(_REPLAYED_KINDS)) if run_id else []
+def _replayed_rows(tape: Tape, run_id: str, without_calls: bool = False) -> list[EventRow]:
+    kinds = _REPLAYED_END_KINDS if without_calls else _REPLAYED_KINDS
+    return tape.store.events(run_id, list(kinds)) if run_id else []
 
 
 def _sum_stats(tape: Tape, run_ids: list[str], read: dict[str, list[EventRow]] | None = None) -> dict[str, Any]:
