@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 from graphtape import clock, events, serde
 from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
 
@@ -168,6 +170,13 @@ def _chain_ids(hashes: list[str], parent: str | None, out: list[str]) -> list[st
     return out
 
 
+def _holds_messages(value: Any) -> bool:
+    """A message, or a non-empty list of messages (the values :meth:`TapeWriter.encode` takes apart)."""
+    return isinstance(value, BaseMessage) or (
+        type(value) is list and bool(value) and all(isinstance(m, BaseMessage) for m in value)
+    )
+
+
 class Lazy:
     """An event field computed at flush time (off the hot path when LangGraph saves in the background)."""
 
@@ -221,8 +230,30 @@ class TapeWriter:
         return h
 
     def encode(self, obj: Any) -> dict[str, Any]:
-        """An exactly restorable envelope; messages stored once, by reference."""
+        """An exactly restorable envelope; messages stored once, by reference.
+
+        The envelope of :func:`serde.encode_value`, with the messages of the
+        usual shapes (a message, a list of messages: a model's answer; a dict
+        holding them: a run's input) through :meth:`message_blob`: a model's
+        answer met again in the next request, the task's writes and the final
+        state is serialised and hashed once, not once here and once more there.
+        """
+        if isinstance(obj, BaseMessage):
+            return self._message_env(obj)
+        t = type(obj)
+        if t is list and obj and all(isinstance(m, BaseMessage) for m in obj):
+            return {"t": "list", "v": [self._message_env(m) for m in obj]}
+        if t is dict and obj and all(type(k) is str for k in obj) and any(map(_holds_messages, obj.values())):
+            # serde's "dict" envelope (a message is not plain JSON), its values encoded one by one
+            return {"t": "dict", "v": {k: self.encode(v) for k, v in obj.items()}}
         return serde.encode_value(obj, self.put_json)
+
+    def _message_env(self, msg: Any) -> dict[str, Any]:
+        """serde.encode_value's envelope of a message (its blob without id, the id beside it)."""
+        env: dict[str, Any] = {"t": "msg", "h": self.message_blob(msg)[1]}
+        if msg.id is not None:
+            env["id"] = msg.id
+        return env
 
     def message_blob(self, msg: Any, *, store: bool = True) -> tuple[dict[str, Any], str]:
         """A message's request JSON and its blob address, computed once per message in a run.
@@ -318,8 +349,6 @@ class TapeWriter:
         requests already on the tape: the final state of turn 200 of a
         conversation adds one chain node, not 400 messages.
         """
-        from langchain_core.messages import BaseMessage
-
         if isinstance(obj, BaseMessage):
             return self.message_ref(obj)
         if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, BaseMessage) for m in obj):
