@@ -31,12 +31,13 @@ the caller's loop.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from graphtape import clock, events, serde
-from graphtape.errors import Divergence, ReplayError
+from graphtape.errors import Divergence, ReplayError, StoreError
 from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
@@ -147,23 +148,42 @@ def _recorded_input(
     started = events.RunStarted.from_row(rows[0])
     if started.input is None:
         raise ReplayError(f"run {run.run_id} has no recorded input: the tape is incomplete")
-    # ``types``: the classes the replayed graph declares (graphtape.typepolicy); nothing else is rebuilt
-    value = serde.decode_value(tape.store.get_json(started.input), tape.store.get_json, types)
+    # the input and the config (stored by address, the same blob for every run of a thread): one read
     config: Any = started.config or {}
+    wanted = [started.input, config] if isinstance(config, str) else [started.input]
+    found = tape.store.get_blobs(wanted)
+    missing = [h for h in wanted if h not in found]
+    if missing:
+        raise StoreError(f"blob {missing[0]} is missing from {tape.store.url}: the tape is incomplete")
     if isinstance(config, str):
-        config = tape.store.get_json(config)
+        config = json.loads(found[config])
+    # ``types``: the classes the replayed graph declares (graphtape.typepolicy); nothing else is rebuilt
+    value = serde.decode_value(json.loads(found[started.input]), tape.store.get_json, types)
     return value, config, started
 
 
-def _recorded_output(tape: Tape, run: RunRecord | None, rows: list[EventRow] | None = None) -> Any:
-    """The run's output view (``rows``: its events, if read; else ``run``'s are read)."""
+def _output_ref(tape: Tape, run: RunRecord | None, rows: list[EventRow] | None = None) -> str | None:
+    """The address of the run's output view (``rows``: its events, if read; else ``run``'s are read)."""
     if rows is None:
         if run is None:
             return None
         rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
     rows = _of(rows, events.RunFinished.KIND)
-    output = events.RunFinished.from_row(rows[0]).output if rows else None
-    return tape.store.get_json(output) if output is not None else None
+    return events.RunFinished.from_row(rows[0]).output if rows else None
+
+
+def _outputs_match(tape: Tape, recorded_ref: str | None, replayed_ref: str | None) -> bool | None:
+    """Whether two output views (by address) show the same output; None when one is missing."""
+    if recorded_ref is None or replayed_ref is None:
+        return None
+    if recorded_ref == replayed_ref:  # the same stored view (a replay of unchanged code, usually)
+        return True
+    recorded, replayed = tape.store.get_json(recorded_ref), tape.store.get_json(replayed_ref)
+    # Views refer to messages by blob address, which depends on the stored key order (and
+    # differs between tapes recorded before and after blobs kept it): compare the messages.
+    return strip_ids(recorded) == strip_ids(replayed) or (
+        strip_ids(tape.expand(recorded)) == strip_ids(tape.expand(replayed))
+    )
 
 
 def _interrupt_ids(rows: list[EventRow]) -> list[str]:
@@ -315,19 +335,12 @@ def _core(
         totals = _sum_stats(tape, run_ids, None if served_totals else replayed_rows)
     output_matches: bool | None = None
     if status in ("finished", "interrupted") and run_ids:
-        recorded = _recorded_output(tape, target, recorded_rows.get(target.run_id))
         last_rows = replayed_rows.get(run_ids[-1])
-        replayed = _recorded_output(
+        output_matches = _outputs_match(
             tape,
-            None if last_rows is not None else tape.store.get_run(run_ids[-1]),
-            last_rows,
+            _output_ref(tape, target, recorded_rows.get(target.run_id)),
+            _output_ref(tape, None if last_rows is not None else tape.store.get_run(run_ids[-1]), last_rows),
         )
-        if recorded is not None and replayed is not None:
-            # Views refer to messages by blob address, which depends on the stored key order (and
-            # differs between tapes recorded before and after blobs kept it): compare the messages.
-            output_matches = strip_ids(recorded) == strip_ids(replayed) or (
-                strip_ids(tape.expand(recorded)) == strip_ids(tape.expand(replayed))
-            )
     return ReplayResult(
         run_id=run_ids[-1] if run_ids else "",
         run_ids=run_ids,
