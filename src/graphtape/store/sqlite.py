@@ -461,12 +461,28 @@ class SqliteTapeStore(SqlTapeStore):
                 raise self._translate(exc) from exc
             try:
                 cur = self._conn.cursor()
+                run_ids = {e.run_id for e in batch.events}
+                #: run id -> its key, when read with the fence
+                run_keys: dict[str, int] = {}
                 if fence is not None:
-                    row = cur.execute("SELECT token FROM gt_leases WHERE name=?", (fence[0],)).fetchone()
-                    if row is None or row[0] != fence[1]:
+                    if len(run_ids) == 1 and not batch.new_runs:
+                        # A run's batch (every completed call writes one): the fence and the run's key in
+                        # one statement instead of two. Not with a new run row, which comes first.
+                        (run_id,) = run_ids
+                        token, key = cur.execute(
+                            "SELECT (SELECT token FROM gt_leases WHERE name=?), "
+                            "(SELECT run_key FROM gt_run_rows WHERE run_id=?)",
+                            (fence[0], run_id),
+                        ).fetchone()
+                        if key is not None:
+                            run_keys[run_id] = int(key)
+                    else:
+                        row = cur.execute("SELECT token FROM gt_leases WHERE name=?", (fence[0],)).fetchone()
+                        token = None if row is None else row[0]
+                    if token != fence[1]:
                         raise LeaseLost(
                             f"lease {fence[0]} now belongs to another process (our token {fence[1]}, "
-                            f"current {row[0] if row else 'none'}); this run must stop: the thread moved on"
+                            f"current {'none' if token is None else token}); this run must stop: the thread moved on"
                         )
                 if blob_rows:
                     cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", blob_rows)
@@ -503,7 +519,8 @@ class SqliteTapeStore(SqlTapeStore):
                     if cur.rowcount == 0:
                         raise sqlite3.IntegrityError(f"UNIQUE constraint failed: run {run.run_id} exists")
                 if batch.events:
-                    run_keys = {r: self._run_key(cur, r) for r in {e.run_id for e in batch.events}}
+                    for r in run_ids - run_keys.keys():
+                        run_keys[r] = self._run_key(cur, r)
                     codes = self._kind_codes(cur, {e.kind for e in batch.events}, new_kinds)
                     cur.executemany(
                         "INSERT INTO gt_event_rows(run_key, seq, kind, ts, data) VALUES (?,?,?,?,?)",
