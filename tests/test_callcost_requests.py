@@ -164,15 +164,17 @@ def test_a_run_recorded_with_the_memo_stores_what_it_stores_without(tmp_path: An
     llm._REQUESTS.clear()
     with monkeypatch.context() as m:
         m.setattr(llm, "_plain", lambda value: False)  # nothing remembered: the full computation every call
+        m.setattr(llm, "_forms", lambda writer, messages: writer.forms(list(messages)))
         rec = tape.record(_graph(SeededChatModel(seed=7, latency=0)), name="memo")
         rec.invoke(inp, {"configurable": {"thread_id": "full"}})
         full = _call_rows(tape, rec.last_run_id)
     assert all(v is None for v in llm._REQUESTS.values())
     llm._REQUESTS.clear()
+    llm._IDLESS.clear()
     for thread in ("warm", "memo"):
         rec = tape.record(_graph(SeededChatModel(seed=7, latency=0)), name="memo")
         rec.invoke(inp, {"configurable": {"thread_id": thread}})
-    assert any(v is not None for v in llm._REQUESTS.values())
+    assert any(v is not None for v in llm._REQUESTS.values()) and llm._IDLESS
     assert _call_rows(tape, rec.last_run_id) == full
     assert len(full) == 4
     # and the strict replay of the run recorded in full is served every call from the memo's fingerprints
@@ -352,3 +354,57 @@ def test_a_tool_code_is_remembered_per_function() -> None:
 
     Plain._run = other_run  # type: ignore[method-assign]
     assert tools_mod._code(t) == tool_code(t) != code
+
+
+def test_a_message_without_an_id_is_found_by_its_exact_content() -> None:
+    from langchain_core.messages import AIMessage
+
+    from graphtape.record.writer import TapeWriter
+    from graphtape.store.base import WriteBatch
+
+    class NullStore:
+        def write(self, batch: WriteBatch, *, fence: Any = None) -> None:
+            pass
+
+        def get_chain_nodes(self, ids: list[str]) -> set[str]:
+            return set()
+
+    def fresh(msgs: list[Any]) -> list[Any]:
+        forms = TapeWriter(NullStore(), "fresh").forms(msgs)  # type: ignore[arg-type]
+        return [(f.js, f.data, f.h, TapeWriter.form_key(f)) for f in forms]
+
+    def memo(msgs: list[Any]) -> list[Any]:
+        writer = TapeWriter(NullStore(), "memo")  # type: ignore[arg-type]
+        return [(f.js, f.data, f.h, writer.form_key(f)) for f in llm._forms(writer, msgs)]
+
+    class NamedHuman(HumanMessage):
+        name: str | None = "bot"  # another default: None is written for this class, left out for HumanMessage
+
+    llm._IDLESS.clear()
+    variants = [
+        HumanMessage("same fields"),
+        NamedHuman("same fields", name=None),
+        SystemMessage("You are step 1."),
+        SystemMessage("You are step 2."),
+        HumanMessage("You are step 1."),  # another class, the same content
+        HumanMessage("x", additional_kwargs={"n": 1}),
+        HumanMessage("x", additional_kwargs={"n": 1.0}),  # equal in Python, not in JSON
+        HumanMessage("x", additional_kwargs={"n": True}),
+        HumanMessage("x", additional_kwargs={"a": 1, "b": 2}),
+        HumanMessage("x", additional_kwargs={"b": 2, "a": 1}),  # another key order, stored as given
+        HumanMessage("x", extra_field=1),  # extra fields are stored too
+        HumanMessage("x", extra_field=2),
+        HumanMessage([{"type": "text", "text": "parts"}]),
+        AIMessage("a", tool_calls=[{"name": "t", "args": {"q": 1}, "id": "c"}]),
+        HumanMessage("with id", id="m-1"),  # left to the writer's memo
+        HumanMessage("object", additional_kwargs={"o": Answer(text="t")}),  # not plain: left to the writer
+    ]
+    for _ in range(2):  # then from the memo
+        assert memo(variants) == fresh(variants)
+        assert memo(list(reversed(variants))) == fresh(list(reversed(variants)))
+    assert len({m[2] for m in memo(variants)}) == len(variants)
+    # a message changed in place after its form was remembered gets the form of what it now holds
+    msg = HumanMessage("x", additional_kwargs={"a": {"b": 1}})
+    first = memo([msg])
+    msg.additional_kwargs["a"]["b"] = 2
+    assert memo([msg]) == fresh([msg]) != first

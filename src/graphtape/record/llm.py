@@ -54,6 +54,7 @@ from graphtape.record.context import current_session
 from graphtape.record.intercept import CallKind, Interceptor, Patch
 from graphtape.record.serve_fast import call_metadata, nobody_listens
 from graphtape.record.session import Call, Session
+from graphtape.record.writer import MessageForm, TapeWriter
 
 #: Set (only around a synchronous inner ``invoke``) when a stream call has
 #: already been answered from the tape and the inner call must not be
@@ -191,6 +192,58 @@ def _plain(value: Any) -> bool:
     return False
 
 
+#: (message class, its fields and extra fields as ``marshal`` bytes) -> its stored form, for messages
+#: without an id (see _forms); at most _IDLESS_MAX entries and _IDLESS_BYTES bytes of keys and forms
+_IDLESS: dict[tuple[type, bytes], MessageForm] = {}
+_IDLESS_MAX = 20_000
+_IDLESS_BYTES = 32 << 20
+_idless_bytes = 0
+
+
+def _forms(writer: TapeWriter, messages: list[BaseMessage]) -> list[MessageForm]:
+    """``writer.forms(messages)``, with the forms of messages without an id remembered by their content.
+
+    A prompt built in a node (``[SystemMessage(...), HumanMessage(...)]``)
+    is made of new messages without ids on every call, the same ones on
+    every run of the graph (and in every replay of it): the writer
+    remembers such a message only by its identity, for one run, so each
+    was turned into JSON, hashed and keyed again. Here it is found by its
+    fields and extra fields (``model_dump`` writes both) as ``marshal``
+    bytes: exact (``1``, ``1.0`` and ``True`` differ, so do key orders), and
+    only plain data is ``marshal``-able, so a message holding any other
+    object is left to the writer, as is a message with an id (the writer
+    remembers those process-wide).
+    """
+    global _idless_bytes
+    out: list[MessageForm | None] = []
+    rest: list[BaseMessage] = []
+    for msg in messages:
+        d = msg.__dict__
+        if d.get("id") is None:
+            try:
+                key = (type(msg), marshal.dumps((d, msg.__pydantic_extra__), 2))
+            except (ValueError, TypeError):  # not plain data
+                pass
+            else:
+                form = _IDLESS.get(key)
+                if form is None:
+                    form = writer.forms([msg])[0]
+                    size = len(key[1]) + 2 * len(form.data)
+                    if len(_IDLESS) >= _IDLESS_MAX or _idless_bytes + size > _IDLESS_BYTES:
+                        _IDLESS.clear()
+                        _idless_bytes = 0
+                    _IDLESS[key] = form
+                    _idless_bytes += size
+                out.append(form)
+                continue
+        out.append(None)
+        rest.append(msg)
+    if not rest:
+        return out  # type: ignore[return-value]  # no None left
+    found = iter(writer.forms(rest))
+    return [f if f is not None else next(found) for f in out]
+
+
 def begin_llm(
     session: Session,
     model: BaseChatModel,
@@ -201,7 +254,7 @@ def begin_llm(
 ) -> Call:
     request, request_json = model_request(model, stop, kwargs, session.tape.redact_keys)
     writer = session.writer
-    forms = writer.forms(list(messages))
+    forms = _forms(writer, messages)
     msg_json = [f.js for f in forms]
     # the chain stores only what the tape lacks (a conversation's history is there from earlier turns)
     head = session.put_messages([f.h for f in forms], forms)
