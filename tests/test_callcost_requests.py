@@ -408,3 +408,35 @@ def test_a_message_without_an_id_is_found_by_its_exact_content() -> None:
     first = memo([msg])
     msg.additional_kwargs["a"]["b"] = 2
     assert memo([msg]) == fresh([msg]) != first
+
+
+class ChatState(TypedDict):
+    messages: list
+
+
+def test_a_replayed_request_with_content_blocks_is_normalised_as_langchain_does(tmp_path: Any) -> None:
+    """The replay's own path passes text messages as they are, and translates blocks as ``generate`` does."""
+    blocks = [{"type": "text", "text": "look"}, {"type": "image", "source_type": "url", "url": "http://x/y.png"}]
+
+    def build(model: Any) -> Any:
+        def chat(state: ChatState) -> dict[str, Any]:
+            text = model.invoke([SystemMessage("sys"), HumanMessage("plain")])
+            multi = model.invoke([HumanMessage(list(blocks))])
+            return {"messages": [text, multi]}
+
+        builder = StateGraph(ChatState)
+        builder.add_node("chat", chat)
+        builder.add_edge(START, "chat")
+        builder.add_edge("chat", END)
+        return builder.compile()
+
+    tape = graphtape.connect(f"sqlite:///{tmp_path}/blocks.db")
+    rec = tape.record(build(SeededChatModel(seed=3, latency=0)), name="blocks")
+    out = rec.invoke({"messages": []}, {"configurable": {"thread_id": "b"}})
+    result = tape.replay(rec.last_run_id, build(SeededChatModel(seed=4, latency=0)), mode="strict")
+    assert result.status == "finished" and result.served == 2 and result.live == 0
+    recorded = [e.data["fingerprint"] for e in tape.events(rec.last_run_id, ["llm_call"])]
+    replayed = [e.data["fingerprint"] for e in tape.events(result.run_id, ["llm_call"])]
+    assert replayed == recorded
+    assert [m.content for m in out["messages"]] == [m.content for m in result.output["messages"]]
+    tape.close()

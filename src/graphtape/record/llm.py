@@ -376,7 +376,10 @@ def _fast_begin(
     session = current_session(metadata)
     if session is None or not session.answerer.replays or not nobody_listens(cfg.get("callbacks"), self):
         return None
-    messages = _normalize_messages(_input_messages(self, input))
+    messages = _input_messages(self, input)
+    if not all(type(m.content) is str for m in messages):
+        # only a list content holds blocks to translate: text messages are passed as they are
+        messages = _normalize_messages(messages)
     return session, begin_llm(session, self, messages, stop, kwargs, metadata)
 
 
