@@ -19,7 +19,6 @@ A strict replay also checks each task's writes against the tape
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 from graphtape import events
@@ -47,9 +46,8 @@ class TapeAnswerer(Answerer):
         self.allow_live_effects = allow_live_effects
         self.state_check = state_check
         self.watches_tasks = state_check is not None
-        #: the served calls' totals, as their call events will sum them (see :func:`_served_event`)
-        self.served = ReplayStats()
-        self._stats_lock = threading.Lock()
+        #: (recorded call, override, code changed, name) of every call served, in order
+        self._served: list[tuple[RecordedCall, Any, bool, Any]] = []
 
     def answer(self, session: Session, call: Call, request: dict[str, Any]) -> Decision:
         return self.judge(session, call, request, self.matcher.take(call.site, call.fingerprint))
@@ -67,8 +65,7 @@ class TapeAnswerer(Answerer):
                 and (kind == "tool" or self.allow_live_effects)
             ):
                 return Decision.live(code_changed=True)
-            with self._stats_lock:
-                self.served.add(_served_event(rec, override, changed, call.summary.get("name")))
+            self._served.append((rec, override, changed, call.summary.get("name")))  # (atomic under the GIL)
             return Decision.serve(rec, override, code_changed=changed)
         if self.mode == "strict":
             return Decision.diverge(build_divergence(session, call, request, self.matcher))
@@ -83,6 +80,13 @@ class TapeAnswerer(Answerer):
                 )
             )
         return LIVE
+
+    def served_totals(self) -> ReplayStats:
+        """The totals of the calls served so far, as their call events sum them (see :func:`_served_event`)."""
+        stats = ReplayStats()
+        for served in list(self._served):
+            stats.add(_served_event(*served))
+        return stats
 
     def knows(self, kind: str, fingerprint: str) -> bool:
         return self.matcher.has_fingerprint(kind, fingerprint)

@@ -330,7 +330,7 @@ def _core(
         # the status the recorder gave the run it just ended (no read of the run row back)
         status = recorder.last_status or "finished"
     if served_totals and status in ("finished", "interrupted"):
-        totals = answerer.served.to_dict()
+        totals = answerer.served_totals().to_dict()
     else:  # the replay's call events, read (those of runs read without them, again)
         totals = _sum_stats(tape, run_ids, None if served_totals else replayed_rows)
     output_matches: bool | None = None
