@@ -91,16 +91,23 @@ def _on_replay_saver(fn: Any) -> bool:
 
 def _inline_submit(original: Any) -> Any:
     def submit(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("__next_tick__") or not _on_replay_saver(fn):  # (a deferred start keeps the thread)
+        tasks = getattr(self, "tasks", None)
+        if (
+            kwargs.get("__next_tick__")  # a start deferred to the next tick keeps the thread
+            or not isinstance(tasks, dict)  # not the executor this was written against: leave it be
+            or not _on_replay_saver(fn)
+        ):
             return original(self, fn, *args, **kwargs)
         flags = {k: kwargs.pop(k) for k in _SUBMIT_FLAGS if k in kwargs}
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
             future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # LangGraph reads it from the future, as from a thread's
+        except Exception as exc:  # LangGraph reads it from the future, as from a thread's
             future.set_exception(exc)
+        # (Ctrl-C and the like are not a failure of the call: they stop the run here and now, as
+        # anywhere on the graph's thread)
         # the bookkeeping the executor's own submit does: on exit it re-raises a failure (or not)
-        self.tasks[future] = (flags.get("__cancel_on_exit__", False), flags.get("__reraise_on_exit__", True))
+        tasks[future] = (flags.get("__cancel_on_exit__", False), flags.get("__reraise_on_exit__", True))
         future.add_done_callback(self.done)
         return future
 
