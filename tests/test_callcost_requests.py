@@ -280,6 +280,12 @@ def test_a_remembered_branch_is_the_normalised_path() -> None:
         for _ in range(2):
             assert calls.branch_of({"langgraph_path": path}) == want
     assert calls.branch_of({}) == ""
+
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+    odd = ("__pregel_push", ("__pregel_pull", "a"), 0, uuid, Unhashable())
+    assert calls.branch_of({"langgraph_path": odd}) == ",".join(str(p) for p in calls.normalise_path(odd))
     assert calls.branch_of({"langgraph_path": ["__pregel_pull", "n"]}) == "__pregel_pull,n"
 
 

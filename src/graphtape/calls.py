@@ -131,7 +131,10 @@ def branch_of(metadata: dict[str, Any]) -> str:
     if type(path) is tuple:
         # LangGraph's paths are tuples of str and int, the same for a node on every step
         # (``("__pregel_pull", "node")``): worked out once per path, not once per call
-        known = _BRANCHES.get(path)
+        try:
+            known = _BRANCHES.get(path)
+        except TypeError:  # a path holding an object that cannot be a key (a functional API call's)
+            known = None
         if known is not None:
             return known
     parts = normalise_path(path)
