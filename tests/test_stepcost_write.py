@@ -74,3 +74,17 @@ def test_events_before_their_run_row_with_a_fence(tmp_path: Path) -> None:
     assert [e.data["name"] for e in store.events("early-run")] == ["first", "second"]
     store.write(WriteBatch(new_runs=[RunRecord(run_id="early-run", thread_id="t", graph="g", started_at=1.0)]))
     assert store.get_run("early-run") is not None
+
+
+def test_a_batch_that_cannot_be_packed_writes_nothing(tmp_path: Path) -> None:
+    """Rows are packed before the transaction: a body that is not JSON fails the write before it begins,
+    and the store goes on (no transaction left open, none of the batch's rows written)."""
+    store, token = _store(tmp_path)
+    bad = _call(1)
+    bad.events.append(EventRow(RUN, 2, "label", 3.0, {"value": object()}))
+    with pytest.raises(TypeError):
+        store.write(bad, fence=("thread:t", token))
+    assert not store._conn.in_transaction
+    assert store.events(RUN) == [] and store.get_blobs([f"{1:032x}"]) == {}
+    store.write(_call(3), fence=("thread:t", token))
+    assert [e.seq for e in store.events(RUN)] == [3]
