@@ -446,3 +446,39 @@ def test_a_replayed_request_with_content_blocks_is_normalised_as_langchain_does(
     assert replayed == recorded
     assert [m.content for m in out["messages"]] == [m.content for m in result.output["messages"]]
     tape.close()
+
+
+def test_message_json_is_the_json_able_dict_of_the_non_default_fields() -> None:
+    import datetime
+
+    from langchain_core.messages import AIMessage, ToolMessage, message_to_dict
+
+    def reference(msg: Any) -> dict[str, Any]:
+        d = message_to_dict(msg)
+        out: dict[str, Any] = {"type": d["type"]}
+        defaults = serde._field_defaults(type(msg))
+        for key, value in d["data"].items():
+            if key in ("type", "id"):
+                continue
+            default = defaults.get(key, serde._NO_DEFAULT)
+            if default is not serde._NO_DEFAULT and value == default:
+                continue
+            out[key] = value
+        return serde.to_jsonable(out)
+
+    msgs = [
+        HumanMessage("plain", id="x"),
+        HumanMessage([{"type": "text", "text": "t"}, "s"], name="n"),
+        AIMessage(
+            "a",
+            tool_calls=[{"name": "t", "args": {"when": datetime.date(2020, 1, 2), "pair": (1, 2)}, "id": "c"}],
+            additional_kwargs={"obj": Answer(text="x"), 3: "int key", "set": {2, 1}},
+            usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        ),
+        ToolMessage("r", tool_call_id="c", artifact={"b": b"bytes"}, status="error"),
+        SystemMessage("s", extra_field=datetime.datetime(2020, 1, 2, 3, 4)),
+    ]
+    for msg in msgs:
+        got = serde.message_json(msg)
+        assert got == reference(msg)
+        assert serde.stored_json(got) == serde.stored_json(reference(msg))

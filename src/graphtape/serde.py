@@ -423,8 +423,9 @@ def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
     ``messages_from_dict`` (a fixed map of message types: nothing is imported
     by name from the tape).
     """
-    # ``message_to_dict(msg)`` is ``{"type": msg.type, "data": msg.model_dump()}``
-    out: dict[str, Any] = {"type": msg.type}
+    # ``message_to_dict(msg)`` is ``{"type": msg.type, "data": msg.model_dump()}``; each value kept is made
+    # JSON-able as it is taken (``to_jsonable`` of the whole dict, without walking it a second time)
+    out: dict[str, Any] = {"type": to_jsonable(msg.type)}
     defaults = _field_defaults(type(msg))
     for key, value in msg.model_dump().items():
         if key == "type" or (key == "id" and not with_id):
@@ -435,8 +436,8 @@ def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
             default = f.default_factory()  # type: ignore[call-arg,misc]
         if default is not _NO_DEFAULT and value == default:
             continue
-        out[key] = value
-    return to_jsonable(out)
+        out[key] = value if type(value) is str else to_jsonable(value)
+    return out
 
 
 _NO_DEFAULT = object()
