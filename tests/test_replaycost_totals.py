@@ -136,3 +136,28 @@ def test_a_diverged_replay_sums_its_stored_events(store_url):
         assert totals(result) == stored_totals(tape, result.run_ids)
     finally:
         tape.close()
+
+
+def test_a_chain_with_interrupts_sums_as_stored(store_url):
+    from langgraph.types import Command
+
+    from tests import graphs
+
+    tape = graphtape.connect(store_url, prices=PRICES)
+    try:
+        rec = tape.record(graphs.build_review(), name="review")
+        cfg = {"configurable": {"thread_id": "h"}}
+        rec.invoke({}, cfg)
+        rec.invoke(Command(resume={i.id: "yes" for i in rec.get_state(cfg).interrupts}), cfg)
+        rec.invoke(Command(resume="publish"), cfg)
+        with forbid():
+            result = tape.replay(rec.last_run_id, graphs.build_review(), mode="strict")
+        assert result.status == "finished" and len(result.run_ids) == 3 and result.served == 2
+        assert totals(result) == stored_totals(tape, result.run_ids)
+        # and one that ends at an interrupt
+        with forbid():
+            first = tape.replay(rec.run_ids[0], graphs.build_review(), mode="strict")
+        assert first.status == "interrupted"
+        assert totals(first) == stored_totals(tape, first.run_ids)
+    finally:
+        tape.close()
