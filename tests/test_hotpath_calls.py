@@ -138,8 +138,8 @@ def test_the_message_memo_keeps_to_its_byte_budget(monkeypatch) -> None:
     assert 0 < len(writer_mod._FORMS) < 200
     # the newest messages are the ones kept, and each still finds its form
     latest = HumanMessage("x" * 500, id="m199")
-    assert writer_mod.message_form(latest) is writer_mod._FORMS[(HumanMessage, "m199")][1]
-    assert writer_mod._forms_bytes == sum(2 * len(f.data) for _, f in writer_mod._FORMS.values())
+    assert writer_mod.message_form(latest) is writer_mod._FORMS[(HumanMessage, "m199")][2]
+    assert writer_mod._forms_bytes == sum(2 * len(f.data) for _, _, f in writer_mod._FORMS.values())
 
 
 def test_forms_of_new_equal_objects_reuse_the_memo_and_see_edits() -> None:

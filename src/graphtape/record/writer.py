@@ -57,10 +57,12 @@ class MessageForm:
         self.key: str | None = None
 
 
-#: (message class, message id) -> (a private copy of the message's fields, its form). A conversation's
-#: history comes back from the checkpointer as new objects on every turn; an equal message (pydantic
-#: equality: every field) with the same id has the same form, found here instead of serialised again.
-_FORMS: dict[tuple[type, str], tuple[dict[str, Any], MessageForm]] = {}
+#: (message class, message id) -> (a private copy of the message's fields, one of its extra fields, its
+#: form). A conversation's history comes back from the checkpointer as new objects on every turn; an
+#: equal message (pydantic equality: every field, and the extra fields a message class allows, which
+#: pydantic keeps apart from ``__dict__`` and the stored form includes) with the same id has the same
+#: form, found here instead of serialised again.
+_FORMS: dict[tuple[type, str], tuple[dict[str, Any], Any, MessageForm]] = {}
 #: what the entries of ``_FORMS`` hold, as counted against MEMO_BYTES
 _forms_bytes = 0
 #: (parent chain id, item address) -> chain id: a request repeats its history's chain
@@ -72,9 +74,10 @@ def message_form(msg: Any) -> MessageForm:
     mid = msg.id
     if isinstance(mid, str):
         hit = _FORMS.get((type(msg), mid))
-        # the fields compared as a dict (what pydantic's ``==`` compares, in C): once per message and turn
-        if hit is not None and hit[0] == msg.__dict__:
-            return hit[1]
+        # the fields compared as a dict (what pydantic's ``==`` compares, in C): once per message and
+        # turn; the extra fields too (usually both empty: one more comparison of two small dicts)
+        if hit is not None and hit[0] == msg.__dict__ and hit[1] == msg.__pydantic_extra__:
+            return hit[2]
     form = MessageForm(serde.message_for_request(msg))
     if isinstance(mid, str):
         global _forms_bytes
@@ -83,8 +86,12 @@ def message_form(msg: Any) -> MessageForm:
             _drop_older_forms()
         # a copy: the caller may change its message in place later, the memo must keep what was hashed
         old = _FORMS.get((type(msg), mid))
-        _FORMS[(type(msg), mid)] = ({k: _frozen(v) for k, v in msg.__dict__.items()}, form)
-        _forms_bytes += size - (2 * len(old[1].data) if old is not None else 0)
+        _FORMS[(type(msg), mid)] = (
+            {k: _frozen(v) for k, v in msg.__dict__.items()},
+            _frozen(msg.__pydantic_extra__),
+            form,
+        )
+        _forms_bytes += size - (2 * len(old[2].data) if old is not None else 0)
     return form
 
 
@@ -115,7 +122,7 @@ def _drop_older_forms() -> None:
     for key in keys[: len(keys) // 2 + 1]:
         entry = _FORMS.pop(key, None)
         if entry is not None:
-            _forms_bytes -= 2 * len(entry[1].data)
+            _forms_bytes -= 2 * len(entry[2].data)
     _forms_bytes = max(_forms_bytes, 0)
 
 
@@ -297,7 +304,11 @@ class TapeWriter:
             if type(mid) is str:
                 known = seen.get((type(msg), mid))
                 # the same test as message_form's (an equal message with the same id), without the call
-                append(known[1] if known is not None and known[0] == d else message_form(msg))
+                append(
+                    known[2]
+                    if known is not None and known[0] == d and known[1] == msg.__pydantic_extra__
+                    else message_form(msg)
+                )
             else:
                 append(self._form(msg))
         return out
@@ -305,7 +316,9 @@ class TapeWriter:
     def _form(self, msg: Any) -> MessageForm:
         if type(msg.id) is str:
             return message_form(msg)
-        fields = tuple(map(id, msg.__dict__.values()))
+        # (an extra field set on the message replaces a value in its extra dict: seen the same way)
+        extra = msg.__pydantic_extra__
+        fields = tuple(map(id, msg.__dict__.values())) + (tuple(map(id, extra.values())) if extra else ())
         hit = self._messages.get(id(msg))
         if hit is not None and hit[0] is msg and hit[1] == fields:
             form: MessageForm = hit[2]
