@@ -12,13 +12,19 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Remove them again, restoring langchain's methods.
+    """Remove them again, restoring langchain's methods (and LangGraph's executor, see graphtape.replay.saver).
 
     Raises :class:`~graphtape.errors.PatchConflict` (and removes
     nothing of that kind) if another library wrapped one of the methods after
     graphtape: restoring ours would silently drop its wrapper.
     """
+    import sys
+
     from graphtape.record import llm, tools
 
+    # the strict replay's patch on LangGraph's executor (graphtape.replay.saver), if a replay installed it
+    replay_saver = sys.modules.get("graphtape.replay.saver")
+    if replay_saver is not None:
+        replay_saver.uninstall()
     tools.uninstall()
     llm.uninstall()

@@ -34,6 +34,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
+from graphtape.record.intercept import Interceptor, Patch
 from graphtape.runtime.saver import GraphtapeSaver
 
 #: LangGraph's executor's own keyword arguments (not passed on to the submitted function)
@@ -116,7 +117,8 @@ def _inline_submit(original: Any) -> Any:
 
 
 _INSTALL_LOCK = threading.Lock()
-_installed = False
+#: the patch on LangGraph's executor while installed (removed by :func:`uninstall`)
+_PATCH: Interceptor | None = None
 
 
 def install() -> None:
@@ -125,18 +127,33 @@ def install() -> None:
     Inert for everything else. If LangGraph's executor is not where it is
     expected, nothing is installed and the calls go to its threads as before.
     """
-    global _installed
-    if _installed:
+    global _PATCH
+    if _PATCH is not None:
         return
     with _INSTALL_LOCK:
-        if _installed:
+        if _PATCH is not None:
             return
         try:
             from langgraph.pregel._executor import BackgroundExecutor
         except ImportError:  # pragma: no cover - LangGraph moved its executor
-            _installed = True
             return
         current = BackgroundExecutor.__dict__.get("submit")
-        if current is not None and not getattr(current, "__graphtape_inline__", False):
-            BackgroundExecutor.submit = _inline_submit(current)  # type: ignore[method-assign]
-        _installed = True
+        if current is None or getattr(current, "__graphtape_inline__", False):
+            return  # not defined where expected (or another copy of this module's patch): left alone
+        patch = Interceptor("replay saver", [Patch(BackgroundExecutor, "submit", _inline_submit)])
+        patch.install()
+        _PATCH = patch
+
+
+def uninstall() -> None:
+    """Restore LangGraph's executor (``graphtape.uninstall()``); a later strict replay installs it again.
+
+    Raises :class:`~graphtape.errors.PatchConflict` (and leaves the patch) if
+    another library wrapped ``BackgroundExecutor.submit`` after graphtape.
+    """
+    global _PATCH
+    with _INSTALL_LOCK:
+        if _PATCH is None:
+            return
+        _PATCH.uninstall()
+        _PATCH = None
