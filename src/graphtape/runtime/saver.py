@@ -10,7 +10,9 @@ Why not LangGraph's savers (measured in ``docs/benchmarks.md``, ``benchmarks/sav
   never changes costs 200 KB per step and append-only lists grow
   quadratically. Here a channel value is stored once per content address:
   channels whose version did not change since the parent checkpoint reuse
-  the parent's address without being serialised again;
+  the parent's address without being serialised again, and a list of
+  messages (a chat's ``messages`` channel) is a chain of its messages, each
+  stored once (``graphtape.runtime.saver_values``);
 * their history listings deserialise every checkpoint. Here metadata is
   plain JSON beside the body, so a listing reads only what it shows.
 
@@ -44,6 +46,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from graphtape import serde
 from graphtape.record.checkpoints import note_interrupts
 from graphtape.record.context import RUN_META_KEY, session_for_run
+from graphtape.runtime.saver_values import ChainedLists, chainable, chained_head
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
 
@@ -145,6 +148,10 @@ class GraphtapeSaver(BaseCheckpointSaver):
         self._lock = threading.Lock()
         # (thread, ns) -> (checkpoint id, channel versions, channel -> address, source)
         self._last: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, str], str | None]] = {}
+        #: whether a checkpoint's list of messages is stored as a chain of its messages (see
+        #: saver_values); off, every value is one serde blob, as tapes before it hold them
+        self.chain_lists = True
+        self._lists = ChainedLists(self.serde, _typed_blob)
 
     # -- helpers --------------------------------------------------------------------
 
@@ -215,14 +222,28 @@ class GraphtapeSaver(BaseCheckpointSaver):
         batch.blobs[h] = blob
         return h
 
+    def _value(self, value: Any, batch: WriteBatch, session: Any) -> str:
+        """A checkpoint's channel value put in ``batch``: a list of messages as a chain, else one blob."""
+        if self.chain_lists and chainable(value):
+            return self._lists.put(value, batch, self.store, session)
+        return self._blob(value, batch)
+
     def _load(self, addresses: dict[str, str]) -> dict[str, Any]:
         blobs = self.store.get_blobs(addresses.values())
-        out = {}
+        out: dict[str, Any] = {}
+        heads: dict[str, str] = {}
         for channel, h in addresses.items():
             blob = blobs.get(h)
             if blob is None:
                 raise KeyError(f"checkpoint value {h} of channel {channel!r} is missing from {self.store.url}")
-            out[channel] = self.serde.loads_typed(_untyped(blob))
+            head = chained_head(blob)
+            if head is not None:
+                heads[channel] = head
+                out[channel] = None  # (in its place: the channels keep their order)
+            else:
+                out[channel] = self.serde.loads_typed(_untyped(blob))
+        if heads:
+            out.update(self._lists.load(self.store, heads, lambda b: self.serde.loads_typed(_untyped(b))))
         return out
 
     def _tuple(
@@ -319,10 +340,10 @@ class GraphtapeSaver(BaseCheckpointSaver):
                 for k, h in last_values.items()
                 if k not in new_versions and k in versions and last_versions.get(k) == versions[k]
             }
+        session = self._session(config)
         addresses: dict[str, str] = {}
         for channel, value in values.items():
-            addresses[channel] = reusable.get(channel) or self._blob(value, batch)
-        session = self._session(config)
+            addresses[channel] = reusable.get(channel) or self._value(value, batch, session)
         full_metadata = _stored_metadata(get_checkpoint_metadata(config, metadata), session)
         step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
         source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
@@ -351,6 +372,8 @@ class GraphtapeSaver(BaseCheckpointSaver):
         )
         batch.checkpoints.append(row)
         self._write(session, batch, (config, checkpoint, full_metadata))
+        if batch.chains:
+            self._lists.handed(session, batch)
         with self._lock:
             self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses, source)
         return {

@@ -1,0 +1,286 @@
+"""A message list channel value stored as a chain of its messages: each message once, each turn's new part only.
+
+A chat thread's ``messages`` channel (``Annotated[list, add_messages]``)
+changes in every super-step that talks. Stored as one serde blob per
+checkpoint, turn *n* of a conversation serialised, hashed, compressed and
+stored the whole history again: CPU and bytes grew with the square of the
+conversation (a 200-turn conversation's tape file was 16 MB for ~170 KB of
+text).
+
+Here such a value is a small JSON blob ``{"$chain": <head>, "items": "serde"}``
+naming a chain (the store's content-addressed linked list, see
+``graphtape.store.base``) whose items are the messages, each serialised on
+its own with the saver's serde and stored once by address. Turn *n* adds the
+chain nodes and blobs of its new messages only: the list's earlier nodes are
+the previous checkpoint's, known to be on the store (this run wrote them, or
+one indexed read of the longest prefixes finds them). A message met again is
+not serialised again: it is found by class and id in a memo that keeps a
+private copy of its fields, and reused only while its fields are still equal.
+
+Why a chain and not a flat list of addresses: the flat list is itself
+quadratic (400 addresses at turn 200, ~13 KB per checkpoint), a chain node
+is one row per message ever added. Why JSON with ``"$chain"``: garbage
+collection, exports, archives and tape statistics already follow that
+reference from a blob to a chain and from a chain to its items, so the
+items stay alive and travel with the checkpoint without any change there.
+
+Old tapes hold serde-typed blobs (``<type>\\x00<bytes>``): a type name never
+starts with ``{``, so the first byte tells the two forms apart on load.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from graphtape import serde
+from graphtape.record.writer import chain_ids
+from graphtape.store.base import TapeStore, WriteBatch
+
+#: How a chained list value blob begins (a serde-typed blob begins with its type name)
+CHAINED_PREFIX = b'{"$chain":"'
+_CHAINED_SUFFIX = b'","items":"serde"}'
+
+#: Lists shorter than this stay one blob: the chain's rows (one node and one blob per message, and
+#: the list's own blob) would outnumber what they save
+CHAIN_MIN = 4
+
+#: Unknown chain nodes at the end of a list beyond which the store is asked (once) whether it has
+#: the list's longest prefixes, instead of sending every node and message again
+PROBE_MIN = 4
+#: How many of the longest prefixes that read asks about
+PROBE_WIDTH = 4
+
+#: Messages kept in the memo, and bytes of their stored blobs (counted twice: the blob and the
+#: private copy of the fields, about as large); past either, the older half is dropped
+MEMO_MAX = 50_000
+MEMO_BYTES = 64 << 20
+#: Chains whose items are kept (a chain's head names its whole list: content addressed), and bytes of
+#: the message blobs kept by address, for the next read of the thread's state
+HEADS_MAX = 256
+BLOBS_BYTES = 32 << 20
+
+
+def chainable(value: Any) -> bool:
+    """Whether ``value`` is stored as a chain: a list (exactly) of CHAIN_MIN or more messages."""
+    return type(value) is list and len(value) >= CHAIN_MIN and all(isinstance(m, BaseMessage) for m in value)
+
+
+def chained_head(blob: bytes) -> str | None:
+    """The chain head a chained list value blob names, or None for any other blob."""
+    if blob.startswith(CHAINED_PREFIX) and blob.endswith(_CHAINED_SUFFIX):
+        return blob[len(CHAINED_PREFIX) : -len(_CHAINED_SUFFIX)].decode("ascii")
+    return None
+
+
+def chained_blob(head: str) -> bytes:
+    return CHAINED_PREFIX + head.encode("ascii") + _CHAINED_SUFFIX
+
+
+def _frozen(value: Any) -> Any:
+    """A copy of a field value that changes made in place to the message cannot reach (compared with ``==``)."""
+    t = type(value)
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    if t is dict:
+        return {k: _frozen(v) for k, v in value.items()}
+    if t is list:
+        return [_frozen(v) for v in value]
+    return copy.deepcopy(value)
+
+
+class _Entry:
+    __slots__ = ("blob", "extra", "fields", "h", "obj")
+
+    def __init__(self, obj: Any, fields: dict[str, Any], extra: Any, h: str, blob: bytes):
+        #: the message itself for one without a string id (memoised by identity), else None
+        self.obj = obj
+        self.fields = fields
+        self.extra = extra
+        self.h = h
+        self.blob = blob
+
+
+class ChainedLists:
+    """One saver's chained list values: serialising their messages once, writing each turn's new part."""
+
+    def __init__(self, serde_: Any, typed: Any):
+        self.serde = serde_
+        #: (bytes type, bytes data) -> the stored typed blob (the saver's own framing)
+        self._typed = typed
+        self._lock = threading.Lock()
+        #: (class, id) of a message with a string id, else ("", id(message)) -> what it was stored as
+        self._memo: dict[tuple[Any, Any], _Entry] = {}
+        self._memo_bytes = 0
+        #: chain head -> its items; item address -> its blob (both immutable: content addressed). The
+        #: state a turn ends with is read back at the start of the next one: from here, not the store
+        self._chains: dict[str, list[str]] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._blobs_bytes = 0
+        #: run session -> chain nodes and item blobs handed to it in batches (written, or held by a
+        #: strict replay until the run's end: the run's set of written addresses does not show them yet)
+        self._handed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def item(self, msg: Any) -> tuple[str, bytes]:
+        """A message's typed blob and its address, serialised once while its fields stay equal."""
+        d = msg.__dict__
+        mid = d.get("id")
+        key: tuple[Any, Any] = (type(msg), mid) if type(mid) is str else ("", id(msg))
+        hit = self._memo.get(key)
+        extra = getattr(msg, "__pydantic_extra__", None)
+        if hit is not None and (hit.obj is None or hit.obj is msg) and hit.fields == d and hit.extra == extra:
+            return hit.h, hit.blob
+        blob = self._typed(*self.serde.dumps_typed(msg))
+        h = serde.digest(blob)
+        entry = _Entry(
+            None if type(mid) is str else msg,
+            {k: _frozen(v) for k, v in d.items()},
+            _frozen(extra),
+            h,
+            blob,
+        )
+        with self._lock:
+            size = 2 * len(blob)
+            if len(self._memo) >= MEMO_MAX or self._memo_bytes + size > MEMO_BYTES:
+                self._drop_older()
+            old = self._memo.get(key)
+            self._memo[key] = entry
+            self._memo_bytes += size - (2 * len(old.blob) if old is not None else 0)
+        return h, blob
+
+    def _drop_older(self) -> None:
+        keys = list(self._memo)
+        for key in keys[: len(keys) // 2 + 1]:
+            entry = self._memo.pop(key, None)
+            if entry is not None:
+                self._memo_bytes -= 2 * len(entry.blob)
+        self._memo_bytes = max(self._memo_bytes, 0)
+
+    def put(self, value: list[Any], batch: WriteBatch, store: TapeStore, session: Any) -> str:
+        """Add what the store lacks of ``value`` to ``batch``; returns the address of the value's blob.
+
+        The nodes and messages sent are the list's end that neither this run
+        handed over nor the store is found to have: a chain node on the store
+        implies its ancestors and their items are there (they are written in
+        one transaction, and garbage collection keeps a node's ancestors and
+        items), so a conversation's turn sends its new messages only.
+        """
+        items = [self.item(m) for m in value]
+        hashes = [h for h, _ in items]
+        ids = chain_ids(hashes)
+        written: set[str] = session.writer._written if session is not None else set()
+        handed = self._handed_to(session)
+        n = len(ids)
+        start = 0
+        for i in range(n - 1, -1, -1):
+            if ids[i] in written or ids[i] in handed:
+                start = i + 1
+                break
+        if n - start >= PROBE_MIN:
+            start = max(start, self._probe(store, ids, start))
+        for i in range(start, n):
+            cid = ids[i]
+            if cid not in written and cid not in handed:
+                batch.chains[cid] = (ids[i - 1] if i else None, hashes[i])
+            h = hashes[i]
+            if h not in written and h not in handed:
+                batch.blobs[h] = items[i][1]
+        self._keep(ids[-1], hashes, items)
+        blob = chained_blob(ids[-1])
+        address = serde.digest(blob)
+        batch.blobs[address] = blob
+        return address
+
+    @staticmethod
+    def _probe(store: TapeStore, ids: list[str], start: int) -> int:
+        """How many leading nodes of ``ids`` the store has, asking about the longest prefixes only."""
+        wanted = ids[max(start, len(ids) - PROBE_WIDTH) :]
+        try:
+            found = store.get_chain_nodes(wanted)
+        except Exception:  # the probe is an optimisation: writing everything is always correct
+            return start
+        for i in range(len(ids) - 1, len(ids) - 1 - len(wanted), -1):
+            if ids[i] in found:
+                return i + 1
+        return start
+
+    def _handed_to(self, session: Any) -> set[str]:
+        if session is None:
+            return set()
+        handed = self._handed.get(session)
+        if handed is None:
+            handed = self._handed.setdefault(session, set())
+        return handed
+
+    def handed(self, session: Any, batch: WriteBatch) -> None:
+        """Note what ``batch`` (just handed to ``session``'s writer without an error) carried."""
+        if session is not None:
+            handed = self._handed_to(session)
+            handed.update(batch.chains)
+            handed.update(batch.blobs)
+
+    def _keep(self, head: str, hashes: list[str], items: Iterable[tuple[str, bytes]]) -> None:
+        """Remember a chain's items and their blobs (racing threads only lose entries)."""
+        with self._lock:
+            if head not in self._chains:
+                if len(self._chains) >= HEADS_MAX:
+                    for old in list(self._chains)[: HEADS_MAX // 2]:
+                        del self._chains[old]
+                self._chains[head] = hashes
+            kept = self._blobs
+            for h, blob in items:
+                if h not in kept:
+                    if self._blobs_bytes + len(blob) > BLOBS_BYTES:
+                        self._blobs_bytes = 0
+                        kept.clear()
+                    kept[h] = blob
+                    self._blobs_bytes += len(blob)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def load(self, store: TapeStore, heads: dict[str, str], decode: Any) -> dict[str, list[Any]]:
+        """``{channel: list}`` for chained values (``{channel: chain head}``), their items decoded by ``decode``.
+
+        The chain and the blobs are taken from what this saver wrote or read
+        lately when it has them (a conversation's next turn reads the state
+        the last one wrote), else from the store.
+        """
+        chains: dict[str, list[str]] = {}
+        for channel, head in heads.items():
+            hashes = self._chains.get(head)
+            if hashes is None:
+                hashes = store.get_chain(head)
+            chains[channel] = hashes
+        kept = self._blobs
+        blobs: dict[str, bytes] = {}
+        missing: set[str] = set()
+        for hashes in chains.values():
+            for h in hashes:
+                blob = kept.get(h)
+                if blob is None:
+                    missing.add(h)
+                else:
+                    blobs[h] = blob
+        if missing:
+            blobs.update(store.get_blobs(missing))
+        for channel, head in heads.items():
+            hashes = chains[channel]
+            if all(h in blobs for h in hashes):
+                self._keep(head, hashes, ((h, blobs[h]) for h in hashes))
+        out: dict[str, list[Any]] = {}
+        for channel, hashes in chains.items():
+            values = []
+            for h in hashes:
+                blob = blobs.get(h)
+                if blob is None:
+                    raise KeyError(f"message {h} of channel {channel!r} is missing from {store.url}")
+                values.append(decode(blob))
+            out[channel] = values
+        return out
