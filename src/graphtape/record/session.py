@@ -98,6 +98,10 @@ class Session:
         self.divergence: Divergence | None = None
         self.checkpoint_ids: list[str] = []
         self.writer = TapeWriter(self.store, self.run_id)
+        on_store = getattr(answerer, "on_store", None)
+        if on_store is not None:
+            # a replay: the addresses its recorded runs refer to (graphtape.replay.engine)
+            self.writer.assume_stored(*on_store)
         # The writer's operations, as the session's: every interception calls them (bound once, not per call).
         self.put_json = self.writer.put_json
         self.encode = self.writer.encode

@@ -225,6 +225,18 @@ class TapeWriter:
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
 
+    def assume_stored(self, blobs: set[str], chains: set[str]) -> None:
+        """Addresses this run need not write: the store has them (and a chain node's ancestors and items).
+
+        For a replay: what the events of the runs it replays refer to, as it
+        read them when it began. Stored events keep what they refer to (garbage
+        collection follows their addresses), so only addresses read from runs
+        that exist now are given here, never a process-wide set.
+        """
+        with self._lock:
+            self._written.update(blobs)
+            self._written.update(chains)
+
     # -- content addressing -------------------------------------------------------------
 
     def put_json(self, obj: Any) -> str:

@@ -48,6 +48,9 @@ class TapeAnswerer(Answerer):
         self.watches_tasks = state_check is not None
         #: (recorded call, override, code changed, name) of every call served, in order
         self._served: list[tuple[RecordedCall, Any, bool, Any]] = []
+        #: (blob addresses, chain node ids) the recorded runs' events refer to, read by the replay as it
+        #: began: each run it makes writes none of them again (see Session.__init__); set by the engine
+        self.on_store: tuple[set[str], set[str]] = (set(), set())
 
     def answer(self, session: Session, call: Call, request: dict[str, Any]) -> Decision:
         return self.judge(session, call, request, self.matcher.take(call.site, call.fingerprint))

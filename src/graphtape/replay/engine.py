@@ -265,6 +265,14 @@ def _core(
     new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
     recorder = tape.record(graph, name=target.graph, checkpointer=_saver(tape, graph, mode, debugger, new_run_id))
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
+    # What the recorded runs' events refer to is on the store (a stored event's blobs and chains are
+    # kept with it): a served call's request and message chain, a task's writes met again, the
+    # input, the versions and the output have the same addresses in the replay, and are not written
+    # again (a strict replay's end write carried ~65 blobs and 20 chain nodes the store had).
+    # Read from runs that exist as the replay began; not kept past this replay (garbage collection).
+    for rows in recorded_rows.values():
+        for row in rows:
+            events.refs(row.kind, row.data, *answerer.on_store)
     # Every call of a strict replay that ends (finished or interrupted) was served, and recorded once:
     # the answerer's sum of what it served is the sum of the call events, which are then not read back
     # (the debugger answers calls itself, and a replay that diverged or failed reads its events).
