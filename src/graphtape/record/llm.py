@@ -215,6 +215,13 @@ def _forms(writer: TapeWriter, messages: list[BaseMessage]) -> list[MessageForm]
     remembers those process-wide).
     """
     global _idless_bytes
+    for msg in messages:
+        if msg.__dict__.get("id") is None:
+            break
+    else:
+        # every message has an id (a graph's state: add_messages gives one to each): the writer's one
+        # pass, without a second list to merge (at turn 100 of a conversation a third of this function)
+        return writer.forms(messages)
     out: list[MessageForm | None] = []
     rest: list[BaseMessage] = []
     for msg in messages:
