@@ -79,3 +79,16 @@ def test_events_pack_and_read_back_as_before() -> None:
         packed = codec.pack_event_compact(data)
         assert packed[:1] == b"\x02"
         assert codec.unpack_event(packed) == data
+
+
+def test_an_event_body_is_read_as_json_loads_reads_it() -> None:
+    import json
+
+    import pytest
+
+    for text in [b'{"a":1,"b":[1,2.5,null,true],"c":"\\u00e9t\\u00e9 \xc3\xa9"}', b"[]", b'"x"', b"3", b"{}"]:
+        assert codec._loads(text) == json.loads(text)
+    for bad in [b'{"a":1}{"b":2}', b'{"a":1} x', b'{"a":', b"", b"\xff"]:
+        with pytest.raises(ValueError):
+            codec._loads(bad)
+    assert codec._loads(b'{"a":1} ') == {"a": 1}  # trailing whitespace, as json.loads allows

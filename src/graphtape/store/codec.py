@@ -116,6 +116,20 @@ def _unsqueeze(text: bytes) -> bytes:
     return b"".join(parts)
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _loads(text: bytes) -> Any:
+    """``json.loads(text)`` for an event's UTF-8 JSON, in half its time: ``json.loads`` given bytes
+    first works out their encoding; text that is not exactly one JSON value goes to it (its error)."""
+    s = text.decode("utf-8")
+    try:
+        value, end = _raw_decode(s)
+    except ValueError:
+        return json.loads(s)
+    return value if end == len(s) else json.loads(s)
+
+
 def unpack_event(blob: bytes | str) -> dict[str, Any]:
     """An event body as :func:`pack_event` or :func:`pack_event_compact` stored it (plain JSON
     text or bytes, format 1 or format 2)."""
@@ -123,11 +137,11 @@ def unpack_event(blob: bytes | str) -> dict[str, Any]:
         return json.loads(blob)
     if blob[:1] == b"\x01":
         d = zlib.decompressobj(-10, zdict=EVENT_ZDICT_1)
-        return json.loads(d.decompress(blob[1:]) + d.flush())
+        return _loads(d.decompress(blob[1:]) + d.flush())
     if blob[:1] == b"\x02":
         d = zlib.decompressobj(-10, zdict=EVENT_ZDICT_1)
-        return json.loads(_unsqueeze(d.decompress(blob[1:]) + d.flush()))
-    return json.loads(blob)
+        return _loads(_unsqueeze(d.decompress(blob[1:]) + d.flush()))
+    return _loads(blob)
 
 
 #: ``json.dumps(..., sort_keys=True, separators=(",", ":"), default=str)`` without a new encoder per
