@@ -145,6 +145,33 @@ def test_a_message_changed_in_place_is_stored_again(tmp_path: Path) -> None:
         assert got[1].content == "changed" and got[2].additional_kwargs == {"k": [1]}
 
 
+def test_a_message_read_back_is_a_copy_of_its_own(tmp_path: Path) -> None:
+    """Messages read back are new objects each time: a change made in place to one read (a field,
+    inside a field, an extra field) reaches neither the next read nor what was stored."""
+    with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
+        saver = saver_for(tape.store)
+        msgs = _conversation(6)
+        msgs[1] = AIMessage(
+            "calls", id="m1", tool_calls=[{"name": "f", "args": {"q": [1]}, "id": "c1"}], response_metadata={"a": {}}
+        )
+        msgs[0] = HumanMessage("hi", id="m0", custom={"k": [1]})
+        want = [m.model_copy(deep=True) for m in msgs]
+        config = _put(saver, "t", {"messages": msgs})
+        for _ in range(3):
+            got = _read(saver, config)["messages"]
+            _same(got, want)
+            got[1].tool_calls[0]["args"]["q"].append(2)
+            got[1].response_metadata["a"]["x"] = 1
+            got[1].content = "changed"
+            got[0].custom["k"].append(2)  # type: ignore[attr-defined]
+            got[2].additional_kwargs["y"] = 1
+        _same(_read(_fresh(tape.store), config)["messages"], want)
+        # a changed read put again is stored as changed
+        config2 = _put(saver, "t", {"messages": got}, config)
+        again = _read(_fresh(tape.store), config2)["messages"]
+        assert again[1].content == "changed" and again[0].custom == {"k": [1, 2]}  # type: ignore[attr-defined]
+
+
 def test_old_single_blob_values_still_load(tmp_path: Path) -> None:
     """A tape written before chained lists (one serde blob per value) reads back, and a thread goes
     on from such a checkpoint with chained values."""
