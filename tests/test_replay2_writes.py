@@ -84,3 +84,30 @@ def test_a_replay_with_live_calls_is_complete(tape) -> None:
     tape.store.delete_runs([rec.last_run_id])
     tape.store.collect_garbage()
     _complete(tape, result.run_id)
+
+
+def test_a_strict_replay_writes_its_start_with_its_end(tape, monkeypatch) -> None:
+    graph = build()
+    rec = tape.record(graph)
+    rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
+    batches = _batches(tape, monkeypatch)
+    result = tape.replay(rec.last_run_id, graph, mode="strict")
+    assert result.status == "finished" and result.output_matches
+    assert len(batches) == 1  # the run row, its start and everything else in one transaction
+    assert [r.run_id for r in batches[0].new_runs] == [result.run_id]
+    kinds = [e.kind for e in batches[0].events]
+    assert kinds[0] == events.RunStarted.KIND and kinds[-1] == events.RunFinished.KIND
+    run = tape.run(result.run_id)
+    assert run.status == "finished" and run.replay_of == rec.last_run_id
+
+
+def test_a_strict_replay_that_fails_is_written_with_its_start(tape) -> None:
+    graph = build()
+    rec = tape.record(graph)
+    rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
+    result = tape.replay(rec.last_run_id, build(4), mode="strict")  # one node more: not on the tape
+    assert result.status == "diverged"
+    run = tape.run(result.run_id)
+    assert run.status == "diverged"
+    kinds = [row.kind for row in tape.store.events(result.run_id)]
+    assert kinds[0] == events.RunStarted.KIND and events.Divergence.KIND in kinds

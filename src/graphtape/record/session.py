@@ -224,7 +224,12 @@ class Session:
         )
         if _is_resume(run_input):
             self.emit(events.Resume(value=self.put_json(self.encode(run_input.resume))))
-        self.flush()
+        if not self.holding:
+            self.flush()
+        # A strict replay that holds its rows writes its start with them (its end, or the first
+        # write it cannot hold): a transaction less per replayed run. It is run again if it
+        # crashes; nothing lists it while it runs (a replay followed live chose its run id up
+        # front and writes as it goes, see the recorder).
 
     def finish(
         self,
