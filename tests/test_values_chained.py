@@ -317,3 +317,38 @@ def test_garbage_collection_keeps_the_messages_of_a_live_value(tape: Any) -> Non
     assert removed_blobs >= 10 and removed_nodes >= 10
     again = _put(saver, "again", {"messages": msgs})
     _same(_read(_fresh(store), again)["messages"], msgs)
+
+
+def test_a_strict_replay_of_a_conversation_stores_its_lists(tape: Any) -> None:
+    """A strict replay holds its checkpoints to its end (graphtape.replay.saver): its chained lists,
+    each node handed over once, are on the store when it ends and read back as recorded."""
+    rec = tape.record(_chat(), name="chat")
+    cfg = {"configurable": {"thread_id": "r"}}
+    for turn in range(3):
+        out = rec.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg)
+    batches = _counting(tape.store)
+    result = tape.replay(rec.last_run_id, _chat(), mode="strict")
+    assert result.status == "finished" and result.output_matches, result.error
+    nodes = [cid for batch in batches for cid in batch.chains]
+    assert len(nodes) == len(set(nodes))
+    got = _fresh(tape.store).get_tuple({"configurable": {"thread_id": result.thread_id}})
+    _same(got.checkpoint["channel_values"]["messages"], out["messages"])
+
+
+def test_small_memos_drop_entries_and_still_read_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """The memos are bounded: with room for a few entries only, what they dropped is worked out
+    again (serialised, read from the store, decoded) and every list still reads back."""
+    for name, small in (("MEMO_MAX", 3), ("HEADS_MAX", 2), ("BLOBS_BYTES", 2000), ("DECODED_MAX", 3)):
+        monkeypatch.setattr(saver_values, name, small)
+    with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
+        saver = saver_for(tape.store)
+        put = []
+        config = None
+        msgs: list[BaseMessage] = []
+        for turn in range(6):
+            msgs = msgs + _conversation(3, prefix=f"t{turn}-")
+            config = _put(saver, "t", {"messages": msgs}, config)
+            put.append((config, [m.model_copy(deep=True) for m in msgs]))
+        for config, want in put * 2:
+            _same(_read(saver, config)["messages"], want)
+        assert len(saver._lists._decoded) <= 3 and len(saver._lists._chains) <= 2

@@ -64,8 +64,10 @@ MEMO_BYTES = 64 << 20
 #: the message blobs kept by address, for the next read of the thread's state
 HEADS_MAX = 256
 BLOBS_BYTES = 32 << 20
-#: Decoded messages kept by address (a private copy each, handed out as copies); past it, the older half goes
+#: Decoded messages kept by address (a private copy each, handed out as copies), and the bytes of
+#: their blobs (a measure of their size); past either, the older half goes
 DECODED_MAX = 20_000
+DECODED_BYTES = 64 << 20
 
 
 def chainable(value: Any) -> bool:
@@ -144,8 +146,9 @@ class ChainedLists:
         self._chains: dict[str, list[str]] = {}
         self._blobs: dict[str, bytes] = {}
         self._blobs_bytes = 0
-        #: item address -> the message its blob decodes to (never handed out: copies of it are)
-        self._decoded: dict[str, Any] = {}
+        #: item address -> the message its blob decodes to (never handed out: copies of it are), its blob's size
+        self._decoded: dict[str, tuple[Any, int]] = {}
+        self._decoded_bytes = 0
         #: run session -> chain nodes and item blobs handed to it in batches (written, or held by a
         #: strict replay until the run's end: the run's set of written addresses does not show them yet)
         self._handed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
@@ -267,6 +270,17 @@ class ChainedLists:
                     kept[h] = blob
                     self._blobs_bytes += len(blob)
 
+    def _keep_decoded(self, h: str, msg: Any, size: int) -> None:
+        with self._lock:
+            decoded = self._decoded
+            if len(decoded) >= DECODED_MAX or self._decoded_bytes + size > DECODED_BYTES:
+                for old in list(decoded)[: len(decoded) // 2 + 1]:
+                    self._decoded_bytes -= decoded.pop(old)[1]
+                self._decoded_bytes = max(self._decoded_bytes, 0)
+            if h not in decoded:
+                decoded[h] = (_private_copy(msg), size)
+                self._decoded_bytes += size
+
     # -- reading -------------------------------------------------------------------------
 
     def load(self, store: TapeStore, heads: dict[str, str], decode: Any) -> dict[str, list[Any]]:
@@ -286,9 +300,13 @@ class ChainedLists:
         decoded = self._decoded
         blobs: dict[str, bytes] = {}
         missing: set[str] = set()
+        # the decoded messages this read uses, taken now (keeping a newly decoded one may drop others)
+        hits: dict[str, tuple[Any, int]] = {}
         for hashes in chains.values():
             for h in hashes:
-                if h in decoded:
+                hit = decoded.get(h)
+                if hit is not None:
+                    hits[h] = hit
                     continue
                 blob = kept.get(h)
                 if blob is None:
@@ -303,20 +321,16 @@ class ChainedLists:
         for channel, hashes in chains.items():
             values = []
             for h in hashes:
-                pristine = decoded.get(h)
-                if pristine is not None:
-                    values.append(_private_copy(pristine))
+                hit = hits.get(h)
+                if hit is not None:
+                    values.append(_private_copy(hit[0]))
                     continue
                 blob = blobs.get(h)
                 if blob is None:
                     raise KeyError(f"message {h} of channel {channel!r} is missing from {store.url}")
                 value = decode(blob)
                 if isinstance(value, BaseMessage):
-                    if len(decoded) >= DECODED_MAX:
-                        with self._lock:
-                            for old in list(decoded)[: DECODED_MAX // 2]:
-                                decoded.pop(old, None)
-                    decoded[h] = _private_copy(value)
+                    self._keep_decoded(h, value, len(blob))
                 values.append(value)
             out[channel] = values
         return out
