@@ -352,3 +352,22 @@ def test_small_memos_drop_entries_and_still_read_back(tmp_path: Path, monkeypatc
         for config, want in put * 2:
             _same(_read(saver, config)["messages"], want)
         assert len(saver._lists._decoded) <= 3 and len(saver._lists._chains) <= 2
+
+
+def test_a_field_that_cannot_be_compared_is_serialised_again(tmp_path: Path) -> None:
+    """A field value whose ``==`` raises (an array's) makes the memo miss, not the checkpoint fail."""
+
+    class Ambiguous(list):
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("the truth value is ambiguous")
+
+        __hash__ = None  # type: ignore[assignment]
+
+    with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
+        saver = saver_for(tape.store)
+        msgs = _conversation(5)
+        msgs[0].additional_kwargs["data"] = Ambiguous([1, 2])
+        first = _put(saver, "t", {"messages": msgs})
+        second = _put(saver, "t", {"messages": [*msgs, HumanMessage("more", id="x")]}, first)
+        got = _read(_fresh(tape.store), second)["messages"]
+        assert list(got[0].additional_kwargs["data"]) == [1, 2] and len(got) == 6

@@ -162,8 +162,13 @@ class ChainedLists:
         key: tuple[Any, Any] = (type(msg), mid) if type(mid) is str else ("", id(msg))
         hit = self._memo.get(key)
         extra = getattr(msg, "__pydantic_extra__", None)
-        if hit is not None and (hit.obj is None or hit.obj is msg) and hit.fields == d and hit.extra == extra:
-            return hit.h, hit.blob
+        if hit is not None and (hit.obj is None or hit.obj is msg):
+            try:
+                same = bool(hit.fields == d and hit.extra == extra)
+            except Exception:  # a field value whose == does not give a truth value (an array): serialise it
+                same = False
+            if same:
+                return hit.h, hit.blob
         blob = self._typed(*self.serde.dumps_typed(msg))
         h = serde.digest(blob)
         entry = _Entry(
