@@ -111,3 +111,20 @@ def test_a_strict_replay_that_fails_is_written_with_its_start(tape) -> None:
     assert run.status == "diverged"
     kinds = [row.kind for row in tape.store.events(result.run_id)]
     assert kinds[0] == events.RunStarted.KIND and events.Divergence.KIND in kinds
+
+
+def test_a_strict_replay_reads_nothing_back_of_the_runs_it_made(tape, monkeypatch) -> None:
+    graph = build()
+    rec = tape.record(graph)
+    rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
+    read: list[str] = []
+    original = type(tape.store).events
+
+    def spy(self: Any, run_id: str, kinds: Any = None) -> Any:
+        read.append(run_id)
+        return original(self, run_id, kinds)
+
+    monkeypatch.setattr(type(tape.store), "events", spy)
+    result = tape.replay(rec.last_run_id, graph, mode="strict")
+    assert result.status == "finished" and result.output_matches is True and result.served == 6
+    assert read == [rec.last_run_id]  # the recording, once; the replay's end is known as written

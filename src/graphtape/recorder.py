@@ -144,6 +144,8 @@ class RecordedGraph:
         self.last_run_id: str | None = None
         #: the status the last run ended with, as written on its run row (None while it runs)
         self.last_status: str | None = None
+        #: the last run's interrupt and run_finished events as its end wrote them (None until then)
+        self.last_end_rows: list[Any] | None = None
         self.run_ids: list[str] = []
         self._fingerprint = code_fingerprint(graph)
         #: thread id -> (lease token, run id) of the last run of this graph started on the thread: see _previous_run
@@ -218,6 +220,7 @@ class RecordedGraph:
             self._last_runs[thread_id] = (lease.token, session.run_id)
         self.last_run_id = session.run_id
         self.last_status = None
+        self.last_end_rows = None
         self.run_ids.append(session.run_id)
         return session, config
 
@@ -312,6 +315,7 @@ class RecordedGraph:
                 session.defer(release)
             session.finish(status, output=output, error=error, interrupts=interrupts)
             self.last_status = status
+            self.last_end_rows = session.end_rows
             if releasing:
                 lease.released_by_write()
         finally:

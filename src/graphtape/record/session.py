@@ -23,7 +23,7 @@ from graphtape.record import context
 from graphtape.record.answer import RECORD, Answerer
 from graphtape.record.errors_codec import error_info, rebuild_error
 from graphtape.record.writer import TapeWriter
-from graphtape.store.base import RunRecord, WriteBatch
+from graphtape.store.base import EventRow, RunRecord, WriteBatch
 from graphtape.store.listing import call_levels, listed_call
 
 if TYPE_CHECKING:
@@ -135,6 +135,8 @@ class Session:
         #: a strict replay keeps its checkpoints' rows until the run's next explicit flush (see flush)
         self.holding = mode == "strict" and answerer.replays and not answerer.pauses
         self._held = 0
+        #: once the run's end is written: its interrupt and run_finished events, as written (see finish)
+        self.end_rows: list[EventRow] | None = None
 
     @property
     def lease(self) -> Any:
@@ -239,15 +241,20 @@ class Session:
         error: BaseException | None = None,
         interrupts: list[dict[str, Any]] | None = None,
     ) -> None:
-        for intr in interrupts or []:
-            self.emit(events.Interrupt(interrupt_id=intr["interrupt_id"], value=intr["value"]))
+        # the run's interrupts and end as written: a replay reads them from here, not back from the store
+        end_rows = [
+            self._emit_row(events.Interrupt(interrupt_id=intr["interrupt_id"], value=intr["value"]))
+            for intr in interrupts or []
+        ]
         ended = clock.now()
         if status == "failed":
             self.emit(events.RunFailed(error=error_info(error)))
         else:
-            self.emit(
-                events.RunFinished(
-                    status=status, output=self.put_json(self.view(output)) if output is not None else None
+            end_rows.append(
+                self._emit_row(
+                    events.RunFinished(
+                        status=status, output=self.put_json(self.view(output)) if output is not None else None
+                    )
                 )
             )
         self.writer.update_run(
@@ -265,6 +272,10 @@ class Session:
             }
         )
         self.flush()
+        self.end_rows = end_rows
+
+    def _emit_row(self, event: events.Event) -> EventRow:
+        return self.writer.event_row(event.KIND, event.to_data())
 
     def decode(self, env: dict[str, Any]) -> Any:
         """A recorded value back, rebuilding only the classes ``self.types`` allows."""

@@ -446,6 +446,10 @@ class TapeWriter:
 
     def event(self, kind: str, data: dict[str, Any]) -> int:
         """Buffer an event of this run; returns its sequence number."""
+        return self.event_row(kind, data).seq
+
+    def event_row(self, kind: str, data: dict[str, Any]) -> EventRow:
+        """Buffer an event of this run; returns its row (as the store will hold it once written)."""
         lazy = Lazy in map(type, data.values())  # (in C: every call and task buffers events)
         with self._lock:
             seq = self._seq
@@ -454,7 +458,7 @@ class TapeWriter:
             self._batch.events.append(row)
             if lazy:
                 self._lazy.append(row)
-        return seq
+        return row
 
     def emit(self, event: events.Event) -> int:
         """Buffer a typed event of this run (its JSON form, see graphtape.events); returns its sequence number."""

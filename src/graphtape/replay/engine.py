@@ -333,7 +333,11 @@ def _core(
         run_ids.append(recorder.last_run_id or "")
         if status in ("diverged", "failed"):
             break
-        new_rows = replayed_rows[run_ids[-1]] = _replayed_rows(tape, run_ids[-1], served_totals)
+        # (the run's interrupts and end as the recorder wrote them: not read back, unless its totals are)
+        ended = recorder.last_end_rows if served_totals and recorder.last_run_id == run_ids[-1] else None
+        new_rows = replayed_rows[run_ids[-1]] = (
+            ended if ended is not None else _replayed_rows(tape, run_ids[-1], served_totals)
+        )
         id_map.update(dict(zip(_interrupt_ids(recorded_rows[original.run_id]), _interrupt_ids(new_rows))))
         # the status the recorder gave the run it just ended (no read of the run row back)
         status = recorder.last_status or "finished"
