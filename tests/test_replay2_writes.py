@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import HumanMessage
+from langgraph.graph import END, START, StateGraph
+
 from graphtape import events
 from graphtape.store.base import WriteBatch
-from tests.test_replaycost_saver import build
+from tests.test_replaycost_saver import Notes, build
 
 
 def _refs(tape: Any, run_id: str) -> tuple[set[str], set[str]]:
@@ -86,19 +89,34 @@ def test_a_replay_with_live_calls_is_complete(tape) -> None:
     _complete(tape, result.run_id)
 
 
-def test_a_strict_replay_writes_its_start_with_its_end(tape, monkeypatch) -> None:
-    graph = build()
+def test_a_prune_during_a_strict_replay_keeps_what_the_replay_refers_to(tape) -> None:
+    """The replay is listed as running from its start: the run it replays (whose blobs its rows
+    refer to without writing them again) is not pruned while it runs."""
+    from tests.graphs import RandomModel
+
+    model = RandomModel()
+    pruning = {"on": False, "result": None}
+
+    def step(s: Notes) -> dict[str, Any]:
+        answer = model.invoke([HumanMessage(f"0: {s['topic']}")])
+        if pruning["on"]:
+            pruning["result"] = tape.prune(older_than=0)  # mid-replay: every finished run is old enough
+            tape.store.collect_garbage()
+        return {"notes": [str(answer.content)]}
+
+    b = StateGraph(Notes)
+    b.add_node("n0", step)
+    b.add_edge(START, "n0")
+    b.add_edge("n0", END)
+    graph = b.compile()
     rec = tape.record(graph)
     rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
-    batches = _batches(tape, monkeypatch)
+    pruning["on"] = True
     result = tape.replay(rec.last_run_id, graph, mode="strict")
     assert result.status == "finished" and result.output_matches
-    assert len(batches) == 1  # the run row, its start and everything else in one transaction
-    assert [r.run_id for r in batches[0].new_runs] == [result.run_id]
-    kinds = [e.kind for e in batches[0].events]
-    assert kinds[0] == events.RunStarted.KIND and kinds[-1] == events.RunFinished.KIND
-    run = tape.run(result.run_id)
-    assert run.status == "finished" and run.replay_of == rec.last_run_id
+    assert pruning["result"] is not None
+    assert tape.store.get_run(rec.last_run_id) is not None  # kept: replayed by a running run
+    _complete(tape, result.run_id)
 
 
 def test_a_strict_replay_that_fails_is_written_with_its_start(tape) -> None:

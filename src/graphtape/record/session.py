@@ -226,12 +226,10 @@ class Session:
         )
         if _is_resume(run_input):
             self.emit(events.Resume(value=self.put_json(self.encode(run_input.resume))))
-        if not self.holding:
-            self.flush()
-        # A strict replay that holds its rows writes its start with them (its end, or the first
-        # write it cannot hold): a transaction less per replayed run. It is run again if it
-        # crashes; nothing lists it while it runs (a replay followed live chose its run id up
-        # front and writes as it goes, see the recorder).
+        # Written at once, by a strict replay that holds its other rows too: a run listed as running
+        # keeps the run it replays from garbage collection (graphtape.runtime.retention), and the
+        # replay's rows refer to that run's blobs without writing them again (see the engine).
+        self.flush()
 
     def finish(
         self,
