@@ -371,3 +371,36 @@ def test_a_field_that_cannot_be_compared_is_serialised_again(tmp_path: Path) -> 
         second = _put(saver, "t", {"messages": [*msgs, HumanMessage("more", id="x")]}, first)
         got = _read(_fresh(tape.store), second)["messages"]
         assert list(got[0].additional_kwargs["data"]) == [1, 2] and len(got) == 6
+
+
+def test_an_archived_conversation_comes_back_with_its_lists(tmp_path: Path) -> None:
+    """An archive carries a chained list's chain and messages (the ``"$chain"`` reference is
+    followed as for the tape's own chains); after garbage collection and a restore the thread's
+    checkpoints read back as before."""
+    from tests.test_archive import DAY, age_thread
+
+    with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
+        rec = tape.record(_chat(), name="chat")
+        cfg = {"configurable": {"thread_id": "old"}}
+        for turn in range(3):
+            rec.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg)
+        before = [
+            (row.checkpoint_id, _read(_fresh(tape.store), {"configurable": {"thread_id": "old", "checkpoint_id": cid}}))
+            for row in tape.store.list_checkpoints(thread_id="old")
+            for cid in [row.checkpoint_id]
+        ]
+        latest = tape.store.get_checkpoint("old", "")
+        head = saver_values.chained_head(tape.store.get_blob(latest.values["messages"]))
+        assert head is not None
+        age_thread(tape, "old")
+        tape.archive(older_than=30 * DAY, to=tmp_path / "cold")
+        tape.store.collect_garbage()
+        assert tape.store.list_checkpoints(thread_id="old") == []
+        assert tape.store.get_chain_nodes([head]) == {}
+        tape.restore("old", from_=tmp_path / "cold")
+        assert head in tape.store.get_chain_nodes([head])
+        for cid, values in before:
+            got = _read(_fresh(tape.store), {"configurable": {"thread_id": "old", "checkpoint_id": cid}})
+            assert got.keys() == values.keys()
+            if "messages" in values:
+                _same(got["messages"], values["messages"])
