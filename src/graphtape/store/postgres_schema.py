@@ -178,6 +178,12 @@ MIGRATIONS: list[str] = [
     END
     $$;
     """,
+    # v7: no table changes. A checkpoint's channel value may now be a chained message list (see
+    # graphtape.runtime.saver_values), which a graphtape that knows v6 would misread: the version
+    # makes it refuse the store instead of failing on the first such value.
+    """
+    SELECT 1;
+    """,
 ]
 
 #: SQLSTATE raised by ``gt_check_fence`` when the lease changed hands.

@@ -145,7 +145,13 @@ def _migrate_v2(store: RedisTapeStore) -> None:
     the new ones."""
 
 
-MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1, _migrate_v2]
+def _migrate_v3(store: RedisTapeStore) -> None:
+    """No keys change. A checkpoint's channel value may now be a chained message list (see
+    :mod:`graphtape.runtime.saver_values`); the version makes an older graphtape refuse the store
+    instead of misreading the first such value."""
+
+
+MIGRATIONS: list[Callable[[RedisTapeStore], None]] = [_migrate_v1, _migrate_v2, _migrate_v3]
 
 # Columns of a run that may not be NULL in SQLite; updating one to None is
 # refused there, so it is refused here too.

@@ -271,6 +271,13 @@ MIGRATIONS: list[str] = [
         SELECT k.run_id, e.seq, c.kind, e.ts, e.data
         FROM gt_event_rows e JOIN gt_run_rows k ON k.run_key = e.run_key JOIN gt_event_kinds c ON c.code = e.kind;
     """,
+    # v11: no table changes. A checkpoint's channel value may now be a chained message list (a blob
+    # {"$chain": head, "items": "serde"}, see graphtape.runtime.saver_values), which a graphtape that
+    # knows v10 would misread: the version tells it that the file is newer than it is, and it refuses
+    # to open it instead of failing on the first such value.
+    """
+    SELECT 1
+    """,
 ]
 
 #: Blobs larger than this are stored deflated when that makes them smaller (see
