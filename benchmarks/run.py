@@ -631,17 +631,32 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
     rng = random.Random(7)
     rec_times: list[float] = []
     live_times: list[float] = []
+    # Context (chat-sized only): the same conversation with graphtape's default checkpointer
+    # (checkpoints on the tape file) and with a SqliteSaver at the same synchronous=NORMAL.
+    saver_times: list[float] = []
+    sqlite_times: list[float] = []
+    order = [(recorded, rec_cfg, rec_times), (unrecorded, live_cfg, live_times)]
+    saver_tape = None
+    if realistic:
+        saver_tape = graphtape.connect(f"sqlite:///{tmp}/tape-conversation-saver.db")
+        own = saver_tape.record(chat_graph(make_model(seed=1, paragraphs=True)).compile(), name="chat")
+        plain = chat_graph(make_model(seed=1, paragraphs=True)).compile(
+            checkpointer=sqlite_saver(tmp / "conversation-sqlite.db", synchronous="NORMAL")
+        )
+        order += [(own, dict(rec_cfg), saver_times), (plain, dict(live_cfg), sqlite_times)]
     out: Any = None
     for turn in range(turns):
         text = f"Turn {turn}: " + " ".join(sentence(rng) for _ in range(rng.randint(1, 3) if realistic else 1))
-        # Interleave the recorded conversation with the same one unrecorded.
-        order = ((recorded, rec_cfg, rec_times), (unrecorded, live_cfg, live_times))
-        for target, cfg, times in order if turn % 2 == 0 else order[::-1]:
+        # Interleave the recorded conversation with the same one unrecorded (a rotation per turn).
+        k = turn % len(order)
+        for target, cfg, times in order[k:] + order[:k]:
             t0 = time.perf_counter()
             res = target.invoke({"messages": [HumanMessage(text)]}, cfg)
             times.append(time.perf_counter() - t0)
             if target is recorded:
                 out = res
+            elif len(res["messages"]) != 2 * (turn + 1):
+                raise AssertionError(f"turn {turn}: {len(res['messages'])} messages, expected {2 * (turn + 1)}")
     messages = out["messages"]
     if len(messages) != 2 * turns:
         raise AssertionError(f"conversation has {len(messages)} messages, expected {2 * turns}")
@@ -649,6 +664,15 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
     n_runs = len(tape.runs(thread_id="conversation", limit=None))
     tape.close()
     sizes = tape_bytes(path)
+    files: dict[str, int] = {}
+    if saver_tape is not None:
+        saver_tape.close()
+        for name, file in (("saver", tmp / "tape-conversation-saver.db"), ("sqlite", tmp / "conversation-sqlite.db")):
+            conn = sqlite3.connect(file)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
+            conn.close()
+            files[name] = file.stat().st_size
     label = "chat-sized messages" if realistic else "one-sentence messages"
     rows = [
         {
@@ -693,6 +717,29 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
             "target": None,
         },
     ]
+    if files:
+        rows += [
+            {
+                "benchmark": "3. (ctx) last 10 turns, default checkpointer",
+                "unit": "ms/turn",
+                "baseline_name": "SqliteSaver NORMAL",
+                "baseline": statistics.median(sqlite_times[-10:]) * 1000,
+                "subject_name": "graphtape default",
+                "subject": statistics.median(saver_times[-10:]) * 1000,
+                "ratio": statistics.median(saver_times[-10:]) / statistics.median(sqlite_times[-10:]),
+                "target": None,
+            },
+            {
+                "benchmark": "3. (ctx) file after VACUUM, default checkpointer",
+                "unit": "bytes",
+                "baseline_name": "SqliteSaver NORMAL's file",
+                "baseline": files["sqlite"],
+                "subject_name": "tape file (checkpoints + tape)",
+                "subject": files["saver"],
+                "ratio": files["saver"] / files["sqlite"],
+                "target": None,
+            },
+        ]
     return {
         "rows": rows,
         "turns": turns,
