@@ -82,7 +82,8 @@ class Matcher:
             if c.response_ref is not None:
                 c.response_data = found.get(c.response_ref)
                 if c.kind == "llm" and c.response_data is not None and b'"msg"' in c.response_data:
-                    for h in _message_refs(json.loads(c.response_data)):
+                    c.parsed_env = json.loads(c.response_data)  # (served, it is not parsed again)
+                    for h in _message_refs(c.parsed_env):
                         wanted[h].append(c)
         if wanted:
             for h, data in store.get_blobs(wanted).items():

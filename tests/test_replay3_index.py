@@ -1,0 +1,124 @@
+"""How a strict replay indexes the tape: recorded calls read from their stored bodies, responses parsed once.
+
+``RecordedCall.from_event`` reads a call event's stored keys directly (no event
+dataclass built first); it must give what reading it through the typed event
+(``graphtape.events.parse``) gives. A chat response parsed while the tape is indexed
+(for its message addresses) is handed to the first serve only: a value decoded from
+it may share parts of it, so a second serve of the same call parses again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from graphtape import events
+from graphtape.calls import CALL_KINDS, RecordedCall
+from graphtape.replay.matcher import Matcher
+from graphtape.store.base import EventRow
+from tests import graphs
+
+
+def _through_event(row: EventRow) -> RecordedCall:
+    """The recorded call as read through the typed event (how it was read before)."""
+    ev = events.parse(row)
+    assert isinstance(ev, events.CallEvent)
+    return RecordedCall(
+        call_id=ev.call_id,
+        run_id=row.run_id,
+        seq=row.seq,
+        kind=ev.CALL_KIND,
+        node=(ev.extra or {}).get("node", ""),
+        node_path=ev.node_path if ev.node_path is not None else "",
+        branch=ev.branch if ev.branch is not None else "",
+        step=ev.step,
+        ordinal=ev.ordinal if ev.ordinal is not None else 0,
+        fingerprint=ev.fingerprint,
+        request_ref=ev.request,
+        messages_ref=ev.messages,
+        response_ref=ev.response,
+        error=ev.error,
+        tokens=int(ev.tokens or 0),
+        cost=float(ev.cost or 0.0),
+        latency=float(ev.latency or 0.0),
+        name=ev.title,
+        code=ev.code,
+    )
+
+
+def _fields(call: RecordedCall) -> dict[str, Any]:
+    return {f.name: getattr(call, f.name) for f in dataclasses.fields(call) if f.compare}
+
+
+def test_recorded_calls_read_from_stored_rows_are_the_typed_events_calls(tape):
+    recorded = tape.record(graphs.build_linear(), name="linear")
+    recorded.invoke({"topic": "cats"})
+    rows = tape.store.events(recorded.last_run_id, list(CALL_KINDS))
+    assert {r.kind for r in rows} == {"llm_call", "tool_call", "effect_call"}
+    for row in rows:
+        assert _fields(RecordedCall.from_event(row)) == _fields(_through_event(row))
+
+
+BASE = {"call_id": "c1", "fingerprint": "f" * 32, "request": "a" * 32}
+
+
+@pytest.mark.parametrize(
+    "kind, data",
+    [
+        ("llm_call", {**BASE, "model": "m1", "tokens": 12, "cost": 0.25, "latency": 1.5, "messages": "b" * 32}),
+        ("tool_call", {**BASE, "name": "search", "model": "ignored", "code": "x", "step": 3, "ordinal": 2}),
+        ("effect_call", {**BASE, "error": {"type": "ValueError", "message": "no"}, "branch": "__pregel_push,1"}),
+        ("tool_call", {**BASE, "node": "old", "node_path": None, "branch": None, "ordinal": None}),  # an older tape
+        ("llm_call", {**BASE, "node_path": "sub/inner", "tokens": None, "cost": None, "response": "c" * 32}),
+        ("tool_call", {**BASE, "future_key": [1, 2]}),  # a key a later graphtape writes
+    ],
+)
+def test_recorded_call_fields_match_the_typed_event_for_odd_bodies(kind, data):
+    row = EventRow(run_id="r", seq=7, kind=kind, ts=0.0, data=data)
+    assert _fields(RecordedCall.from_event(row)) == _fields(_through_event(row))
+
+
+@pytest.mark.parametrize(
+    "kind, data",
+    [
+        ("llm_call", {"fingerprint": "f", "request": "a"}),  # no call id
+        ("tool_call", {"call_id": "c", "request": "a"}),  # no fingerprint
+        ("effect_call", {"call_id": "c", "fingerprint": "f"}),  # no request
+        ("task_finished", BASE),  # not a call
+        ("no_such_kind", BASE),
+    ],
+)
+def test_an_incomplete_or_other_row_is_not_a_recorded_call(kind, data):
+    with pytest.raises(ValueError, match="not a complete recorded call"):
+        RecordedCall.from_event(EventRow(run_id="r", seq=1, kind=kind, ts=0.0, data=data))
+
+
+def test_a_chat_response_parsed_while_indexing_is_served_once_then_parsed_again(tape):
+    recorded = tape.record(graphs.build_linear(), name="linear")
+    recorded.invoke({"topic": "cats"})
+    rows = tape.store.events(recorded.last_run_id, list(CALL_KINDS))
+    matcher = Matcher.from_events(tape.store, rows)
+    (llm,) = [c for c in matcher.calls if c.kind == "llm" and c.messages_ref is not None][:1]
+    parsed = llm.parsed_env
+    assert parsed is not None and parsed == tape.store.get_json(llm.response_ref)
+    first = llm.response_env(tape.store)
+    assert first is parsed and llm.parsed_env is None
+    second = llm.response_env(tape.store)
+    assert second == first and second is not first
+    # a tool's response is not parsed while indexing: each serve parses its own
+    tool = next(c for c in matcher.calls if c.kind == "tool")
+    assert tool.parsed_env is None
+    assert tool.response_env(tape.store) is not tool.response_env(tape.store)
+
+
+def test_a_served_answer_changed_by_the_node_does_not_reach_a_second_serve(tape):
+    recorded = tape.record(graphs.build_linear(), name="linear")
+    recorded.invoke({"topic": "cats"})
+    rows = tape.store.events(recorded.last_run_id, list(CALL_KINDS))
+    matcher = Matcher.from_events(tape.store, rows)
+    for call in matcher.calls:
+        env = call.response_env(tape.store)
+        env["changed"] = True
+        assert "changed" not in call.response_env(tape.store)
