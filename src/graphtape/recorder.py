@@ -16,6 +16,7 @@ used as the graphtape run id, so callers can also choose it up front.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -210,7 +211,14 @@ class RecordedGraph:
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
         _with_callback(config, TaskRecorder(session))
         try:
-            session.start(run_input, config, call_kwargs=replayable_kwargs(kwargs))
+            # Beside a foreign saver a recorded run's start goes with its first tape write (at most
+            # FLUSH_INTERVAL later) or its end. At once: with graphtape's own saver (recovery needs
+            # the start), for a replay, recovery or debugger (plan), and for a run whose caller chose
+            # its id to follow it while it runs.
+            write_now = self.durable or plan is not None or bool(config.get("run_id"))
+            session.start(run_input, config, call_kwargs=replayable_kwargs(kwargs), write_now=write_now)
+            if not write_now:
+                FLUSHER.began(session)
         except BaseException:
             lease.release()
             raise
@@ -304,7 +312,14 @@ class RecordedGraph:
                 # The store itself failed (connection lost, server restarting,
                 # lease taken over): the run did not fail, it could not be kept.
                 # It stays ``running`` so that ``recover`` finishes it from its
-                # last durable checkpoint once the store is back.
+                # last durable checkpoint once the store is back. A start not
+                # written yet (it goes with the run's first tape write beside a
+                # foreign saver, which may be the write that failed) is tried once
+                # more, so that the run is listed.
+                if session.start_unwritten:
+                    FLUSHER.forget(session)
+                    with contextlib.suppress(Exception):
+                        session.flush()
                 return
             # the background writer is done with this run (one under way finishes first): the run's
             # last write is the one below, which may give the lease up

@@ -99,7 +99,7 @@ class TapeFlusher:
                 raise error
         now = time.monotonic()
         last = self._asked.get(key)
-        if last is None:  # the run's first checkpoint: its start was just written
+        if last is None:  # the run's first checkpoint, its start just written (else see began)
             self._asked[key] = now
             return
         interval = FLUSH_INTERVAL
@@ -113,6 +113,15 @@ class TapeFlusher:
                 self._thread = threading.Thread(target=self._run, name="graphtape-tape-writer", daemon=True)
                 self._thread.start()
             self._cond.notify()
+
+    def began(self, session: Session) -> None:
+        """``session``'s run began without writing its start (it goes with the run's first write).
+
+        Its first write is then due ``FLUSH_INTERVAL`` after the run began, as
+        after any other write (the first checkpoint does not start the clock):
+        a crash loses at most that much of the run's tape, its start included.
+        """
+        self._asked[id(session)] = time.monotonic()
 
     def forget(self, session: Session) -> None:
         """The run ends: no more writes from this thread (a held one is dropped, one under way finishes first);

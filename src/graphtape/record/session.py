@@ -147,6 +147,11 @@ class Session:
     def lease(self, lease: Any) -> None:
         self.writer.lease = lease
 
+    @property
+    def start_unwritten(self) -> bool:
+        """Whether the run's row is still buffered (its start went with no store write yet)."""
+        return self.writer.run_unwritten(self.run_id)
+
     # -- writing ---------------------------------------------------------------
 
     def flush(self, extra: WriteBatch | None = None) -> None:
@@ -198,7 +203,24 @@ class Session:
             context.reset_current(self._token)
             self._token = None
 
-    def start(self, run_input: Any, config: dict[str, Any], call_kwargs: dict[str, Any] | None = None) -> None:
+    def start(
+        self,
+        run_input: Any,
+        config: dict[str, Any],
+        call_kwargs: dict[str, Any] | None = None,
+        *,
+        write_now: bool = True,
+    ) -> None:
+        """Buffer the run's row and start events; write them at once if ``write_now``.
+
+        Beside a foreign saver (``write_now`` False) they go with the run's
+        first background tape write or with its end, in that transaction
+        (see :class:`~graphtape.record.checkpoints.TapeFlusher`): the promise
+        there is that a crash loses at most the last ``FLUSH_INTERVAL`` of
+        tape, and a run's first 50 ms are within it. That saves a store
+        transaction per run (a conversation turn shorter than 50 ms writes
+        once, at its end).
+        """
         run = RunRecord(
             run_id=self.run_id,
             thread_id=self.thread_id,
@@ -226,10 +248,12 @@ class Session:
         )
         if _is_resume(run_input):
             self.emit(events.Resume(value=self.put_json(self.encode(run_input.resume))))
-        # Written at once, by a strict replay that holds its other rows too: a run listed as running
-        # keeps the run it replays from garbage collection (graphtape.runtime.retention), and the
-        # replay's rows refer to that run's blobs without writing them again (see the engine).
-        self.flush()
+        # Written at once with graphtape's own saver (recovery reads run_started), and by a strict
+        # replay that holds its other rows too: a run listed as running keeps the run it replays from
+        # garbage collection (graphtape.runtime.retention), and the replay's rows refer to that run's
+        # blobs without writing them again (see the engine).
+        if write_now:
+            self.flush()
 
     def finish(
         self,

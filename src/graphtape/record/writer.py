@@ -468,6 +468,11 @@ class TapeWriter:
         with self._lock:
             self._batch.new_runs.append(run)
 
+    def run_unwritten(self, run_id: str) -> bool:
+        """Whether ``run_id``'s new row is still in the buffer (not written, or put back by a failed write)."""
+        with self._lock:
+            return any(run.run_id == run_id for run in self._batch.new_runs)
+
     def update_run(self, update: dict[str, Any]) -> None:
         with self._lock:
             self._batch.run_updates.append((self.run_id, update))
