@@ -102,9 +102,16 @@ def _inline_submit(original: Any) -> Any:
         flags = {k: kwargs.pop(k) for k in _SUBMIT_FLAGS if k in kwargs}
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
-            future.set_result(fn(*args, **kwargs))
+            result = fn(*args, **kwargs)
         except Exception as exc:  # LangGraph reads it from the future, as from a thread's
             future.set_exception(exc)
+        else:
+            # A call that returned leaves nothing for the executor's exit: its own done callback
+            # takes a successful future out of ``tasks`` at once. So it is not put there (23 calls
+            # per benchmark-2 replay, each a dict entry, a callback and a ``result()`` under the
+            # future's lock).
+            future.set_result(result)
+            return future
         # (Ctrl-C and the like are not a failure of the call: they stop the run here and now, as
         # anywhere on the graph's thread)
         # the bookkeeping the executor's own submit does: on exit it re-raises a failure (or not)
