@@ -15,6 +15,7 @@ told into rows.
 from __future__ import annotations
 
 import copy
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -113,6 +114,34 @@ def _frozen(value: Any) -> Any:
     if t is list:
         return [_frozen(v) for v in value]
     return copy.deepcopy(value)
+
+
+_is = operator.is_
+_fields_of = operator.attrgetter("__dict__")
+_extra_of = operator.attrgetter("__pydantic_extra__")
+
+
+def _same_messages(
+    messages: list[Any], last: tuple[list[Any], list[dict[str, Any]], list[Any], list[MessageForm]]
+) -> int:
+    """How many leading ``messages`` are the messages of ``last`` (TapeWriter.forms' last list), unchanged.
+
+    A run's final state holds the message objects its last chat request
+    carried, plus the answer: their forms are that request's, found with
+    identity and equality tests run in C (the fields of each compared with
+    the copy the forms were made from, as forms' loop does: a message
+    changed in place since is seen). 0 if any differs.
+    """
+    prev = last[0]
+    n = len(prev)
+    if n < PROBE_MIN or len(messages) < n:
+        return 0
+    head = messages[:n]
+    if not all(map(_is, head, prev)):
+        return 0
+    if list(map(_fields_of, head)) != last[1] or list(map(_extra_of, head)) != last[2]:
+        return 0
+    return n
 
 
 def _drop_older_forms() -> None:
@@ -222,6 +251,9 @@ class TapeWriter:
         #: id(message) -> (message, ids of its field values, form), for messages without an id: see message_blob
         self._messages: dict[int, tuple[Any, tuple[int, ...], MessageForm]] = {}
         self._last_flush = time.monotonic()
+        #: the last message list :meth:`forms` took (messages all with ids): the messages, the copies of their
+        #: fields the forms were made from, their extra fields then, and the forms (see _same_messages)
+        self._last_forms: tuple[list[Any], list[dict[str, Any]], list[Any], list[MessageForm]] | None = None
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
 
@@ -305,24 +337,53 @@ class TapeWriter:
         look-up and one comparison in C, about 1 us; the identities of its
         field values, which the run's own memo compares, took longer to
         collect than the comparison, and missed a change made inside a
-        field). A message without an id goes through the run's memo.
+        field). A message without an id goes through the run's memo. A list
+        that starts with the messages of the run's last list, unchanged (its
+        final state after its last chat request), takes their forms from that
+        list without the loop: see :func:`_same_messages`.
         """
-        seen = _FORMS
         out: list[MessageForm] = []
+        last = self._last_forms
+        start = _same_messages(messages, last) if last is not None else 0
+        if start:
+            assert last is not None
+            out = last[3][:start]
+            if start == len(messages):
+                return out
+        seen = _FORMS
         append = out.append
-        for msg in messages:
+        # the copies of each message's fields and extra fields its form was made from (see _same_messages)
+        fields: list[dict[str, Any]] = []
+        extras: list[Any] = []
+        all_ids = True
+        for msg in messages[start:] if start else messages:
             d = msg.__dict__
             mid = d.get("id")
             if type(mid) is str:
-                known = seen.get((type(msg), mid))
+                key = (type(msg), mid)
+                known = seen.get(key)
                 # the same test as message_form's (an equal message with the same id), without the call
-                append(
-                    known[2]
-                    if known is not None and known[0] == d and known[1] == msg.__pydantic_extra__
-                    else message_form(msg)
-                )
+                if known is not None and known[0] == d and known[1] == msg.__pydantic_extra__:
+                    append(known[2])
+                else:
+                    form = message_form(msg)
+                    append(form)
+                    known = seen.get(key)
+                    if known is None or known[2] is not form:  # (the memo dropped it at once)
+                        all_ids = False
+                        continue
+                fields.append(known[0])
+                extras.append(known[1])
             else:
                 append(self._form(msg))
+                all_ids = False
+        if all_ids:
+            if start:
+                assert last is not None
+                fields = last[1][:start] + fields
+                extras = last[2][:start] + extras
+            # copies: the caller may change the lists it is given
+            self._last_forms = (list(messages), fields, extras, list(out))
         return out
 
     def _form(self, msg: Any) -> MessageForm:
