@@ -62,3 +62,83 @@ def test_an_interrupt_is_not_kept(loop):
         future = submit(loop.put, GraphInterrupt(()))
         assert isinstance(future.exception(), GraphInterrupt)
         assert submit.__self__.tasks == {}
+
+
+# -- the replay's own new thread is not read before the replay writes on it ----------------------
+
+
+def _reads(monkeypatch, store) -> list[str]:
+    """The thread of every checkpoint read from ``store`` from now on."""
+    seen: list[str] = []
+    original = store.get_checkpoint
+
+    def spy(thread_id, *args, **kwargs):
+        seen.append(thread_id)
+        return original(thread_id, *args, **kwargs)
+
+    monkeypatch.setattr(store, "get_checkpoint", spy)
+    return seen
+
+
+def _review_chain(tape):
+    from langgraph.types import Command
+
+    from tests import graphs
+
+    rec = tape.record(graphs.build_review(), name="review")
+    cfg = {"configurable": {"thread_id": "hitl"}}
+    rec.invoke({}, cfg)
+    rec.invoke(Command(resume={i.id: "ok" for i in rec.get_state(cfg).interrupts}), cfg)
+    rec.invoke(Command(resume="yes"), cfg)
+    return rec
+
+
+def test_a_strict_replay_reads_no_checkpoint_of_its_new_thread_before_writing_one(tape, monkeypatch):
+    from tests import graphs
+
+    rec = tape.record(graphs.build_linear(), name="linear")
+    rec.invoke({"topic": "cats"})
+    seen = _reads(monkeypatch, tape.store)
+    with graphs.forbid():
+        result = tape.replay(rec.last_run_id, graphs.build_linear())
+    assert result.status == "finished" and result.output_matches
+    assert seen == []
+    # what it wrote reads back through the same saver
+    assert rec.get_state({"configurable": {"thread_id": result.thread_id}}).values == result.output
+
+
+def test_the_runs_after_the_first_of_a_chain_read_the_checkpoints_it_wrote(tape, monkeypatch):
+    from tests import graphs
+
+    rec = _review_chain(tape)
+    seen = _reads(monkeypatch, tape.store)
+    with graphs.forbid():
+        result = tape.replay(rec.last_run_id, graphs.build_review())
+    assert result.status == "finished" and result.output_matches and len(result.run_ids) == 3
+    assert result.thread_id in seen  # the resumed runs read where the run before stopped
+
+
+def test_a_thread_the_caller_names_is_read(tape, monkeypatch):
+    from graphtape.replay import engine
+    from tests import graphs
+
+    rec = tape.record(graphs.build_linear(), name="linear")
+    rec.invoke({"topic": "cats"})
+    seen = _reads(monkeypatch, tape.store)
+    with graphs.forbid():
+        result = engine.replay(tape, rec.last_run_id, graphs.build_linear(), thread_id="mine")
+    assert result.status == "finished" and result.thread_id == "mine"
+    assert seen[:1] == ["mine"]
+
+
+def test_the_fresh_thread_is_read_once_written(tape):
+    saver = ReplaySaver(tape.store, fresh_thread="new")
+    cfg = {"configurable": {"thread_id": "new", "checkpoint_ns": ""}}
+    assert saver.get_tuple(cfg) is None
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    saver.put(cfg, checkpoint, {"source": "input", "step": -1}, {})
+    assert saver._fresh == set()
+    got = saver.get_tuple(cfg)
+    assert got is not None and got.checkpoint["id"] == checkpoint["id"]

@@ -263,7 +263,9 @@ def _core(
     if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
         state_check = StateCheck.from_events(tape, {r.run_id: recorded_rows[r.run_id] for r in chain[start_index:]})
     new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
-    recorder = tape.record(graph, name=target.graph, checkpointer=_saver(tape, graph, mode, debugger, new_run_id))
+    # (a thread named here is new: no checkpoint of it can be stored yet)
+    saver = _saver(tape, graph, mode, debugger, new_run_id, fresh_thread=None if thread_id else new_thread)
+    recorder = tape.record(graph, name=target.graph, checkpointer=saver)
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
     # What the recorded runs' events refer to is on the store (a stored event's blobs and chains are
     # kept with it): a served call's request and message chain, a task's writes met again, the
@@ -369,7 +371,9 @@ def _core(
     )
 
 
-def _saver(tape: Tape, graph: Any, mode: str, debugger: Any, new_run_id: str | None) -> Any:
+def _saver(
+    tape: Tape, graph: Any, mode: str, debugger: Any, new_run_id: str | None, fresh_thread: str | None = None
+) -> Any:
     """The saver a replay records with: None (the graph's own, or graphtape's) unless it is a strict replay
     on graphtape's saver that holds its rows to its end, whose checkpoints need no worker thread
     (:mod:`graphtape.replay.saver`). The debugger pauses at checkpoints and a replay followed live by the
@@ -382,7 +386,7 @@ def _saver(tape: Tape, graph: Any, mode: str, debugger: Any, new_run_id: str | N
         return None
     from graphtape.replay.saver import ReplaySaver
 
-    return ReplaySaver(tape.store)
+    return ReplaySaver(tape.store, fresh_thread=fresh_thread)
 
 
 def _start(

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
 from graphtape.record.intercept import Interceptor, Patch
 from graphtape.runtime.saver import GraphtapeSaver
@@ -49,9 +49,48 @@ class ReplaySaver(GraphtapeSaver):
     in a worker thread otherwise, as graphtape's saver does.
     """
 
-    def __init__(self, store: Any, *, serde_: Any = None):
+    def __init__(self, store: Any, *, serde_: Any = None, fresh_thread: str | None = None):
         super().__init__(store, serde_=serde_)
+        #: the thread the replay named for itself (``replay-<new id>``), until this saver puts a
+        #: checkpoint on it: nothing can be stored under that name before, so the read LangGraph
+        #: makes of it as the run begins is answered without a query (one SELECT per replay; an
+        #: async replay's also a hop to a worker thread)
+        self._fresh: set[str] = {fresh_thread} if fresh_thread else set()
         install()
+
+    def _unwritten(self, config: RunnableConfig) -> bool:
+        """Whether ``config`` names the fresh thread, on which this saver has put nothing yet."""
+        return bool(self._fresh) and (config.get("configurable") or {}).get("thread_id") in self._fresh
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if self._unwritten(config):
+            return None
+        return super().get_tuple(config)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if self._unwritten(config):
+            return None
+        return await super().aget_tuple(config)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._fresh.discard((config.get("configurable") or {}).get("thread_id"))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        self._fresh.discard((config.get("configurable") or {}).get("thread_id"))
+        return super().put_writes(config, writes, task_id, task_path)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._fresh.discard(target_thread_id)
+        return super().copy_thread(source_thread_id, target_thread_id)
 
     @classmethod
     def _holding(cls, config: RunnableConfig) -> bool:
