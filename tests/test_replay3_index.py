@@ -122,3 +122,50 @@ def test_a_served_answer_changed_by_the_node_does_not_reach_a_second_serve(tape)
         env = call.response_env(tape.store)
         env["changed"] = True
         assert "changed" not in call.response_env(tape.store)
+
+
+def _blob_reads(monkeypatch, store) -> list[list[str]]:
+    seen: list[list[str]] = []
+    original = store.get_blobs
+
+    def spy(hashes):
+        hashes = list(hashes)
+        seen.append(hashes)
+        return original(hashes)
+
+    monkeypatch.setattr(store, "get_blobs", spy)
+    return seen
+
+
+def test_a_strict_replay_reads_the_recorded_input_with_the_responses(tape, monkeypatch):
+    from graphtape.replay import engine
+
+    rec = tape.record(graphs.build_linear(), name="linear")
+    rec.invoke({"topic": "cats"})
+    run = tape.run(rec.last_run_id)
+    rows = tape.store.events(run.run_id, list(engine._RECORDED_KINDS))
+    refs = engine._input_refs(rows)
+    assert len(refs) == 2  # the input and the config
+    seen = _blob_reads(monkeypatch, tape.store)
+    with graphs.forbid():
+        result = tape.replay(run.run_id, graphs.build_linear())
+    assert result.status == "finished" and result.output_matches
+    # the first read holds the responses and the input and config; the input is read nowhere else
+    assert set(refs) <= set(seen[0])
+    assert not any(refs[0] in hashes for hashes in seen[1:])
+
+
+def test_the_recorded_input_is_the_same_read_along_in_part_or_not_at_all(tape):
+    from graphtape.replay import engine
+
+    rec = tape.record(graphs.build_linear(), name="linear")
+    rec.invoke({"topic": "cats"})
+    run = tape.run(rec.last_run_id)
+    rows = tape.store.events(run.run_id, list(engine._RECORDED_KINDS))
+    refs = engine._input_refs(rows)
+    everything = tape.store.get_blobs(refs)
+    plain = engine._recorded_input(tape, run, None, rows)
+    for read in (everything, {refs[0]: everything[refs[0]]}, {refs[1]: everything[refs[1]]}, {}, None):
+        value, config, started = engine._recorded_input(tape, run, None, rows, read)
+        assert (value, config, started) == plain
+    assert engine._input_refs([]) == []

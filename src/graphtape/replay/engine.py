@@ -136,10 +136,22 @@ def _of(rows: list[EventRow], *kinds: str) -> list[EventRow]:
     return [r for r in rows if r.kind in kinds]
 
 
+def _input_refs(rows: list[EventRow]) -> list[str]:
+    """The addresses of the input and the config a run's ``run_started`` event refers to (none: not there)."""
+    for row in _of(rows, events.RunStarted.KIND):
+        return [v for v in (row.data.get("input"), row.data.get("config")) if isinstance(v, str)]
+    return []
+
+
 def _recorded_input(
-    tape: Tape, run: RunRecord, types: Any = None, rows: list[EventRow] | None = None
+    tape: Tape,
+    run: RunRecord,
+    types: Any = None,
+    rows: list[EventRow] | None = None,
+    read: dict[str, bytes] | None = None,
 ) -> tuple[Any, dict[str, Any], events.RunStarted]:
-    """The run's input (decoded), its config and its ``run_started`` event (``rows``: its events, if read)."""
+    """The run's input (decoded), its config and its ``run_started`` event (``rows``: its events, if read;
+    ``read``: blobs already read, among which the input and config may be)."""
     if rows is None:
         rows = tape.store.events(run.run_id, [events.RunStarted.KIND])
     rows = _of(rows, events.RunStarted.KIND)
@@ -151,7 +163,10 @@ def _recorded_input(
     # the input and the config (stored by address, the same blob for every run of a thread): one read
     config: Any = started.config or {}
     wanted = [started.input, config] if isinstance(config, str) else [started.input]
-    found = tape.store.get_blobs(wanted)
+    read = read or {}
+    found = {h: read[h] for h in wanted if h in read}
+    if len(found) < len(wanted):
+        found.update(tape.store.get_blobs([h for h in wanted if h not in found]))
     missing = [h for h in wanted if h not in found]
     if missing:
         raise StoreError(f"blob {missing[0]} is missing from {tape.store.url}: the tape is incomplete")
@@ -253,6 +268,8 @@ def _core(
     matcher = Matcher.from_events(
         tape.store,
         [row for r in chain for row in recorded_rows[r.run_id]],
+        # the inputs and configs of the runs to execute, in the responses' query (one query less)
+        read_with=[h for r in chain[start_index:] for h in _input_refs(recorded_rows[r.run_id])],
         overrides=overrides,
         live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
@@ -293,7 +310,9 @@ def _core(
     for index, original in enumerate(chain):
         if index < start_index:
             continue
-        value, rec_config, started = _recorded_input(tape, original, recorder.types, recorded_rows[original.run_id])
+        value, rec_config, started = _recorded_input(
+            tape, original, recorder.types, recorded_rows[original.run_id], matcher.read_along
+        )
         value = _translate_resume(value, id_map)
         if from_checkpoint is not None and index == start_index:
             _copy_checkpoint(recorder.checkpointer, original.thread_id, from_checkpoint, new_thread)

@@ -57,6 +57,8 @@ class Matcher:
             self._by_key[c.key].append(c)
             self._by_site[(c.kind, c.node_path)].append(c)
         self.consumed: set[str] = set()
+        #: blobs read with the responses for the caller (``from_events``'s ``read_with``)
+        self.read_along: dict[str, bytes] = {}
         self.overrides = dict(overrides or {})
         #: call ids that must not be served (``invalidate_from``-style re-runs)
         self.live_from = set(live_from or ())
@@ -70,11 +72,18 @@ class Matcher:
         return cls.from_events(store, [row for rid in run_ids for row in store.events(rid, CALL_KINDS)], **kw)
 
     @classmethod
-    def from_events(cls, store: TapeStore, rows: Iterable[EventRow], **kw: Any) -> Matcher:
+    def from_events(
+        cls, store: TapeStore, rows: Iterable[EventRow], *, read_with: Iterable[str] = (), **kw: Any
+    ) -> Matcher:
         """:meth:`from_store` from event rows already read (other kinds among them are skipped): a
-        replay reads each recorded run's events once, for the matcher, the state check and its input."""
+        replay reads each recorded run's events once, for the matcher, the state check and its input.
+
+        ``read_with``: more blob addresses to read in the same query as the responses (a replay's
+        recorded inputs and configs); what was found of them is left in :attr:`read_along`.
+        """
         calls = [RecordedCall.from_event(row) for row in rows if row.kind in CALL_KINDS]
-        found = store.get_blobs(c.response_ref for c in calls if c.response_ref is not None)
+        extra = list(read_with)
+        found = store.get_blobs([*(c.response_ref for c in calls if c.response_ref is not None), *extra])
         # a chat response refers to its message(s) by address: read them in the same pass, one more
         # query per replay instead of one per served call
         wanted: dict[str, list[RecordedCall]] = defaultdict(list)
@@ -89,7 +98,9 @@ class Matcher:
             for h, data in store.get_blobs(wanted).items():
                 for c in wanted[h]:
                     c.message_data[h] = data
-        return cls(calls, **kw)
+        matcher = cls(calls, **kw)
+        matcher.read_along = {h: found[h] for h in extra if h in found}
+        return matcher
 
     def release(self, call_ids: list[str]) -> None:
         """Make calls servable again (their task was interrupted and will run again)."""
