@@ -42,6 +42,18 @@ def test_a_call_that_returned_is_done_and_not_kept(loop):
         assert executor.tasks == {}
 
 
+def test_calls_that_returned_none_share_one_finished_future_that_cannot_change(loop):
+    with BackgroundExecutor({}) as submit:
+        first, second = submit(loop.put, None), submit(loop.put, None)
+        assert first is second is replay_saver._NONE
+        assert first.done() and first.result() is None and not first.cancel() and not first.cancelled()
+        called = []
+        first.add_done_callback(called.append)  # runs at once, is not kept
+        assert called == [first] and first._done_callbacks == []
+        assert submit.__self__.tasks == {}
+    assert replay_saver._NONE.result() is None
+
+
 def test_a_call_that_failed_is_kept_and_re_raised_on_exit(loop):
     with pytest.raises(RuntimeError, match="disk"):
         with BackgroundExecutor({}) as submit:

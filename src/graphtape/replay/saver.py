@@ -139,16 +139,19 @@ def _inline_submit(original: Any) -> Any:
         ):
             return original(self, fn, *args, **kwargs)
         flags = {k: kwargs.pop(k) for k in _SUBMIT_FLAGS if k in kwargs}
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:  # LangGraph reads it from the future, as from a thread's
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
             future.set_exception(exc)
         else:
             # A call that returned leaves nothing for the executor's exit: its own done callback
             # takes a successful future out of ``tasks`` at once. So it is not put there (23 calls
             # per benchmark-2 replay, each a dict entry, a callback and a ``result()`` under the
             # future's lock).
+            if result is None:  # what LangGraph's saver calls return: one finished future serves them all
+                return _NONE
+            future = concurrent.futures.Future()
             future.set_result(result)
             return future
         # (Ctrl-C and the like are not a failure of the call: they stop the run here and now, as
@@ -161,6 +164,12 @@ def _inline_submit(original: Any) -> Any:
     submit.__graphtape_inline__ = True  # type: ignore[attr-defined]
     return submit
 
+
+#: The finished future of every in-line call that returned None. A finished future is read-only: its
+#: ``result()`` is None, ``cancel()`` is refused and a done callback runs at once without being kept.
+#: (Each new one cost a lock and a condition; LangGraph only waits on these and asks their result.)
+_NONE: concurrent.futures.Future[Any] = concurrent.futures.Future()
+_NONE.set_result(None)
 
 _INSTALL_LOCK = threading.Lock()
 #: the patch on LangGraph's executor while installed (removed by :func:`uninstall`)
