@@ -151,6 +151,8 @@ class RecordedGraph:
         self._fingerprint = code_fingerprint(graph)
         #: thread id -> (lease token, run id) of the last run of this graph started on the thread: see _previous_run
         self._last_runs: dict[str, tuple[int, str]] = {}
+        #: thread id -> (lease token, chain ids) of the last message list the last run on the thread stored
+        self._last_chains: dict[str, tuple[int, list[str]]] = {}
         #: Set by a replay, the debugger or recovery: how the next runs' calls are answered (None: recorded)
         self.plan: ReplayPlan | None = plan
 
@@ -207,6 +209,18 @@ class RecordedGraph:
             session.holding = False
         session.lease = lease
         session.durable = self.durable
+        carried = self._last_chains.pop(thread_id, None)
+        if (
+            carried is not None
+            and plan is None
+            and lease.token is not None
+            and lease.token == carried[0] + 1
+            and self.tape.store.bumps_leases_on_delete
+        ):
+            # Nobody held the thread since this graph's last run there, and no run of it was
+            # deleted (that moves the token on): the chain that run stored and referred to is on
+            # the store, and a conversation's next request starts with it (no store probe).
+            session.writer.assume_stored(set(), set(carried[1]))
         session.types = self.types
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
         _with_callback(config, TaskRecorder(session))
@@ -331,6 +345,17 @@ class RecordedGraph:
             session.finish(status, output=output, error=error, interrupts=interrupts)
             self.last_status = status
             self.last_end_rows = session.end_rows
+            # the chain of the final state's messages, which the run's stored end refers to
+            if (
+                status == "finished"
+                and output is not None
+                and lease is not None
+                and lease.token is not None
+                and session.final_chain
+            ):
+                if len(self._last_chains) >= LAST_RUNS_MAX:
+                    self._last_chains.clear()
+                self._last_chains[session.thread_id] = (lease.token, session.final_chain)
             if releasing:
                 lease.released_by_write()
         finally:

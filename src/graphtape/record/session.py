@@ -137,6 +137,9 @@ class Session:
         self._held = 0
         #: once the run's end is written: its interrupt and run_finished events, as written (see finish)
         self.end_rows: list[EventRow] | None = None
+        #: the chain ids of the message list in the run's output, as its end stored it (a run_finished
+        #: event refers to them): the recorder hands them to the thread's next run
+        self.final_chain: list[str] = []
 
     @property
     def lease(self) -> Any:
@@ -272,13 +275,11 @@ class Session:
         if status == "failed":
             self.emit(events.RunFailed(error=error_info(error)))
         else:
-            end_rows.append(
-                self._emit_row(
-                    events.RunFinished(
-                        status=status, output=self.put_json(self.view(output)) if output is not None else None
-                    )
-                )
-            )
+            self.writer.last_chain = []
+            output_ref = self.put_json(self.view(output)) if output is not None else None
+            # the chain of the output's (last) message list: run_finished refers to it (see final_chain)
+            self.final_chain = self.writer.last_chain
+            end_rows.append(self._emit_row(events.RunFinished(status=status, output=output_ref)))
         self.writer.update_run(
             {
                 "status": status,

@@ -253,6 +253,9 @@ class TapeWriter:
         self._last_flush = time.monotonic()
         #: the last message list :meth:`forms` took (messages all with ids): the messages, the copies of their
         #: fields the forms were made from, their extra fields then, and the forms (see _same_messages)
+        #: the chain ids (a list's and its prefixes') of the last message list put_messages stored (see
+        #: Session.finish)
+        self.last_chain: list[str] = []
         self._last_forms: tuple[list[Any], list[dict[str, Any]], list[Any], list[MessageForm]] | None = None
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
@@ -463,6 +466,7 @@ class TapeWriter:
         if not hashes:
             return None
         ids = chain_ids(hashes)
+        self.last_chain = ids
         start = self._known_prefix(ids)
         if forms is not None:
             if len(ids) - start >= PROBE_MIN:

@@ -224,6 +224,13 @@ class TapeStore(abc.ABC):
     #: on a store without it (the default) the recorder releases the lease on its own.
     releases_in_write: bool = False
 
+    #: Whether deleting runs (:meth:`delete_runs`, :meth:`remove_thread`) moves the lease token of
+    #: their threads on when nobody holds the lease, as a change of owner does. A recorder that
+    #: finds the token it left plus one then knows that no run of the thread was deleted since its
+    #: last run there: the message chains that run referred to are still stored (garbage
+    #: collection keeps what a stored run refers to), and the next run need not ask the store.
+    bumps_leases_on_delete: bool = False
+
     @abc.abstractmethod
     def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
         """Apply a batch in one transaction: all of it or none of it.

@@ -340,6 +340,8 @@ class SqliteTapeStore(SqlTapeStore):
     finds_checkpoints_by_prefix = True  # the primary key and the listing index hold the ids
     #: a run's last batch gives its thread's lease up in the same transaction (see write)
     releases_in_write = True
+    #: deleting runs moves their threads' free leases on (see _delete_events)
+    bumps_leases_on_delete = True
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True):
         self.path = Path(path)
@@ -805,7 +807,19 @@ class SqliteTapeStore(SqlTapeStore):
 
     @staticmethod
     def _delete_events(cur: sqlite3.Cursor, ids: list[tuple[str]]) -> None:
-        """Delete the runs' events and their rows (the run row holds the events' key)."""
+        """Delete the runs' events and their rows (the run row holds the events' key).
+
+        The lease token of each run's thread is moved on first, when the lease
+        is free (a holder's token must stay: its writes are fenced with it),
+        so a recorder's next run on the thread sees that the thread's runs
+        changed (``TapeStore.bumps_leases_on_delete``).
+        """
+        now = time.time()
+        cur.executemany(
+            "UPDATE gt_leases SET token=token+1 WHERE name=(SELECT 'thread:' || thread_id FROM gt_run_rows "
+            "WHERE run_id=?) AND (owner IS NULL OR expires_at<=?)",
+            [(rid, now) for (rid,) in ids],
+        )
         cur.executemany(
             "DELETE FROM gt_event_rows WHERE run_key = (SELECT run_key FROM gt_run_rows WHERE run_id=?)", ids
         )
