@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from graphtape import events
 from graphtape.errors import EffectBlocked
 from graphtape.events import ReplayStats
 from graphtape.record.answer import LIVE, Answerer, Decision
@@ -85,10 +84,25 @@ class TapeAnswerer(Answerer):
         return LIVE
 
     def served_totals(self) -> ReplayStats:
-        """The totals of the calls served so far, as their call events sum them (see :func:`_served_event`)."""
+        """The totals of the calls served so far, as :meth:`ReplayStats.add` sums the call events
+        ``Session.served_value`` writes for them.
+
+        Each such event is served (source ``tape``, or ``override``); one from the tape holds the
+        recorded tokens, the recorded cost rounded to 10 places and the recorded latency rounded
+        to the microsecond, an override none of them; a tool whose code changed is named. A
+        strict replay that finished sums these instead of reading its call events back from the
+        store: every call of such a replay was served, and recorded once. (Summed here without
+        building each event first: a 22-field frozen event cost ~3 us a call.)
+        """
         stats = ReplayStats()
-        for served in list(self._served):
-            stats.add(_served_event(*served))
+        for rec, override, changed, name in list(self._served):
+            if changed:
+                stats.changed_code.add(str(name or "?"))
+            stats.served += 1
+            if override is None:
+                stats.tokens_saved += int(rec.tokens or 0)
+                stats.cost_saved += round(rec.cost, 10)
+                stats.time_saved += round(rec.latency, 6)
         return stats
 
     def knows(self, kind: str, fingerprint: str) -> bool:
@@ -97,30 +111,3 @@ class TapeAnswerer(Answerer):
     def task_ended(self, session: Session, info: dict[str, Any], outputs: Any) -> None:
         if self.state_check is not None:
             self.state_check.check(session, info, outputs)
-
-
-#: the event type a served call of each kind is recorded as
-_CALL_EVENTS: dict[str, type[events.CallEvent]] = {
-    "llm": events.LlmCall,
-    "tool": events.ToolCall,
-    "effect": events.EffectCall,
-}
-
-
-def _served_event(rec: RecordedCall, override: Any, changed: bool, name: Any) -> events.CallEvent:
-    """What :meth:`ReplayStats.add` reads of the call event ``Session.served_value`` writes for a served call.
-
-    ``source`` ``tape`` (or ``override``), the recorded tokens and cost (none for an override),
-    the recorded latency rounded to the microsecond, the tool's name and whether its code
-    changed. A strict replay that finished sums these instead of reading its call events back
-    from the store: every call of such a replay was served, and recorded once.
-    """
-    tape = override is None
-    return _CALL_EVENTS[rec.kind](
-        source="tape" if tape else "override",
-        tokens=(rec.tokens if tape else 0) or None,
-        cost=(round(rec.cost, 10) if tape else 0.0) or None,
-        recorded_latency=round(rec.latency, 6),
-        name=name,
-        code_changed=True if changed else None,
-    )
