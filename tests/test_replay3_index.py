@@ -169,3 +169,68 @@ def test_the_recorded_input_is_the_same_read_along_in_part_or_not_at_all(tape):
         value, config, started = engine._recorded_input(tape, run, None, rows, read)
         assert (value, config, started) == plain
     assert engine._input_refs([]) == []
+
+
+def _tasks_through_events(rows_by_run):
+    """StateCheck's recorded tasks as read through the typed events (how they were read before)."""
+    from collections import defaultdict
+
+    from graphtape.replay.statecheck import TASK_KINDS
+
+    tasks = defaultdict(list)
+    for rid, rows in rows_by_run.items():
+        started = {}
+        for row in rows:
+            if row.kind not in TASK_KINDS:
+                continue
+            ev = events.parse(row)
+            ns = ev.task or ""
+            if isinstance(ev, events.TaskStarted):
+                started[ns] = (ev.node_path or "", ev.step)
+            elif ns in started:
+                tasks[started[ns]].append((rid, ev.writes))
+    return dict(tasks)
+
+
+@pytest.mark.parametrize(
+    "build, inp",
+    [
+        (graphs.build_linear, {"topic": "cats"}),
+        (graphs.build_fanout, {"topic": "cats"}),
+        (graphs.build_subgraph_node, {"question": "why"}),
+    ],
+)
+def test_the_state_check_reads_the_tasks_the_typed_events_give(tape, build, inp):
+    from graphtape.replay.statecheck import StateCheck
+
+    rec = tape.record(build(), name="g")
+    rec.invoke(inp)
+    rid = rec.last_run_id
+    rows = {rid: tape.store.events(rid)}
+    check = StateCheck.from_events(tape, rows)
+    assert check is not None
+    got = {key: [(t.run_id, t.writes_ref) for t in group] for key, group in check.tasks.items()}
+    assert got == _tasks_through_events(rows)
+    assert sum(len(g) for g in got.values()) >= 3
+
+
+def test_task_rows_odd_and_foreign_are_read_as_the_typed_events_read_them(tape):
+    from graphtape.replay.statecheck import StateCheck
+
+    def row(seq, kind, data):
+        return EventRow(run_id="r", seq=seq, kind=kind, ts=0.0, data=data)
+
+    rows = {
+        "r": [
+            row(1, "task_started", {"node_path": "a", "step": 1, "task": "a:1"}),
+            row(2, "task_started", {"node_path": None, "step": None, "task": None}),  # root, nothing named
+            row(3, "llm_call", {"task": "a:1", "writes": "zz"}),  # not a task event
+            row(4, "task_finished", {"task": "a:1", "writes": "w1"}),
+            row(5, "task_finished", {"task": None, "writes": "w2", "future": 1}),
+            row(6, "task_finished", {"task": "b:9", "writes": "w3"}),  # never started: skipped
+        ]
+    }
+    check = StateCheck.from_events(tape, rows)
+    assert check is not None
+    got = {key: [(t.run_id, t.writes_ref) for t in group] for key, group in check.tasks.items()}
+    assert got == _tasks_through_events(rows) == {("a", 1): [("r", "w1")], ("", None): [("r", "w2")]}

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 #: the events a state check is built from
 TASK_KINDS = (events.TaskStarted.KIND, events.TaskFinished.KIND)
+_STARTED, _FINISHED = TASK_KINDS
 
 HINT = (
     "a node that reads the clock, random numbers, uuids or the outside world directly writes a different "
@@ -78,15 +79,18 @@ class StateCheck:
         tasks: dict[tuple[str, Any], list[_RecordedTask]] = defaultdict(list)
         for rid, rows in rows_by_run.items():
             started: dict[str, tuple[str, Any]] = {}  # task namespace -> (node path, step)
+            # (read from the stored bodies' keys, the events' field names: building each frozen event
+            # first cost more than the rest of this, for every task of every run a replay checks)
             for row in rows:
-                if row.kind not in TASK_KINDS:
+                kind = row.kind
+                if kind != _STARTED and kind != _FINISHED:
                     continue
-                ev = events.parse(row)
-                ns = ev.task or ""
-                if isinstance(ev, events.TaskStarted):
-                    started[ns] = (ev.node_path or "", ev.step)
+                get = row.data.get
+                ns = get("task") or ""
+                if kind == _STARTED:
+                    started[ns] = (get("node_path") or "", get("step"))
                 elif ns in started:
-                    tasks[started[ns]].append(_RecordedTask(rid, ev.writes))
+                    tasks[started[ns]].append(_RecordedTask(rid, get("writes")))
         if not any(t.writes_ref for group in tasks.values() for t in group):
             return None
         return cls(tape, dict(tasks))
