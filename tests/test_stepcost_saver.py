@@ -55,7 +55,15 @@ def test_a_value_is_sent_once_per_run(tmp_path: Path) -> None:
         for durability in ("sync", "async"):
             sent.clear()
             assert rec.invoke({"n": 0}, {"configurable": {"thread_id": durability}}, durability=durability)["n"] == 10
-            assert len(sent) == len(set(sent)), "a blob was sent twice in one run"
+            repeats = len(sent) - len(set(sent))
+            if durability == "sync":
+                assert repeats == 0, "a blob was sent twice in one run"
+            else:
+                # LangGraph saves on its background thread: a batch made while an earlier one is
+                # being committed may send a blob of it again (the writer learns a batch's addresses
+                # once it is committed; the store ignores the copy). Without the rule, a value met
+                # in every step (the routing writes' None) is sent again every step: about 10 here.
+                assert repeats <= 2, f"{repeats} blobs sent twice in one run"
             refs = _referenced(store, durability)
             assert refs and set(store.get_blobs(refs)) == refs
             # the state reads back through the saver
