@@ -88,15 +88,15 @@ def message_form(msg: Any) -> MessageForm:
         # a copy: the caller may change its message in place later, the memo must keep what was hashed
         old = _FORMS.get((type(msg), mid))
         _FORMS[(type(msg), mid)] = (
-            {k: _frozen(v) for k, v in msg.__dict__.items()},
-            _frozen(msg.__pydantic_extra__),
+            {k: frozen(v) for k, v in msg.__dict__.items()},
+            frozen(msg.__pydantic_extra__),
             form,
         )
         _forms_bytes += size - (2 * len(old[2].data) if old is not None else 0)
     return form
 
 
-def _frozen(value: Any) -> Any:
+def frozen(value: Any) -> Any:
     """A copy of a message field's value that changes made in place to the message cannot reach.
 
     A message's fields are JSON-like (strings, the ``content`` list, the
@@ -110,9 +110,9 @@ def _frozen(value: Any) -> Any:
     if t is str or t is int or t is float or t is bool or value is None:
         return value
     if t is dict:
-        return {k: _frozen(v) for k, v in value.items()}
+        return {k: frozen(v) for k, v in value.items()}
     if t is list:
-        return [_frozen(v) for v in value]
+        return [frozen(v) for v in value]
     return copy.deepcopy(value)
 
 

@@ -30,7 +30,6 @@ starts with ``{``, so the first byte tells the two forms apart on load.
 
 from __future__ import annotations
 
-import copy
 import threading
 import weakref
 from collections.abc import Iterable
@@ -39,7 +38,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from graphtape import serde
-from graphtape.record.writer import chain_ids
+from graphtape.record.writer import chain_ids, frozen
 from graphtape.store.base import TapeStore, WriteBatch
 
 #: How a chained list value blob begins (a serde-typed blob begins with its type name)
@@ -86,35 +85,23 @@ def chained_blob(head: str) -> bytes:
     return CHAINED_PREFIX + head.encode("ascii") + _CHAINED_SUFFIX
 
 
-def _frozen(value: Any) -> Any:
-    """A copy of a field value that changes made in place to the message cannot reach (compared with ``==``)."""
-    t = type(value)
-    if t is str or t is int or t is float or t is bool or value is None:
-        return value
-    if t is dict:
-        return {k: _frozen(v) for k, v in value.items()}
-    if t is list:
-        return [_frozen(v) for v in value]
-    return copy.deepcopy(value)
-
-
 def _private_copy(msg: Any) -> Any:
     """A copy of a message that no change made in place to another copy can reach.
 
     Equal to decoding the message's blob again (the same class, fields, set
     fields and extra fields), in about a third of the time: pydantic's
     shallow copy, then each field value that is not a scalar copied as
-    :func:`_frozen` copies it.
+    :func:`graphtape.record.writer.frozen` copies it.
     """
     c = msg.__copy__()
     d = c.__dict__
     for k, v in d.items():
         t = type(v)
         if not (t is str or v is None or t is int or t is float or t is bool):
-            d[k] = _frozen(v)
+            d[k] = frozen(v)
     extra = c.__pydantic_extra__
     if extra:
-        object.__setattr__(c, "__pydantic_extra__", _frozen(extra))
+        object.__setattr__(c, "__pydantic_extra__", frozen(extra))
     return c
 
 
@@ -173,8 +160,8 @@ class ChainedLists:
         h = serde.digest(blob)
         entry = _Entry(
             None if type(mid) is str else msg,
-            {k: _frozen(v) for k, v in d.items()},
-            _frozen(extra),
+            {k: frozen(v) for k, v in d.items()},
+            frozen(extra),
             h,
             blob,
         )
