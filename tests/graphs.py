@@ -12,6 +12,7 @@ import asyncio
 import operator
 import random
 import threading
+import time
 from collections import Counter
 from typing import Annotated, Any, TypedDict
 
@@ -357,3 +358,29 @@ def build_functional(model: BaseChatModel | None = None):
         return {"first": first, "second": second, "t": clock()}
 
     return workflow
+
+
+class Count(TypedDict):
+    n: int
+
+
+def counter_line(n_nodes: int, probe: Any = None, pause: float = 0.0) -> Any:
+    """``n_nodes`` nodes in a chain, each adding one to ``n`` (one super-step each): the cheapest
+    graph with many checkpoints. ``probe(n)`` is called in every node before it returns; ``pause``
+    seconds are slept there."""
+
+    def node(state: Count) -> dict[str, Any]:
+        if probe is not None:
+            probe(state["n"])
+        if pause:
+            time.sleep(pause)
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(Count)
+    prev = START
+    for i in range(n_nodes):
+        b.add_node(f"n{i}", node)
+        b.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    b.add_edge(prev, END)
+    return b.compile()

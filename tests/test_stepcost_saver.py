@@ -5,31 +5,16 @@ write's ``None`` in every super-step) is not written again, and a later run writ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict
-
-from langgraph.graph import END, START, StateGraph
+from typing import Any
 
 import graphtape
 from graphtape.runtime.saver import saver_for
 from graphtape.store.base import WriteBatch
-
-
-class State(TypedDict):
-    n: int
+from tests.graphs import counter_line
 
 
 def _graph(nodes: int = 10) -> Any:
-    def step(state: State) -> dict[str, Any]:
-        return {"n": state["n"] + 1}
-
-    builder = StateGraph(State)
-    prev = START
-    for i in range(nodes):
-        builder.add_node(f"n{i}", step)
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder.compile()
+    return counter_line(nodes)
 
 
 def _referenced(store: Any, thread: str) -> set[str]:

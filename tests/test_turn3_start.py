@@ -9,38 +9,15 @@ a replay and for a run whose caller chose its id, the start is written at once.
 
 from __future__ import annotations
 
-import time
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
 
 import graphtape
 from graphtape.errors import StoreError
 from graphtape.record import checkpoints as checkpoints_mod
-
-
-class State(TypedDict):
-    n: int
-
-
-def line(n_nodes: int, probe: Any = None, pause: float = 0.0) -> Any:
-    def node(state: State) -> dict[str, Any]:
-        if probe is not None:
-            probe(state["n"])
-        if pause:
-            time.sleep(pause)
-        return {"n": state["n"] + 1}
-
-    b = StateGraph(State)
-    prev = START
-    for i in range(n_nodes):
-        b.add_node(f"n{i}", node)
-        b.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    b.add_edge(prev, END)
-    return b.compile()
+from tests.graphs import counter_line as line
 
 
 def count_writes(tape: graphtape.Tape, monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
 
 import graphtape
 from graphtape.record import checkpoints as checkpoints_mod
+from tests.graphs import counter_line
 
 
 class FakeSession:
@@ -90,23 +90,8 @@ def test_the_hold_is_at_most_a_tenth_of_the_interval(monkeypatch: pytest.MonkeyP
     flusher.forget(s)  # type: ignore[arg-type]
 
 
-class State(TypedDict):
-    n: int
-
-
 def slow_line(n_nodes: int, pause: float) -> Any:
-    def node(state: State) -> dict[str, Any]:
-        time.sleep(pause)
-        return {"n": state["n"] + 1}
-
-    b = StateGraph(State)
-    prev = START
-    for i in range(n_nodes):
-        b.add_node(f"n{i}", node)
-        b.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    b.add_edge(prev, END)
-    return b.compile()
+    return counter_line(n_nodes, pause=pause)
 
 
 def test_the_last_checkpoint_of_a_run_starts_no_background_write(
