@@ -32,6 +32,7 @@ from graphtape.runtime.lease import HEARTBEATS
 from graphtape.runtime.saver import _stored_metadata
 from graphtape.store.base import WriteBatch
 from graphtape.store.sqlite import SqliteTapeStore
+from tests.graphs import counter_line
 
 
 class State(TypedDict):
@@ -39,19 +40,7 @@ class State(TypedDict):
 
 
 def line(n_nodes: int, pause: float = 0.0) -> Any:
-    def node(state: State) -> dict[str, Any]:
-        if pause:
-            time.sleep(pause)
-        return {"n": state["n"] + 1}
-
-    b = StateGraph(State)
-    prev = START
-    for i in range(n_nodes):
-        b.add_node(f"n{i}", node)
-        b.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    b.add_edge(prev, END)
-    return b.compile()
+    return counter_line(n_nodes, pause=pause)
 
 
 def kinds(tape: graphtape.Tape, run_id: str) -> list[str]:
