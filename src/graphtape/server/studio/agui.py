@@ -277,6 +277,9 @@ class AguiPublisher(Publisher):
     async def ended(self, values: Any, interrupts: list[dict[str, Any]], next_nodes: list[str] | None = None) -> None:
         await self._close_all()
         await self._state(values)
+        # the run's calls not reported yet (its last rows may have been written with its end, after
+        # the last chunk was streamed): before the final snapshot, whatever the write's timing
+        await self._tape_facts()
         messages = values.get("messages") if isinstance(values, dict) else None
         await self.send(MessagesSnapshotEvent(messages=agui_messages(messages if isinstance(messages, list) else [])))
         await self._tape_facts(final=True)
