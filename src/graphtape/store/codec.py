@@ -13,6 +13,7 @@ import binascii
 import json
 import re
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 #: Preset dictionary for compressing event bodies (format 1). Never edit it:
@@ -60,6 +61,51 @@ _MARKED = re.compile(rb"([\x01\x02])(.{16})", re.S)
 #: a new ``JSONEncoder`` per call (about a fifth of the time of encoding a small event).
 _EVENT_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
+
+def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode`` with the C encoder it builds on every call built once.
+
+    ``JSONEncoder.encode`` makes a new C encoder (and a closure) for each
+    value: about half the time of encoding an event or a checkpoint's
+    metadata, and a store write encodes several of each. The C encoder built
+    here has the same options, so the text is the same, except that it is
+    built without the cycle check's markers: a value that contains itself
+    (never one graphtape writes) makes it recurse, and is then handed to
+    ``encoder.encode``, which reports the cycle as ``json.dumps`` does. Without
+    the C accelerator, or where it takes other arguments, ``encoder.encode`` itself.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None or encoder.indent is not None:
+        return encoder.encode
+    quote = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
+    try:
+        fast = make(
+            None,
+            encoder.default,
+            quote,
+            None,
+            encoder.key_separator,
+            encoder.item_separator,
+            encoder.sort_keys,
+            encoder.skipkeys,
+            encoder.allow_nan,
+        )
+    except TypeError:  # another Python's private signature: the public path
+        return encoder.encode
+    join = "".join
+
+    def encode(value: Any) -> str:
+        try:
+            return join(fast(value, 0))
+        except RecursionError:
+            return encoder.encode(value)
+
+    return encode
+
+
+#: :data:`_EVENT_JSON`'s text, without a new C encoder per event (see :func:`_one_shot`)
+_event_json = _one_shot(_EVENT_JSON)
+
 #: A deflate stream (format 2's settings) that has read the preset dictionary and nothing else:
 #: each event deflates with a copy of it. Setting the dictionary again for every event cost more
 #: than the copy; the bytes are the same (the copy is the state the dictionary left).
@@ -90,7 +136,7 @@ def pack_event_compact(data: dict[str, Any]) -> bytes:
     transaction: hence the shared encoder and the primed deflate stream, which give the same
     bytes as :func:`pack_event`'s steps (``tests/test_stepcost_events.py`` pins them).
     """
-    raw = _EVENT_JSON.encode(data).encode("utf-8")
+    raw = _event_json(data).encode("utf-8")
     c = _PRIMED_2.copy()
     packed = b"\x02" + c.compress(_squeeze(raw)) + c.flush()
     return packed if len(packed) < len(raw) else raw
@@ -147,11 +193,12 @@ def unpack_event(blob: bytes | str) -> dict[str, Any]:
 #: ``json.dumps(..., sort_keys=True, separators=(",", ":"), default=str)`` without a new encoder per
 #: call (two calls per checkpoint: its metadata and its channel addresses)
 _META_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+_meta_json = _one_shot(_META_JSON)
 
 
 def dump_meta(meta: dict[str, Any] | list[Any]) -> str:
     """A run's ``meta`` (or a checkpoint's metadata, or a record's header fields) as the JSON text a store keeps."""
-    return _META_JSON.encode(meta)
+    return _meta_json(meta)
 
 
 def compress_blob(data: bytes) -> bytes:
