@@ -19,6 +19,7 @@ import operator
 import threading
 import time
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -144,6 +145,46 @@ def _same_messages(
     return n
 
 
+_type_and_id = operator.attrgetter("__class__", "id")
+_memo_copy = operator.itemgetter(0)
+_memo_extra = operator.itemgetter(1)
+_memo_form = operator.itemgetter(2)
+
+
+def _known_head(messages: list[Any]) -> tuple[list[dict[str, Any]], list[Any], list[MessageForm]]:
+    """The memo's field copies, extra fields and forms of the longest head of ``messages`` whose every
+    message is in the message memo unchanged (the test of :func:`message_form`: an equal message with
+    the same id); empty lists if a message of that head changed.
+
+    A conversation's request carries its whole history, new objects on every
+    turn (the checkpointer deserialises it) but equal to the messages met on
+    the turn before, followed by the new ones. At turn 200 the per-message
+    loop of :meth:`TapeWriter.forms` (a memo look-up and two comparisons in
+    Python, for 400 messages) was the largest recording cost that grows with
+    the history. Here the look-ups and comparisons of the known head run as
+    whole-list operations in C (``map``; list ``==`` compares element by
+    element with ``==``, as the loop does); the messages after it, and a
+    head that changed, go through the loop.
+    """
+    try:
+        entries: list[Any] = list(map(_FORMS.get, map(_type_and_id, messages)))
+    except TypeError:  # an unhashable id: the loop deals with it
+        return [], [], []
+    if None in entries:  # (the entries are tuples or None)
+        n = entries.index(None)
+        if n == 0:
+            return [], [], []
+        del entries[n:]
+        head = messages[:n]
+    else:
+        head = messages
+    copies = list(map(_memo_copy, entries))
+    extras = list(map(_memo_extra, entries))
+    if copies != list(map(_fields_of, head)) or extras != list(map(_extra_of, head)):
+        return [], [], []
+    return copies, extras, list(map(_memo_form, entries))
+
+
 def _drop_older_forms() -> None:
     """Drop the older half of the message memo (in insertion order; racing threads only lose hits)."""
     global _forms_bytes
@@ -206,11 +247,14 @@ def _chain_ids(hashes: list[str], parent: str | None, out: list[str]) -> list[st
     return out
 
 
+def _all_messages(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every item is a message (the test runs in C: a conversation's state holds hundreds)."""
+    return all(map(isinstance, values, repeat(BaseMessage)))
+
+
 def _holds_messages(value: Any) -> bool:
     """A message, or a non-empty list of messages (the values :meth:`TapeWriter.encode` takes apart)."""
-    return isinstance(value, BaseMessage) or (
-        type(value) is list and bool(value) and all(isinstance(m, BaseMessage) for m in value)
-    )
+    return isinstance(value, BaseMessage) or (type(value) is list and bool(value) and _all_messages(value))
 
 
 class Lazy:
@@ -295,7 +339,7 @@ class TapeWriter:
         if isinstance(obj, BaseMessage):
             return self._message_env(obj)
         t = type(obj)
-        if t is list and obj and all(isinstance(m, BaseMessage) for m in obj):
+        if t is list and obj and _all_messages(obj):
             return {"t": "list", "v": [self._message_env(m) for m in obj]}
         if t is dict and obj and all(type(k) is str for k in obj) and any(map(_holds_messages, obj.values())):
             # serde's "dict" envelope (a message is not plain JSON), its values encoded one by one
@@ -345,7 +389,6 @@ class TapeWriter:
         final state after its last chat request), takes their forms from that
         list without the loop: see :func:`_same_messages`.
         """
-        out: list[MessageForm] = []
         last = self._last_forms
         start = _same_messages(messages, last) if last is not None else 0
         if start:
@@ -353,11 +396,19 @@ class TapeWriter:
             out = last[3][:start]
             if start == len(messages):
                 return out
+            # the copies of each message's fields and extra fields its form was made from (see _same_messages)
+            fields, extras = last[1][:start], last[2][:start]
+        elif len(messages) >= PROBE_MIN:
+            # a conversation's history, new objects equal to messages met before: see _known_head
+            fields, extras, out = _known_head(messages)
+            start = len(out)
+            if start == len(messages):
+                self._last_forms = (list(messages), fields, extras, list(out))
+                return out
+        else:
+            fields, extras, out = [], [], []
         seen = _FORMS
         append = out.append
-        # the copies of each message's fields and extra fields its form was made from (see _same_messages)
-        fields: list[dict[str, Any]] = []
-        extras: list[Any] = []
         all_ids = True
         for msg in messages[start:] if start else messages:
             d = msg.__dict__
@@ -381,10 +432,6 @@ class TapeWriter:
                 append(self._form(msg))
                 all_ids = False
         if all_ids:
-            if start:
-                assert last is not None
-                fields = last[1][:start] + fields
-                extras = last[2][:start] + extras
             # copies: the caller may change the lists it is given
             self._last_forms = (list(messages), fields, extras, list(out))
         return out
@@ -440,7 +487,7 @@ class TapeWriter:
         """
         if isinstance(obj, BaseMessage):
             return self.message_ref(obj)
-        if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, BaseMessage) for m in obj):
+        if isinstance(obj, (list, tuple)) and obj and _all_messages(obj):
             forms = self.forms(list(obj))
             return {"$chain": self.put_messages([f.h for f in forms], forms)}
         if isinstance(obj, dict):
