@@ -134,16 +134,27 @@ def sent_form(value: Any, key: str | None = None) -> Any:
 
 
 #: (model class, redact keys, the model's parameters for a call as ``marshal`` bytes) -> that call's
-#: request (``{"model": parameters as sent and stored, "class": ...}``) and its canonical JSON; None for
-#: parameters that are worked out on every call. At most _REQUESTS_MAX entries.
-_REQUESTS: dict[tuple[type, frozenset[str], bytes], tuple[dict[str, Any], str] | None] = {}
+#: request (``{"model": parameters as sent and stored, "class": ...}``), its canonical JSON and its
+#: blob (stored bytes, address); None for parameters that are worked out on every call. At most
+#: _REQUESTS_MAX entries.
+_REQUESTS: dict[tuple[type, frozenset[str], bytes], tuple[dict[str, Any], str, tuple[bytes, str]] | None] = {}
 _REQUESTS_MAX = 1024
 
 
 def model_request(
     model: BaseChatModel, stop: Any, kwargs: dict[str, Any], redact_keys: frozenset[str]
 ) -> tuple[dict[str, Any], str]:
-    """The model part of a chat request (a new dict; its values are shared) and its canonical JSON.
+    """The model part of a chat request (a new dict; its values are shared) and its canonical JSON
+    (see :func:`model_request_blob`)."""
+    request, request_json, _ = model_request_blob(model, stop, kwargs, redact_keys)
+    return request, request_json
+
+
+def model_request_blob(
+    model: BaseChatModel, stop: Any, kwargs: dict[str, Any], redact_keys: frozenset[str]
+) -> tuple[dict[str, Any], str, tuple[bytes, str] | None]:
+    """The model part of a chat request (a new dict; its values are shared), its canonical JSON, and
+    its blob as the tape stores it (stored bytes and address) when remembered, else None.
 
     A model is called with the same parameters again and again (every node,
     every turn): turning them into the request's JSON form (classes as their
@@ -167,7 +178,7 @@ def model_request(
     if key is not None:
         known = _REQUESTS.get(key, _UNKNOWN)
         if known is not _UNKNOWN and known is not None:
-            return {**known[0]}, known[1]
+            return {**known[0]}, known[1], known[2]
     params = serde.redact(serde.to_jsonable(sent_form(raw)), redact_keys)
     request = {"model": params, "class": f"{type(model).__module__}.{type(model).__qualname__}"}
     request_json = serde.canonical_json(request)
@@ -175,8 +186,14 @@ def model_request(
         if len(_REQUESTS) >= _REQUESTS_MAX:
             _REQUESTS.clear()
         # marshal takes code objects too (their JSON description holds their address): only plain JSON is kept
-        _REQUESTS[key] = ({**request}, request_json) if _plain(raw) else None
-    return request, request_json
+        if _plain(raw):
+            # the blob the call event refers to: the request's JSON in its own key order (what put_json
+            # stores), written and hashed once per distinct set of parameters instead of on every call
+            data = serde.stored_json(request)
+            _REQUESTS[key] = ({**request}, request_json, (data, serde.digest(data)))
+        else:
+            _REQUESTS[key] = None
+    return request, request_json, None
 
 
 _UNKNOWN: Any = object()
@@ -264,7 +281,7 @@ def begin_llm(
     kwargs: dict[str, Any],
     metadata: dict[str, Any] | None,
 ) -> Call:
-    request, request_json = model_request(model, stop, kwargs, session.tape.redact_keys)
+    request, request_json, request_blob = model_request_blob(model, stop, kwargs, session.tape.redact_keys)
     writer = session.writer
     forms = _forms(writer, messages)
     msg_json = [f.js for f in forms]
@@ -283,6 +300,7 @@ def begin_llm(
         messages_ref=head,
         summary={"model": model_name(model, request["model"])},
         messages_view=msg_json,
+        request_blob=request_blob,
     )
 
 

@@ -244,7 +244,7 @@ class Session:
             events.RunStarted(
                 input=input_ref,
                 config=self.put_json(serde.redact(serde.to_jsonable(_config_for_tape(config)), self.tape.redact_keys)),
-                versions=self.put_json(_package_versions()),
+                versions=self._put_versions(),
                 # the call's JSON-able arguments (version="v2", stream_mode, ...): replayed as recorded
                 kwargs=serde.redact(call_kwargs, self.tape.redact_keys) if call_kwargs else None,
             )
@@ -257,6 +257,19 @@ class Session:
         # blobs without writing them again (see the engine).
         if write_now:
             self.flush()
+
+    def _put_blob(self, blob: tuple[bytes, str]) -> str:
+        data, h = blob
+        self.writer.put_data(h, data)
+        return h
+
+    def _put_versions(self) -> str:
+        """Buffer the package versions' blob (its stored bytes and address worked out once per process)."""
+        global _VERSIONS_BLOB
+        if _VERSIONS_BLOB is None:
+            data = serde.stored_json(_package_versions())
+            _VERSIONS_BLOB = (data, serde.digest(data))
+        return self._put_blob(_VERSIONS_BLOB)
 
     def finish(
         self,
@@ -325,8 +338,12 @@ class Session:
         messages_ref: str | None = None,
         summary: dict[str, Any] | None = None,
         messages_view: list[Any] | None = None,
+        request_blob: tuple[bytes, str] | None = None,
     ) -> Call:
         """Register a call and ask the answerer about it: ``call.served`` is set when the tape answers.
+
+        ``request_blob``: ``request``'s stored bytes and address when the caller has them (a chat
+        model's parameters, the same on every call: see ``graphtape.record.llm``), else worked out here.
 
         Raises :class:`Divergence` (strict) or :class:`EffectBlocked` when
         the call may neither be served nor run live.
@@ -339,7 +356,7 @@ class Session:
             call_id=clock.new_id(),
             site=self.site(kind, metadata),
             fingerprint=fingerprint,
-            request_ref=self.put_json(request),
+            request_ref=self.put_json(request) if request_blob is None else self._put_blob(request_blob),
             messages_ref=messages_ref,
             summary=summary or {},
             started=time.perf_counter(),
@@ -518,6 +535,8 @@ class Session:
 
 
 _VERSIONS: dict[str, str] | None = None
+#: the stored bytes of ``_VERSIONS`` and their address: every run's start refers to them (see Session._put_versions)
+_VERSIONS_BLOB: tuple[bytes, str] | None = None
 
 
 def _package_versions() -> dict[str, str]:

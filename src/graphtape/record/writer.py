@@ -455,6 +455,11 @@ class TapeWriter:
             with self._lock:
                 self._batch.blobs[h] = data
 
+    def put_data(self, h: str, data: bytes) -> None:
+        """Buffer a blob whose stored bytes and address (``serde.digest(data)``) the caller worked out
+        (and kept: a value met on every run is serialised once per process, not once per run)."""
+        self._put_data(h, data)
+
     @staticmethod
     def form_key(form: MessageForm) -> str:
         """The canonical key of a message form (see :meth:`message_key`), computed once."""
