@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -44,6 +46,11 @@ class _NoStopWarnings(logging.Filter):
 logging.getLogger("langchain_core.callbacks.manager").addFilter(_NoStopWarnings())
 
 
+def _stored_view(put_json: Callable[[Any], str], view: Callable[[Any], Any], outputs: Any) -> str:
+    """The address of a task's writes as stored (a TaskFinished event's ``writes``, resolved at flush)."""
+    return put_json(view(outputs))
+
+
 class TaskRecorder(BaseCallbackHandler):
     """Turns LangGraph task callbacks into ``task_started``/``task_finished`` events."""
 
@@ -58,30 +65,16 @@ class TaskRecorder(BaseCallbackHandler):
 
     # Only chain events are wanted. Without these, every chat model call was dispatched to this
     # handler too, and langchain, finding no ``on_chat_model_start``, turned the whole request into
-    # a string for ``on_llm_start``: work that grew with the conversation, on every call.
-    @property
-    def ignore_llm(self) -> bool:
-        return True
-
-    @property
-    def ignore_chat_model(self) -> bool:
-        return True
-
-    @property
-    def ignore_retriever(self) -> bool:
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        return True
-
-    @property
-    def ignore_retry(self) -> bool:
-        return True
-
-    @property
-    def ignore_custom_event(self) -> bool:
-        return True
+    # a string for ``on_llm_start``: work that grew with the conversation, on every call. Class
+    # attributes, not the base class's properties: langchain reads the one for the event on every
+    # dispatch (twice a task), and an attribute is found without a call.
+    ignore_llm = True
+    ignore_chat_model = True
+    ignore_retriever = True
+    ignore_agent = True
+    ignore_retry = True
+    ignore_custom_event = True
+    ignore_chain = False
 
     def __init__(self, session: Session):
         self.session = session
@@ -92,8 +85,18 @@ class TaskRecorder(BaseCallbackHandler):
         )
         # Looked up once per run, not per task: every super-step of every run passes through here.
         self._watching = answerer.watches_tasks
-        self._emit = session.emit
+        # The rows are buffered straight from their JSON form (the dicts events.TaskStarted and
+        # events.TaskFinished build, key for key and in the same order: tests/test_stepcost4_tap.py
+        # compares them): two of the three events of every super-step, and the typed event's
+        # construction and to_data cost as much as the rest of the callback.
+        self._row = session.writer.event_row
+        self._put_json = session.put_json
+        self._view = session.view
         self._branches = session.task_branches
+        # Which tasks wrote a step (and the task's step, for the calls made inside it) is stored by
+        # graphtape's own saver on the step's checkpoint row (runtime/saver.py); beside another
+        # saver nothing reads it, so it is not kept.
+        self._keeps_steps = session.durable
         self._writers = session.step_writers
         self._steps = session.task_steps
         #: run id -> (start, task namespace, (checkpoint namespace, step) or None)
@@ -133,7 +136,7 @@ class TaskRecorder(BaseCallbackHandler):
             # the raw path; normalised only if a call inside a nested task needs it
             self._branches[own.partition(":")[2]] = md.get("langgraph_path")
         key: tuple[str, int] | None = None
-        if isinstance(step, int):
+        if self._keeps_steps and isinstance(step, int):
             key = (parent, step)
             writers = self._writers.get(key)
             if writers is None:
@@ -142,7 +145,7 @@ class TaskRecorder(BaseCallbackHandler):
             if ns:
                 self._steps[ns] = step
         self._open[run_id] = (self._clock(), ns, key)
-        self._emit(events.TaskStarted(node_path=node_path, step=step, task=ns))
+        self._row("task_started", {"node_path": node_path, "step": step, "task": ns})
         if self._watching:
             info = {"node_path": node_path, "step": step, "task": ns}
             self._info[run_id] = info
@@ -153,17 +156,17 @@ class TaskRecorder(BaseCallbackHandler):
         if opened is None:
             return
         started, ns, _ = opened
-        session = self.session
         writes: Any
         if self._watching:
+            session = self.session
             full = self._info.pop(run_id, None) or {"task": ns}
             session.answerer.task_ending(full, outputs)
             # the check compares by this address first: computed once, for the check and the event
             writes = full["writes_ref"] = session.put_json(session.view(outputs))
         else:
-            # serialised at flush time, usually on LangGraph's checkpoint thread
-            writes = Lazy(lambda: session.put_json(session.view(outputs)))
-        self._emit(events.TaskFinished(task=ns, duration=round(self._clock() - started, 6), writes=writes))
+            # serialised at flush time, usually on the background tape writer's thread
+            writes = Lazy(partial(_stored_view, self._put_json, self._view, outputs))
+        self._row("task_finished", {"task": ns, "duration": round(self._clock() - started, 6), "writes": writes})
         if self._watching:
             session.answerer.task_ended(session, full, outputs)
 
@@ -178,6 +181,6 @@ class TaskRecorder(BaseCallbackHandler):
             self._writers.get(key, {}).pop(ns, None)
         duration = round(self._clock() - started, 6)
         if is_control_flow(error):
-            self._emit(events.TaskInterrupted(task=ns, duration=duration))
+            self.session.emit(events.TaskInterrupted(task=ns, duration=duration))
         else:
-            self._emit(events.TaskFailed(task=ns, duration=duration, error=error_info(error)))
+            self.session.emit(events.TaskFailed(task=ns, duration=duration, error=error_info(error)))
