@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from graphtape.record.context import RUN_META_KEY, session_for_run
+from graphtape.record.context import RUN_META_KEY, SESSIONS, session_for_run
 from graphtape.record.writer import FLUSH_INTERVAL
 
 if TYPE_CHECKING:
@@ -177,6 +177,9 @@ class TapSaver(BaseCheckpointSaver):
     def __init__(self, inner: BaseCheckpointSaver):
         super().__init__(serde=inner.serde)
         self.inner = inner
+        # LangGraph asks for a channel's next version for every channel a step updates: the inner
+        # saver's own method, without a delegating frame in between (it reports nothing).
+        self.get_next_version = inner.get_next_version  # type: ignore[method-assign]
 
     def __getattr__(self, name: str) -> Any:  # setup(), conn, ... of the inner saver
         return getattr(self.inner, name)
@@ -189,7 +192,7 @@ class TapSaver(BaseCheckpointSaver):
         # Savers merge the config's metadata into the stored metadata themselves,
         # so the run id is found on the config, not on ``metadata``.
         rid = (config.get("metadata") or {}).get(RUN_META_KEY) or (metadata or {}).get(RUN_META_KEY)
-        session = session_for_run(rid)
+        session = SESSIONS.get(rid) if rid else None
         if session is not None:
             session.on_checkpoint(config, checkpoint, metadata)
             if not session.holding:  # a strict replay writes its rows with its end (Session.flush)
@@ -209,7 +212,11 @@ class TapSaver(BaseCheckpointSaver):
 
     def put_writes(self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         self.inner.put_writes(config, writes, task_id, task_path)
-        note_interrupts(config, writes)
+        # note_interrupts, in line: every task of every step passes here
+        for write in writes:
+            if write[0] == INTERRUPT:
+                note_interrupts(config, writes)
+                break
 
     def delete_thread(self, thread_id: str) -> None:
         return self.inner.delete_thread(thread_id)
@@ -223,7 +230,7 @@ class TapSaver(BaseCheckpointSaver):
     def prune(self, thread_ids, *, strategy="keep_latest"):
         return self.inner.prune(thread_ids, strategy=strategy)
 
-    def get_next_version(self, current, channel):
+    def get_next_version(self, current, channel):  # shadowed per instance (see __init__)
         return self.inner.get_next_version(current, channel)
 
     def get_delta_channel_history(self, *args, **kwargs):
@@ -244,7 +251,10 @@ class TapSaver(BaseCheckpointSaver):
 
     async def aput_writes(self, config, writes, task_id, task_path=""):
         out = await self.inner.aput_writes(config, writes, task_id, task_path)
-        note_interrupts(config, writes)
+        for write in writes:
+            if write[0] == INTERRUPT:
+                note_interrupts(config, writes)
+                break
         return out
 
     async def adelete_thread(self, thread_id):

@@ -24,6 +24,8 @@ RUN_META_KEY = "graphtape_run_id"
 
 _CURRENT: contextvars.ContextVar[Session | None] = contextvars.ContextVar("graphtape_session", default=None)
 _BY_RUN: dict[str, Session] = {}
+#: run id -> its registered session, read directly where a lookup is made once per checkpoint
+SESSIONS = _BY_RUN
 
 
 def session_for_run(run_id: str | None) -> Session | None:
