@@ -161,3 +161,37 @@ def test_a_long_run_writes_its_tape_a_few_times_in_the_background(
     background = [t for t in threads if t != main]
     assert set(background) <= {"graphtape-tape-writer"}
     assert 1 <= len(background) <= took / checkpoints_mod.FLUSH_INTERVAL + 1
+
+
+def test_the_tap_asks_the_flusher_only_when_ask_has_something_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TapeFlusher.due`` is ``ask``'s own test, done before calling it: the first checkpoint, a write
+    whose interval is over, a failed background write to report; nothing else."""
+    monkeypatch.setattr(checkpoints_mod, "FLUSH_INTERVAL", 1.0)
+    monkeypatch.setattr(checkpoints_mod, "HOLD", 0.1)
+    flusher = checkpoints_mod.TapeFlusher()
+    s: Any = object()
+    assert flusher.due(s)  # the run's first checkpoint starts the clock
+    flusher.ask(s)
+    assert not flusher.due(s)
+    assert id(s) not in flusher._due
+    # 0.85 s later a write would start at 0.95 s (HOLD 0.1 ahead): not an interval after the last
+    flusher._asked[id(s)] -= 0.85
+    flusher._ask_from[id(s)] -= 0.85
+    assert not flusher.due(s)
+    flusher.ask(s)
+    assert id(s) not in flusher._due  # ask agrees: nothing to do
+    # 0.95 s later it would start at 1.05 s: due, and ask schedules it
+    flusher._asked[id(s)] -= 0.1
+    flusher._ask_from[id(s)] -= 0.1
+    assert flusher.due(s)
+    with flusher._cond:  # keep the writer thread from taking it
+        flusher.ask(s)
+        assert id(s) in flusher._due
+        assert not flusher.due(s)  # asked: the next one is an interval later
+        flusher._due.clear()
+    flusher._errors[id(s)] = RuntimeError("the last background write failed")
+    assert flusher.due(s)  # reported by ask
+    with pytest.raises(RuntimeError, match="last background write"):
+        flusher.ask(s)
+    flusher.forget(s)
+    assert flusher.due(s) and id(s) not in flusher._ask_from

@@ -80,11 +80,26 @@ class TapeFlusher:
         self._due: dict[int, tuple[Session, float]] = {}
         #: id(session) -> when its last write was asked to start (monotonic seconds)
         self._asked: dict[int, float] = {}
+        #: id(session) -> from when a checkpoint asks for its next write (see due)
+        self._ask_from: dict[int, float] = {}
         #: id(session) -> the error its last background write raised
         self._errors: dict[int, BaseException] = {}
         #: the session being written now
         self._writing: Session | None = None
         self._thread: threading.Thread | None = None
+
+    def due(self, session: Session) -> bool:
+        """Whether a checkpoint of ``session``'s run now has something to ask (:meth:`ask` does nothing
+        otherwise): a write, the run's first checkpoint, or the error of its last background write.
+
+        Asked by the tap on every checkpoint, so that the usual answer (the last write is recent) costs
+        a clock read and a dict lookup, not a call of :meth:`ask`.
+        """
+        return bool(self._errors) or time.monotonic() >= self._ask_from.get(id(session), 0.0)
+
+    def _mark(self, key: int, asked: float) -> None:
+        self._asked[key] = asked
+        self._ask_from[key] = asked + FLUSH_INTERVAL - min(HOLD, FLUSH_INTERVAL / 10)
 
     def ask(self, session: Session) -> None:
         """A checkpoint of ``session``'s run was saved: have its tape written if the last write is old enough.
@@ -100,14 +115,14 @@ class TapeFlusher:
         now = time.monotonic()
         last = self._asked.get(key)
         if last is None:  # the run's first checkpoint, its start just written (else see began)
-            self._asked[key] = now
+            self._mark(key, now)
             return
         interval = FLUSH_INTERVAL
         start = now + min(HOLD, interval / 10)
         if start - last < interval:
             return
         with self._cond:
-            self._asked[key] = start
+            self._mark(key, start)
             self._due[key] = (session, start)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="graphtape-tape-writer", daemon=True)
@@ -121,7 +136,7 @@ class TapeFlusher:
         after any other write (the first checkpoint does not start the clock):
         a crash loses at most that much of the run's tape, its start included.
         """
-        self._asked[id(session)] = time.monotonic()
+        self._mark(id(session), time.monotonic())
 
     def forget(self, session: Session) -> None:
         """The run ends: no more writes from this thread (a held one is dropped, one under way finishes first);
@@ -130,6 +145,7 @@ class TapeFlusher:
         with self._cond:
             self._due.pop(key, None)
             self._asked.pop(key, None)
+            self._ask_from.pop(key, None)
             self._errors.pop(key, None)
             while self._writing is session:
                 self._cond.wait()
@@ -195,7 +211,8 @@ class TapSaver(BaseCheckpointSaver):
         session = SESSIONS.get(rid) if rid else None
         if session is not None:
             session.on_checkpoint(config, checkpoint, metadata)
-            if not session.holding:  # a strict replay writes its rows with its end (Session.flush)
+            # a strict replay writes its rows with its end (Session.flush)
+            if not session.holding and FLUSHER.due(session):
                 FLUSHER.ask(session)
 
     # -- sync ---------------------------------------------------------------
