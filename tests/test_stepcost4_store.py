@@ -2,7 +2,7 @@
 
 ``pack_event_compact`` (every event a run writes) and ``dump_meta`` (a checkpoint's
 metadata and channel addresses, run metadata) used ``JSONEncoder.encode``, which builds a
-new C encoder for each value. ``codec._one_shot`` builds it once: these tests compare its
+new C encoder for each value. ``graphtape.jsontext.one_shot`` builds it once: these tests compare its
 text with ``JSONEncoder.encode`` (and so ``json.dumps``) on the values a store writes and on
 the odd ones (non-ASCII text, NaN, objects only ``default`` turns into text, a value that
 contains itself), from several threads at once.
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from graphtape.jsontext import one_shot
 from graphtape.store import codec
 
 
@@ -108,6 +109,6 @@ def test_the_shared_encoders_from_threads() -> None:
 def test_without_the_c_encoder_the_public_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(json.encoder, "c_make_encoder", None)
     encoder = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
-    encode = codec._one_shot(encoder)
+    encode = one_shot(encoder)
     assert encode == encoder.encode
     assert encode({"b": [1], "a": "x"}) == '{"a":"x","b":[1]}'

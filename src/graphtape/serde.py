@@ -45,6 +45,7 @@ from langchain_core.messages import BaseMessage
 
 from graphtape import typepolicy
 from graphtape.errors import GraphtapeWarning, ReplayError
+from graphtape.jsontext import one_shot
 
 REDACTED = "**redacted**"
 
@@ -62,9 +63,7 @@ _TOKEN_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 
 def canonical_json(obj: Any) -> str:
     """JSON text that is identical for equal values (sorted keys, compact)."""
-    if _c_encoder is not None:
-        return "".join(_c_encoder({}, _fallback, _encode_str, None, ":", ",", True, False, True)(obj, 0))
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback)
+    return _canonical_text(obj)
 
 
 def canonical_bytes(obj: Any) -> bytes:
@@ -73,19 +72,7 @@ def canonical_bytes(obj: Any) -> bytes:
 
 def stored_json(obj: Any) -> bytes:
     """A payload as stored: compact JSON in the value's own key order (addressed by its digest)."""
-    if _c_encoder is not None:
-        return "".join(_c_encoder({}, _fallback, _encode_str, None, ":", ",", False, False, True)(obj, 0)).encode()
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_fallback).encode("utf-8")
-
-
-#: The C encoder ``json.dumps`` itself runs for these options (one-shot, no indent), called directly:
-#: ``json.dumps`` with options builds a ``JSONEncoder`` and then this encoder on every call, which
-#: was about half the time of writing a message's or a request's JSON (every call writes several).
-#: The arguments are ``json.dumps``'s (markers: a new dict per call, so a cycle is still reported;
-#: ``ensure_ascii=False``; ``allow_nan``), so the text is the same; without the C accelerator,
-#: ``json.dumps``.
-_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
-_encode_str: Any = json.encoder.encode_basestring
+    return _stored_text(obj).encode("utf-8")
 
 
 def digest(data: bytes | str) -> str:
@@ -97,6 +84,15 @@ def digest(data: bytes | str) -> str:
 
 def _fallback(obj: Any) -> Any:
     return to_jsonable(obj)
+
+
+#: ``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback)``
+#: and the same in the value's own key order, with their C encoders built once (graphtape.jsontext):
+#: every call writes several payloads and hashes its request; the text is json.dumps's.
+_canonical_text = one_shot(
+    json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback)
+)
+_stored_text = one_shot(json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_fallback))
 
 
 def redact(obj: Any, extra: frozenset[str] = frozenset()) -> Any:

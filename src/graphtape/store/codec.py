@@ -13,8 +13,9 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Callable
 from typing import Any
+
+from graphtape.jsontext import one_shot
 
 #: Preset dictionary for compressing event bodies (format 1). Never edit it:
 #: stored events depend on it byte for byte. A new dictionary is a new format byte.
@@ -62,49 +63,8 @@ _MARKED = re.compile(rb"([\x01\x02])(.{16})", re.S)
 _EVENT_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
-def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode`` with the C encoder it builds on every call built once.
-
-    ``JSONEncoder.encode`` makes a new C encoder (and a closure) for each
-    value: about half the time of encoding an event or a checkpoint's
-    metadata, and a store write encodes several of each. The C encoder built
-    here has the same options, so the text is the same, except that it is
-    built without the cycle check's markers: a value that contains itself
-    (never one graphtape writes) makes it recurse, and is then handed to
-    ``encoder.encode``, which reports the cycle as ``json.dumps`` does. Without
-    the C accelerator, or where it takes other arguments, ``encoder.encode`` itself.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None or encoder.indent is not None:
-        return encoder.encode
-    quote = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
-    try:
-        fast = make(
-            None,
-            encoder.default,
-            quote,
-            None,
-            encoder.key_separator,
-            encoder.item_separator,
-            encoder.sort_keys,
-            encoder.skipkeys,
-            encoder.allow_nan,
-        )
-    except TypeError:  # another Python's private signature: the public path
-        return encoder.encode
-    join = "".join
-
-    def encode(value: Any) -> str:
-        try:
-            return join(fast(value, 0))
-        except RecursionError:
-            return encoder.encode(value)
-
-    return encode
-
-
-#: :data:`_EVENT_JSON`'s text, without a new C encoder per event (see :func:`_one_shot`)
-_event_json = _one_shot(_EVENT_JSON)
+#: :data:`_EVENT_JSON`'s text, without a new C encoder per event (see :func:`graphtape.jsontext.one_shot`)
+_event_json = one_shot(_EVENT_JSON)
 
 #: A deflate stream (format 2's settings) that has read the preset dictionary and nothing else:
 #: each event deflates with a copy of it. Setting the dictionary again for every event cost more
@@ -193,7 +153,7 @@ def unpack_event(blob: bytes | str) -> dict[str, Any]:
 #: ``json.dumps(..., sort_keys=True, separators=(",", ":"), default=str)`` without a new encoder per
 #: call (two calls per checkpoint: its metadata and its channel addresses)
 _META_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
-_meta_json = _one_shot(_META_JSON)
+_meta_json = one_shot(_META_JSON)
 
 
 def dump_meta(meta: dict[str, Any] | list[Any]) -> str:
