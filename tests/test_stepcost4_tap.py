@@ -76,6 +76,26 @@ def test_task_rows_are_the_typed_events_json(
     ]
 
 
+@pytest.mark.parametrize("own_saver", [False, True])
+def test_checkpoint_rows_are_the_typed_events_json(
+    tape: graphtape.Tape, monkeypatch: pytest.MonkeyPatch, own_saver: bool
+) -> None:
+    rows, _ = spy_rows(tape, monkeypatch)
+    saver = None if own_saver else InMemorySaver()
+    rec = tape.record(counter_line(3), name="line", checkpointer=saver)
+    assert rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}}) == {"n": 3}
+    checkpoints = [r for r in rows if r.kind == events.Checkpoint.KIND]
+    assert [r.data["step"] for r in checkpoints] == [-1, 0, 1, 2, 3]
+    assert [r.data["source"] for r in checkpoints] == ["input", "loop", "loop", "loop", "loop"]
+    for row in checkpoints:
+        typed = events.Checkpoint(**row.data).to_data()
+        assert list(row.data.items()) == list(typed.items())
+    # each names the previous one as its parent, and they are the thread's checkpoints
+    ids = [r.data["checkpoint_id"] for r in checkpoints]
+    assert [r.data["parent_id"] for r in checkpoints][1:] == ids[:-1]
+    assert rec.get_state({"configurable": {"thread_id": "t"}}).config["configurable"]["checkpoint_id"] == ids[-1]
+
+
 class Sessions(TaskRecorder):
     seen: ClassVar[list[Any]] = []
 

@@ -134,6 +134,8 @@ class Session:
         self.types: typepolicy.TypePolicy = typepolicy.DEFAULT
         #: a strict replay keeps its checkpoints' rows until the run's next explicit flush (see flush)
         self.holding = mode == "strict" and answerer.replays and not answerer.pauses
+        #: whether the answerer looks at checkpoints at all (a recording's does not): asked once, not per step
+        self._answers_checkpoints = type(answerer).checkpoint is not Answerer.checkpoint
         self._held = 0
         #: once the run's end is written: its interrupt and run_finished events, as written (see finish)
         self.end_rows: list[EventRow] | None = None
@@ -520,17 +522,22 @@ class Session:
     def on_checkpoint(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: dict[str, Any]) -> None:
         conf = config.get("configurable", {})
         self.checkpoint_ids.append(checkpoint["id"])
-        self.answerer.checkpoint(
-            checkpoint.get("channel_values") or {}, metadata.get("step"), conf.get("checkpoint_ns", "")
-        )
-        self.emit(
-            events.Checkpoint(
-                checkpoint_id=checkpoint["id"],
-                parent_id=conf.get("checkpoint_id"),
-                ns=conf.get("checkpoint_ns", ""),
-                step=metadata.get("step"),
-                source=metadata.get("source"),
+        if self._answers_checkpoints:
+            self.answerer.checkpoint(
+                checkpoint.get("channel_values") or {}, metadata.get("step"), conf.get("checkpoint_ns", "")
             )
+        # events.Checkpoint's JSON form, built here: every super-step passes through this (on the run's
+        # thread with durability="sync"), and the typed event's construction and to_data cost as much
+        # as the rest of it (tests/test_stepcost4_tap.py compares the two forms)
+        self.writer.event_row(
+            "checkpoint",
+            {
+                "checkpoint_id": checkpoint["id"],
+                "parent_id": conf.get("checkpoint_id"),
+                "ns": conf.get("checkpoint_ns", ""),
+                "step": metadata.get("step"),
+                "source": metadata.get("source"),
+            },
         )
 
 
