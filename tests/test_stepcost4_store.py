@@ -21,6 +21,7 @@ import pytest
 
 from graphtape.jsontext import one_shot
 from graphtape.store import codec
+from tests.test_stepcost_events import _events
 
 
 class _Named:
@@ -29,11 +30,9 @@ class _Named:
 
 
 def _values() -> list[Any]:
-    out: list[Any] = []
+    # the events a run writes (tests/test_stepcost_events.py's), a checkpoint's metadata, then odd values
+    out: list[Any] = list(_events())
     for i in range(30):
-        task = f"n{i:02d}:{uuid.UUID(int=i * 7919 + 1)}"
-        out.append({"node_path": f"n{i:02d}", "step": i, "task": task})
-        out.append({"task": task, "duration": 0.000183 + i, "writes": f"{i:032x}"})
         out.append({"source": "loop", "step": i, "parents": {}, "graphtape_run_id": str(uuid.UUID(int=i))})
     out += [
         {"b": 1, "a": [True, None, 1.5e300, -0.0, 10**30], "c": {"z": "é", "y": '\u2028\x00"\\'}},
