@@ -5,30 +5,11 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, TypedDict
-
-from langgraph.graph import END, START, StateGraph
+from typing import Any
 
 import graphtape
 from graphtape.runtime.saver import saver_for
-
-
-class State(TypedDict):
-    n: int
-
-
-def _graph(nodes: int = 12) -> Any:
-    def step(state: State) -> dict[str, Any]:
-        return {"n": state["n"] + 1}
-
-    builder = StateGraph(State)
-    prev = START
-    for i in range(nodes):
-        builder.add_node(f"n{i}", step)
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder.compile()
+from tests.graphs import counter_line
 
 
 def _old_version(current: Any, channel: None) -> str:
@@ -49,7 +30,7 @@ def _versions(tape: Any, thread: str) -> list[Any]:
 
 def test_new_thread_has_integer_versions_and_a_small_body(tmp_path: Path) -> None:
     with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
-        rec = tape.record(_graph(), name="g")
+        rec = tape.record(counter_line(12), name="g")
         out = rec.invoke({"n": 0}, {"configurable": {"thread_id": "a"}})
         assert out["n"] == 12
         versions = _versions(tape, "a")
@@ -69,12 +50,12 @@ def test_thread_with_string_versions_goes_on_with_strings(tmp_path: Path) -> Non
         saver = saver_for(tape.store)
         saver.get_next_version = _old_version  # type: ignore[method-assign]
         try:
-            tape.record(_graph(), name="g").invoke({"n": 0}, {"configurable": {"thread_id": "old"}})
+            tape.record(counter_line(12), name="g").invoke({"n": 0}, {"configurable": {"thread_id": "old"}})
         finally:
             del saver.get_next_version
         assert all(type(v) is str for v in _versions(tape, "old"))
     with graphtape.connect(url) as tape:  # an old tape opened again: the thread goes on
-        rec = tape.record(_graph(), name="g")
+        rec = tape.record(counter_line(12), name="g")
         out = rec.invoke({"n": 5}, {"configurable": {"thread_id": "old"}})
         assert out["n"] == 17
         assert all(type(v) is str for v in _versions(tape, "old"))
