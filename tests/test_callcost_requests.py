@@ -53,7 +53,7 @@ def _check(model: Any, stop: Any = None, redact: frozenset[str] = frozenset(), *
     want = _full_request(model, stop, kwargs, redact)
     keys = [serde.digest(f"m{i}") for i in range(3)]
     for _ in range(2):
-        request, request_json = llm.model_request(model, stop, kwargs, redact)
+        request, request_json, _ = llm.model_request(model, stop, kwargs, redact)
         assert request == want
         assert serde.stored_json(request) == serde.stored_json(want)  # the same key order: the same address
         assert request_json == serde.canonical_json(want)

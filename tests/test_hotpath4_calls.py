@@ -2,7 +2,7 @@
 
 A chat model's parameters are the same on every call, and the package
 versions on every run: their stored bytes and address are worked out once
-(``llm.model_request_blob``, ``Session._put_versions``) instead of by
+(``llm.model_request``, ``Session._put_versions``) instead of by
 ``put_json`` each time. The address each event refers to, and the bytes
 stored under it, must be what ``put_json`` gives, and each run must still
 write the blob itself (a run does not count on another run's blobs: garbage
@@ -45,16 +45,16 @@ def graph(model: Any) -> Any:
 def test_model_request_blob_is_what_put_json_stores() -> None:
     llm._REQUESTS.clear()
     model = SeededChatModel(seed=1, latency=0, temperature=0.5)
-    request, _, blob = llm.model_request_blob(model, None, {}, frozenset())
+    request, _, blob = llm.model_request(model, None, {}, frozenset())
     assert blob is None  # worked out: nothing remembered yet
     for _ in range(2):
-        again, _, blob = llm.model_request_blob(model, None, {}, frozenset())
+        again, _, blob = llm.model_request(model, None, {}, frozenset())
         assert again == request
         assert blob == (serde.stored_json(request), serde.digest(serde.stored_json(request)))
     model.temperature = 0.25  # another set of parameters: another entry, another blob
-    changed, _, blob = llm.model_request_blob(model, None, {}, frozenset())
+    changed, _, blob = llm.model_request(model, None, {}, frozenset())
     assert blob is None and changed != request
-    _, _, blob = llm.model_request_blob(model, None, {}, frozenset())
+    _, _, blob = llm.model_request(model, None, {}, frozenset())
     assert blob is not None and blob[0] == serde.stored_json(changed)
 
 
@@ -79,7 +79,7 @@ def test_each_run_refers_to_and_writes_the_request_and_versions_blobs(remembered
             versions = session_mod._package_versions()
             assert evs["run_started"]["versions"] == serde.digest(serde.stored_json(versions))
             assert tape.store.get_json(evs["run_started"]["versions"]) == versions
-            request, _ = llm.model_request(model, None, {}, tape.redact_keys)
+            request, _, _ = llm.model_request(model, None, {}, tape.redact_keys)
             assert evs["llm_call"]["request"] == serde.digest(serde.stored_json(request))
             assert tape.store.get_json(evs["llm_call"]["request"]) == request
         tape.close()
@@ -104,7 +104,7 @@ def test_each_run_writes_the_blobs_again(monkeypatch: pytest.MonkeyPatch) -> Non
         monkeypatch.undo()
         blobs = set().union(*written)
         versions = serde.digest(serde.stored_json(session_mod._package_versions()))
-        request, _ = llm.model_request(model, None, {}, tape.redact_keys)
+        request, _, _ = llm.model_request(model, None, {}, tape.redact_keys)
         assert versions in blobs
         assert serde.digest(serde.stored_json(request)) in blobs
         tape.close()

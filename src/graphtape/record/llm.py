@@ -143,15 +143,6 @@ _REQUESTS_MAX = 1024
 
 def model_request(
     model: BaseChatModel, stop: Any, kwargs: dict[str, Any], redact_keys: frozenset[str]
-) -> tuple[dict[str, Any], str]:
-    """The model part of a chat request (a new dict; its values are shared) and its canonical JSON
-    (see :func:`model_request_blob`)."""
-    request, request_json, _ = model_request_blob(model, stop, kwargs, redact_keys)
-    return request, request_json
-
-
-def model_request_blob(
-    model: BaseChatModel, stop: Any, kwargs: dict[str, Any], redact_keys: frozenset[str]
 ) -> tuple[dict[str, Any], str, tuple[bytes, str] | None]:
     """The model part of a chat request (a new dict; its values are shared), its canonical JSON, and
     its blob as the tape stores it (stored bytes and address) when remembered, else None.
@@ -281,7 +272,7 @@ def begin_llm(
     kwargs: dict[str, Any],
     metadata: dict[str, Any] | None,
 ) -> Call:
-    request, request_json, request_blob = model_request_blob(model, stop, kwargs, session.tape.redact_keys)
+    request, request_json, request_blob = model_request(model, stop, kwargs, session.tape.redact_keys)
     writer = session.writer
     forms = _forms(writer, messages)
     msg_json = [f.js for f in forms]
