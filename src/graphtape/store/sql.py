@@ -255,8 +255,8 @@ class SqlTapeStore(TapeStore):
         )
 
     def checkpoint_listing(self, thread_id: str, *, namespaces: bool = False) -> CheckpointListing:
-        """The listed columns only, no bodies or metadata (SQLite reads them all from the
-        ``gt_checkpoints_listing`` covering index); the row key is built in SQL."""
+        """The listed columns only, no bodies or metadata (SQLite reads them from its
+        ``gt_checkpoint_rows``, which hold no bodies); the row key is built in SQL."""
         sql = (
             "SELECT checkpoint_id, parent_id, step, created_at, "
             "coalesce(run_id, '') || ? || coalesce(source, '') || ? || coalesce(writers, ?), calls"

@@ -15,8 +15,9 @@ Why these settings:
   refused rather than corrupted.
 
 LangGraph's checkpoints written by graphtape's saver live in the same file
-(``gt_checkpoints``/``gt_writes``), written in the same transaction as the
-tape events of their super-step.
+(``gt_checkpoint_rows`` with their bodies in ``gt_checkpoint_bodies``, and
+``gt_writes``), written in the same transaction as the tape events of their
+super-step.
 
 Why over 500 lines: a fifth of it is the migrations (the schema's history,
 never edited), the rest one method per interface operation that SQLite does
@@ -278,6 +279,64 @@ MIGRATIONS: list[str] = [
     """
     SELECT 1
     """,
+    # 12: a checkpoint's body (a few KB with many nodes: every channel's version, and the versions each
+    # node has seen) in a table of its own keyed by an increasing integer, so that a super-step appends it
+    # to the table's last page. In the WITHOUT ROWID table a row keeps at most about 1,000 bytes on its
+    # b-tree page and spilled the rest of the body into an overflow page of its own; with the covering
+    # listing index a step dirtied about 6 pages for its checkpoint, now about 2. The rest of the row is
+    # small and is itself what a history listing reads (the listing index goes). The view gt_checkpoints
+    # shows the rows as they were (LEFT JOIN: a query that takes no body does not read the bodies).
+    """
+    CREATE TABLE gt_checkpoint_bodies (
+        id INTEGER PRIMARY KEY,
+        body BLOB NOT NULL
+    );
+    CREATE TABLE gt_checkpoint_rows (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        parent_id TEXT,
+        run_id TEXT,
+        step INTEGER,
+        source TEXT,
+        created_at TEXT NOT NULL,
+        writers TEXT,
+        calls TEXT,
+        copied_from TEXT,
+        metadata TEXT NOT NULL,
+        channel_values TEXT NOT NULL,
+        body_id INTEGER NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    ) WITHOUT ROWID;
+    CREATE TEMP TABLE gt_body_ids AS SELECT thread_id, checkpoint_ns, checkpoint_id,
+        row_number() OVER (ORDER BY thread_id, checkpoint_ns, checkpoint_id) AS id FROM gt_checkpoints;
+    INSERT INTO gt_checkpoint_bodies(id, body)
+        SELECT i.id, c.body
+        FROM gt_checkpoints c JOIN temp.gt_body_ids i USING (thread_id, checkpoint_ns, checkpoint_id)
+        ORDER BY i.id;
+    INSERT INTO gt_checkpoint_rows(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source,
+        created_at, writers, calls, copied_from, metadata, channel_values, body_id)
+        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id, c.step, c.source, c.created_at,
+            c.writers, c.calls, c.copied_from, c.metadata, c.channel_values, i.id
+        FROM gt_checkpoints c JOIN temp.gt_body_ids i USING (thread_id, checkpoint_ns, checkpoint_id)
+        ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id;
+    DROP TABLE temp.gt_body_ids;
+    DROP TABLE gt_checkpoints;
+    CREATE INDEX gt_checkpoints_copies ON gt_checkpoint_rows(thread_id, checkpoint_ns, checkpoint_id, copied_from)
+        WHERE copied_from IS NOT NULL;
+    CREATE VIEW gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at,
+        metadata, body, channel_values, writers, calls, copied_from) AS
+        SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_id, r.run_id, r.step, r.source, r.created_at,
+            r.metadata, b.body, r.channel_values, r.writers, r.calls, r.copied_from
+        FROM gt_checkpoint_rows r LEFT JOIN gt_checkpoint_bodies b ON b.id = r.body_id;
+    CREATE TRIGGER gt_checkpoint_rows_deleted AFTER DELETE ON gt_checkpoint_rows BEGIN
+        DELETE FROM gt_checkpoint_bodies WHERE id = old.body_id;
+    END;
+    CREATE TRIGGER gt_checkpoint_rows_rewritten AFTER UPDATE OF body_id ON gt_checkpoint_rows
+        WHEN old.body_id IS NOT new.body_id BEGIN
+        DELETE FROM gt_checkpoint_bodies WHERE id = old.body_id;
+    END;
+    """,
 ]
 
 #: Blobs larger than this are stored deflated when that makes them smaller (see
@@ -298,8 +357,37 @@ DIALECT = Dialect(
 )
 
 
+#: A checkpoint's body, appended (its id is the row's ``body_id``; see migration 12).
+_INSERT_BODY = "INSERT INTO gt_checkpoint_bodies(body) VALUES (?)"
+_CHECKPOINT_ROW_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, writers, calls, "
+    "copied_from, metadata, channel_values, body_id"
+)
+#: A checkpoint's row; one written again is updated in place (an INSERT OR REPLACE would delete the old
+#: row without the trigger that deletes its body: SQLite runs delete triggers for a REPLACE only with
+#: recursive triggers on).
+_UPSERT_CHECKPOINT = (
+    f"INSERT INTO gt_checkpoint_rows({_CHECKPOINT_ROW_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT(thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in _CHECKPOINT_ROW_COLUMNS.split(", ")[3:])
+)
+
 #: What a run row written over a row holding only the run's id takes (see migration 10).
 _TAKE_PLACEHOLDER = ", ".join(f"{c.strip()}=excluded.{c.strip()}" for c in RUN_COLUMNS.split(",")[1:])
+
+
+def _statements(script: str) -> Iterator[str]:
+    """A migration's statements, one by one (a trigger's body holds semicolons of its own; a script
+    is not run with ``executescript``, which would commit the migration's transaction half way)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \n;"):
+        raise StoreError(f"a migration ends inside a statement: {pending.strip()[:60]!r}")
 
 
 def _key(address: str | None) -> bytes | str | None:
@@ -438,9 +526,8 @@ class SqliteTapeStore(SqlTapeStore):
                 # Re-read inside the write lock: another process may have migrated.
                 version = self._conn.execute("PRAGMA user_version").fetchone()[0]
                 for index in range(version, len(MIGRATIONS)):
-                    for statement in MIGRATIONS[index].split(";"):
-                        if statement.strip():
-                            self._conn.execute(statement)
+                    for statement in _statements(MIGRATIONS[index]):
+                        self._conn.execute(statement)
                     self._conn.execute(f"PRAGMA user_version={index + 1}")
                 self._conn.execute("COMMIT")
             except BaseException:
@@ -538,30 +625,29 @@ class SqliteTapeStore(SqlTapeStore):
                             for e, body in zip(batch.events, event_bodies)
                         ],
                     )
-                if batch.checkpoints:
-                    cur.executemany(
-                        "INSERT OR REPLACE INTO gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, "
-                        "run_id, step, source, created_at, metadata, body, channel_values, writers, calls, "
-                        "copied_from) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        [
-                            (
-                                c.thread_id,
-                                c.checkpoint_ns,
-                                c.checkpoint_id,
-                                c.parent_id,
-                                c.run_id,
-                                c.step,
-                                c.source,
-                                c.created_at,
-                                dump_meta(c.metadata),
-                                c.body,
-                                dump_meta(c.values),
-                                c.writers,
-                                c.calls,
-                                _copied_from(c),
-                            )
-                            for c in batch.checkpoints
-                        ],
+                for c in batch.checkpoints:
+                    # the body appended to its table, then the row (see migration 12); a checkpoint
+                    # written again (a copy, an import) takes the old one's place, and a trigger
+                    # deletes the old body
+                    body_id = cur.execute(_INSERT_BODY, (c.body,)).lastrowid
+                    cur.execute(
+                        _UPSERT_CHECKPOINT,
+                        (
+                            c.thread_id,
+                            c.checkpoint_ns,
+                            c.checkpoint_id,
+                            c.parent_id,
+                            c.run_id,
+                            c.step,
+                            c.source,
+                            c.created_at,
+                            c.writers,
+                            c.calls,
+                            _copied_from(c),
+                            dump_meta(c.metadata),
+                            dump_meta(c.values),
+                            body_id,
+                        ),
                     )
                 if batch.writes:
                     # special writes (errors, interrupts, resumes) replace, the others are first-wins
@@ -769,7 +855,7 @@ class SqliteTapeStore(SqlTapeStore):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(
-                    "DELETE FROM gt_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys
+                    "DELETE FROM gt_checkpoint_rows WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys
                 )
                 self._conn.executemany(
                     "DELETE FROM gt_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", keys
@@ -830,7 +916,7 @@ class SqliteTapeStore(SqlTapeStore):
 
         def go(cur):
             self._delete_events(cur, ids)
-            cur.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
+            cur.execute("DELETE FROM gt_checkpoint_rows WHERE thread_id=?", (thread_id,))
             cur.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
             if archived is not None:
                 cur.execute(
@@ -860,7 +946,7 @@ class SqliteTapeStore(SqlTapeStore):
             names = {c: k for c, k in cur.execute("SELECT code, kind FROM gt_event_kinds")}
             for code, data in cur.execute("SELECT kind, data FROM gt_event_rows"):
                 event_refs(names[code], unpack_event(data), blobs, chains)
-            for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoints"):
+            for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoint_rows"):
                 blobs.update(json.loads(values).values())
             blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
             nodes = {
@@ -924,7 +1010,7 @@ class SqliteTapeStore(SqlTapeStore):
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.execute("DELETE FROM gt_checkpoints WHERE thread_id=?", (thread_id,))
+                self._conn.execute("DELETE FROM gt_checkpoint_rows WHERE thread_id=?", (thread_id,))
                 self._conn.execute("DELETE FROM gt_writes WHERE thread_id=?", (thread_id,))
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -938,7 +1024,7 @@ class SqliteTapeStore(SqlTapeStore):
         # a partial index holds only the copies
         return dict(
             self._query(
-                "SELECT checkpoint_id, copied_from FROM gt_checkpoints WHERE thread_id=? "
+                "SELECT checkpoint_id, copied_from FROM gt_checkpoint_rows WHERE thread_id=? "
                 "AND checkpoint_ns='' AND copied_from IS NOT NULL ORDER BY checkpoint_id",
                 (thread_id,),
             )
@@ -983,7 +1069,7 @@ class SqliteTapeStore(SqlTapeStore):
             return super().find_checkpoints(prefix, thread_id=thread_id, outside_runs=True)
         # an id range on the primary key or the listing index, whatever the thread
         sql = (
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoints "
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoint_rows "
             "WHERE checkpoint_id >= ? AND checkpoint_id < ?"
         )
         params: list[Any] = [prefix, prefix + "\U0010ffff"]
