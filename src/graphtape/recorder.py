@@ -5,7 +5,8 @@ The wrapper changes nothing in the user's graph. It
 * puts ``graphtape_run_id`` into the run's config metadata (LangGraph
   copies it into every checkpoint's metadata and every nested runnable's
   metadata, which is how interceptions find their run),
-* adds a callback handler for node task events,
+* records its node tasks (LangGraph's task runner, wrapped by
+  ``record/task_runner.py``, finds the run from that id; no callback handler),
 * wraps the checkpointer (the user's, or graphtape's default beside the
   tape) so each checkpoint is linked to the run and flushes the tape.
 
@@ -28,12 +29,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graphtape import clock
 from graphtape.errors import ControlError, Divergence, StoreError
-from graphtape.record import install
+from graphtape.record import install, task_runner
 from graphtape.record.answer import RECORD, ReplayPlan
 from graphtape.record.checkpoints import FLUSHER, TapSaver
 from graphtape.record.context import RUN_META_KEY
 from graphtape.record.session import Session
-from graphtape.record.tasks import TaskRecorder
+from graphtape.record.tasks import TaskCallbacks, TaskRecorder
 from graphtape.runtime.lease import ThreadLease
 from graphtape.store.base import WriteBatch
 
@@ -93,7 +94,7 @@ def _plain_json(value: Any) -> bool:
     return False
 
 
-def _with_callback(config: dict[str, Any], handler: TaskRecorder) -> dict[str, Any]:
+def _with_callback(config: dict[str, Any], handler: TaskCallbacks) -> dict[str, Any]:
     cbs = config.get("callbacks")
     if cbs is None:
         config["callbacks"] = [handler]
@@ -223,7 +224,13 @@ class RecordedGraph:
             session.writer.assume_stored(set(), set(carried[1]))
         session.types = self.types
         config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
-        _with_callback(config, TaskRecorder(session))
+        tasks = TaskRecorder(session)
+        if task_runner.installed():
+            task_runner.register(session.run_id, tasks)
+        else:
+            # graphtape.uninstall() was called after this graph was wrapped (or LangGraph's runner
+            # moved): the tasks are recorded from callbacks, as before the runner wrapper
+            _with_callback(config, TaskCallbacks(tasks))
         try:
             # Beside a foreign saver a recorded run's start goes with its first tape write (at most
             # FLUSH_INTERVAL later) or its end. At once: with graphtape's own saver (recovery needs
@@ -234,6 +241,7 @@ class RecordedGraph:
             if not write_now:
                 FLUSHER.began(session)
         except BaseException:
+            task_runner.unregister(session.run_id)
             lease.release()
             raise
         if lease.token is not None:
@@ -360,6 +368,7 @@ class RecordedGraph:
                 lease.released_by_write()
         finally:
             session.deactivate()
+            task_runner.unregister(session.run_id)
             FLUSHER.forget(session)
             if lease is not None:
                 lease.release()  # a no-op when the last write gave it up

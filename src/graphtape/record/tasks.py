@@ -1,10 +1,21 @@
-"""Node task events from LangGraph's callbacks.
+"""Node task events: ``task_started``, ``task_finished``, ``task_failed``, ``task_interrupted``.
 
-LangGraph opens a callback run for every task with the tag
-``graph:step:<n>`` (``prepare_single_task`` in ``pregel/_algo.py``); nested
-runnables inside the node do not carry that tag, so it tells a node task
-from everything else without parsing run trees. The task's checkpoint
-namespace (with its task id) comes from the run metadata.
+A :class:`TaskRecorder` per recorded run turns each attempt of a node task
+into its events and keeps the step bookkeeping. It is driven from LangGraph's
+task runner (``record/task_runner.py`` wraps ``run_with_retry``), not from a
+LangChain callback handler: any handler on a run makes LangChain dispatch every
+runnable inside every node through its callback manager (about 0.5-0.7 ms CPU
+per benchmark-4 agent run for a handler that does nothing).
+
+Only where the runner cannot see a task's output, a task run with streaming
+(``astream_events``, ``astream_log``: the runner drains the node's stream and
+keeps only its writes), :class:`TaskCallbacks` records it from LangChain's
+callbacks, added to that one task's run and not inherited by what runs inside.
+
+Which tasks are recorded is the same either way: the runs LangGraph opens
+with the tag ``graph:step:<n>`` (``prepare_single_task`` in
+``pregel/_algo.py``). Nested runnables inside the node do not carry that tag.
+The task's checkpoint namespace (with its task id) comes from its metadata.
 """
 
 from __future__ import annotations
@@ -25,22 +36,29 @@ from graphtape.record.writer import Lazy
 
 STEP_TAG = "graph:step:"
 
-#: graphtape's errors that stop a run on purpose from a task callback
+#: graphtape's errors that stop a run on purpose from a task hook
 _STOPS = ("Divergence(", "DebugStopped(")
+
+logger = logging.getLogger(__name__)
+
+#: an attempt being recorded: (start, task namespace, (checkpoint namespace, step) or None, answerer's info or None)
+Opened = tuple[float, str, "tuple[str, int] | None", "dict[str, Any] | None"]
 
 
 class _NoStopWarnings(logging.Filter):
-    """Drops langchain's "Error in TaskRecorder... callback" warning for a deliberate stop.
+    """Drops langchain's "Error in TaskCallbacks... callback" warning for a deliberate stop.
 
     langchain-core logs every exception a callback handler raises, even one
     whose ``raise_error`` says it must propagate. A strict replay stopping at
     a state divergence (or the debugger's quit) is reported as itself; the
     same text again as an internal callback error would read like a bug.
+    Only tasks recorded through :class:`TaskCallbacks` (streamed ones) get
+    there; the runner's path logs nothing.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        return not (len(args) == 3 and args[0] == "TaskRecorder" and str(args[2]).startswith(_STOPS))
+        return not (len(args) == 3 and args[0] == "TaskCallbacks" and str(args[2]).startswith(_STOPS))
 
 
 logging.getLogger("langchain_core.callbacks.manager").addFilter(_NoStopWarnings())
@@ -51,30 +69,24 @@ def _stored_view(put_json: Callable[[Any], str], view: Callable[[Any], Any], out
     return put_json(view(outputs))
 
 
-class TaskRecorder(BaseCallbackHandler):
-    """Turns LangGraph task callbacks into ``task_started``/``task_finished`` events."""
+def step_tagged(tags: Any) -> bool:
+    """Whether ``tags`` (a run's) mark a node task: ``graph:step:<n>``."""
+    if tags:
+        for tag in tags:
+            if tag.startswith(STEP_TAG):
+                return True
+    return False
 
-    run_inline = True
 
-    @property
-    def raise_error(self) -> bool:  # type: ignore[override]
-        # A recording must never break the user's graph, so handler errors are
-        # swallowed; under the debugger, stopping is done by raising here, and a
-        # strict replay stops here at the first task whose writes differ.
-        return self.session.answerer.watches_tasks
+class TaskRecorder:
+    """Writes one run's task events; :meth:`opened`, then :meth:`finished` or :meth:`failed`, per attempt.
 
-    # Only chain events are wanted. Without these, every chat model call was dispatched to this
-    # handler too, and langchain, finding no ``on_chat_model_start``, turned the whole request into
-    # a string for ``on_llm_start``: work that grew with the conversation, on every call. Class
-    # attributes, not the base class's properties: langchain reads the one for the event on every
-    # dispatch (twice a task), and an attribute is found without a call.
-    ignore_llm = True
-    ignore_chat_model = True
-    ignore_retriever = True
-    ignore_agent = True
-    ignore_retry = True
-    ignore_custom_event = True
-    ignore_chain = False
+    A recording must never break the user's graph: unless the run's answerer
+    watches tasks, an error of the recording itself is logged and the task
+    goes on. Under the debugger, stopping is done by raising from the
+    answerer's hooks, and a strict replay stops at the first task whose
+    writes differ: those propagate (``watching``).
+    """
 
     def __init__(self, session: Session):
         self.session = session
@@ -84,11 +96,11 @@ class TaskRecorder(BaseCallbackHandler):
             time.perf_counter if not answerer.pauses else lambda: time.perf_counter() - answerer.paused_seconds()
         )
         # Looked up once per run, not per task: every super-step of every run passes through here.
-        self._watching = answerer.watches_tasks
+        self.watching = answerer.watches_tasks
         # The rows are buffered straight from their JSON form (the dicts events.TaskStarted and
         # events.TaskFinished build, key for key and in the same order: tests/test_stepcost4_tap.py
         # compares them): two of the three events of every super-step, and the typed event's
-        # construction and to_data cost as much as the rest of the callback.
+        # construction and to_data cost as much as the rest of the hook.
         self._row = session.writer.event_row
         self._put_json = session.put_json
         self._view = session.view
@@ -99,29 +111,9 @@ class TaskRecorder(BaseCallbackHandler):
         self._keeps_steps = session.durable
         self._writers = session.step_writers
         self._steps = session.task_steps
-        #: run id -> (start, task namespace, (checkpoint namespace, step) or None)
-        self._open: dict[UUID, tuple[float, str, tuple[str, int] | None]] = {}
-        self._info: dict[UUID, dict[str, Any]] = {}
 
-    def on_chain_start(
-        self,
-        serialized: dict[str, Any] | None,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        # Called for every chain run of the graph (each node's runnables too): return at once for
-        # anything that is not a node task.
-        if not tags:
-            return
-        for tag in tags:
-            if tag.startswith(STEP_TAG):
-                break
-        else:
-            return
+    def opened(self, metadata: dict[str, Any] | None, name: str | None) -> Opened:
+        """A task attempt starts (``metadata``: its run's, ``name``: its run name)."""
         md = metadata or {}
         ns: str = md.get("langgraph_checkpoint_ns") or ""
         step = md.get("langgraph_step")
@@ -131,7 +123,7 @@ class TaskRecorder(BaseCallbackHandler):
         else:  # a task of the root graph: node:id
             parent, own = "", ns
             path = ns.partition(":")[0]
-        node_path: str | None = path or md.get("langgraph_node") or kwargs.get("name")
+        node_path: str | None = path or md.get("langgraph_node") or name
         if ns:
             # the raw path; normalised only if a call inside a nested task needs it
             self._branches[own.partition(":")[2]] = md.get("langgraph_path")
@@ -144,38 +136,33 @@ class TaskRecorder(BaseCallbackHandler):
             writers[ns] = node_path or "?"
             if ns:
                 self._steps[ns] = step
-        self._open[run_id] = (self._clock(), ns, key)
+        started = self._clock()
         self._row("task_started", {"node_path": node_path, "step": step, "task": ns})
-        if self._watching:
+        info: dict[str, Any] | None = None
+        if self.watching:
             info = {"node_path": node_path, "step": step, "task": ns}
-            self._info[run_id] = info
             self.session.answerer.task_started(info)
+        return (started, ns, key, info)
 
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        opened = self._open.pop(run_id, None)
-        if opened is None:
-            return
-        started, ns, _ = opened
+    def finished(self, opened: Opened, outputs: Any) -> None:
+        """The attempt returned ``outputs`` (the node's return value)."""
+        started, ns, _, info = opened
         writes: Any
-        if self._watching:
+        if info is not None:
             session = self.session
-            full = self._info.pop(run_id, None) or {"task": ns}
-            session.answerer.task_ending(full, outputs)
+            session.answerer.task_ending(info, outputs)
             # the check compares by this address first: computed once, for the check and the event
-            writes = full["writes_ref"] = session.put_json(session.view(outputs))
+            writes = info["writes_ref"] = session.put_json(session.view(outputs))
         else:
             # serialised at flush time, usually on the background tape writer's thread
             writes = Lazy(partial(_stored_view, self._put_json, self._view, outputs))
         self._row("task_finished", {"task": ns, "duration": round(self._clock() - started, 6), "writes": writes})
-        if self._watching:
-            session.answerer.task_ended(session, full, outputs)
+        if info is not None:
+            session.answerer.task_ended(session, info, outputs)
 
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        opened = self._open.pop(run_id, None)
-        if opened is None:
-            return
-        started, ns, key = opened
-        self._info.pop(run_id, None)
+    def failed(self, opened: Opened, error: BaseException) -> None:
+        """The attempt raised ``error`` (an interrupt or ``Command`` passing through is not a failure)."""
+        started, ns, key, _ = opened
         if key is not None:
             # not a writer of the step's checkpoint (unless a retry starts it again)
             self._writers.get(key, {}).pop(ns, None)
@@ -184,3 +171,55 @@ class TaskRecorder(BaseCallbackHandler):
             self.session.emit(events.TaskInterrupted(task=ns, duration=duration))
         else:
             self.session.emit(events.TaskFailed(task=ns, duration=duration, error=error_info(error)))
+
+    def recording_failed(self, hook: str) -> None:
+        """An error of the recording itself (not the task's), when it must not stop the run."""
+        logger.warning("graphtape could not record a task (%s); the run goes on", hook, exc_info=True)
+
+
+class TaskCallbacks(BaseCallbackHandler):
+    """:class:`TaskRecorder` driven by LangChain callbacks, for the tasks the runner cannot see the output of."""
+
+    run_inline = True
+
+    # Only chain events are wanted (the handler is on the task's own run only, not inherited).
+    ignore_llm = True
+    ignore_chat_model = True
+    ignore_retriever = True
+    ignore_agent = True
+    ignore_retry = True
+    ignore_custom_event = True
+    ignore_chain = False
+
+    def __init__(self, recorder: TaskRecorder):
+        self.recorder = recorder
+        #: run id -> the attempt as opened
+        self._open: dict[UUID, Opened] = {}
+
+    @property
+    def raise_error(self) -> bool:  # type: ignore[override]
+        # swallowed (and logged by langchain) unless the answerer stops runs from the task hooks
+        return self.recorder.watching
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if step_tagged(tags):
+            self._open[run_id] = self.recorder.opened(metadata, kwargs.get("name"))
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        opened = self._open.pop(run_id, None)
+        if opened is not None:
+            self.recorder.finished(opened, outputs)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        opened = self._open.pop(run_id, None)
+        if opened is not None:
+            self.recorder.failed(opened, error)
