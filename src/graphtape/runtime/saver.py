@@ -62,6 +62,10 @@ def _untyped(blob: bytes) -> tuple[str, bytes]:
 #: JSON scalar types as checkpoint metadata holds them (exact types: a subclass, an enum, takes the slow path)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
+#: exact types whose values :meth:`GraphtapeSaver._blob` memoises (immutable, hashable, and equal values
+#: serialise alike; not floats: ``0.0 == -0.0``; a subclass, an enum, takes the full path every time)
+_SMALL_SCALARS = frozenset({type(None), bool, int, str})
+
 #: key -> whether it looks like a secret's key (the same few keys come with every checkpoint)
 _SECRET_KEYS: dict[str, bool] = {}
 
@@ -152,6 +156,10 @@ class GraphtapeSaver(BaseCheckpointSaver):
         #: saver_values); off, every value is one serde blob, as tapes before it hold them
         self.chain_lists = True
         self._lists = ChainedLists(self.serde, _typed_blob)
+        #: (type, value) -> (address, stored bytes) of small scalar values: a routing write's ``None``
+        #: in every super-step, a counter's value written by its task and then again as the next
+        #: checkpoint's channel value (serialised and hashed once, not two or three times a step)
+        self._scalars: dict[tuple[type, Any], tuple[str, bytes]] = {}
 
     # -- helpers --------------------------------------------------------------------
 
@@ -216,10 +224,21 @@ class GraphtapeSaver(BaseCheckpointSaver):
         return "", listed_calls
 
     def _blob(self, value: Any, batch: WriteBatch) -> str:
+        cls = type(value)
+        small = cls in _SMALL_SCALARS and (cls is not str or len(value) <= 64)
+        if small:
+            known = self._scalars.get((cls, value))
+            if known is not None:
+                batch.blobs[known[0]] = known[1]
+                return known[0]
         type_, data = self.serde.dumps_typed(value)
         blob = _typed_blob(type_, data)
         h = serde.digest(blob)
         batch.blobs[h] = blob
+        if small:
+            if len(self._scalars) >= 4096:
+                self._scalars.clear()
+            self._scalars[(cls, value)] = (h, blob)
         return h
 
     def _value(self, value: Any, batch: WriteBatch, session: Any) -> str:
