@@ -32,8 +32,8 @@ def test_scalars_are_memoised_with_their_own_bytes(tmp_path: Path) -> None:
         assert not any(t is float for t, _ in saver._scalars)
         # read back as the values they were
         for value, address in zip(values, addresses):
-            type_, _, data = first.blobs[address].partition(b"\x00")
-            back = saver.serde.loads_typed((type_.decode(), data))
+            stored_type, _, stored = first.blobs[address].partition(b"\x00")
+            back = saver.serde.loads_typed((stored_type.decode(), stored))
             assert back == value and type(back) is type(value)
     finally:
         store.close()
