@@ -5,9 +5,11 @@ Usage: ``python -m tests.crash_worker STORE_URL LEDGER THREAD [CRASH_POINT] [rec
 Every live model generation and every effect execution is appended to the
 LEDGER file (one JSON line each, flushed and fsynced) so the test can prove
 that nothing completed was repeated. ``CRASH_POINT`` names where to die:
-``after-draft-llm``, ``after-charge``, ``before-notify``, ``in-charge`` (after
-the charge happened, before it returns), or ``random:<seed>`` (a random
-delay). ``recover`` runs ``tape.recover`` instead of a new run.
+``after-draft-llm``, ``after-charge``, ``after-check-llm`` (three calls of one
+node completed, none of them committed with a step yet on SQLite: all in the
+run's call journal), ``before-notify``, ``in-charge`` (after the charge
+happened, before it returns), or ``random:<seed>`` (a random delay).
+``recover`` runs ``tape.recover`` instead of a new run.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def work(s: State) -> dict:
     receipt = charge(s["order"], 42)
     die_at("after-charge")
     check = model.invoke([HumanMessage(f"check {receipt}")]).content
+    die_at("after-check-llm")
     return {"draft": draft, "receipt": receipt, "log": [check]}
 
 

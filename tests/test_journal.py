@@ -371,21 +371,22 @@ def test_other_backends_commit_each_call(new_store_url, backend):
 # -- a real crash ---------------------------------------------------------------------------------
 
 
-def test_a_call_killed_before_its_step_commit_is_served_from_the_journal(tmp_path):
-    """SIGKILL after the model answered, before the step committed: the call is only in the journal;
-    recovery applies it and serves it (the model is asked once)."""
+@pytest.mark.parametrize(("crash", "journaled_calls"), [("after-draft-llm", 1), ("after-check-llm", 3)])
+def test_a_call_killed_before_its_step_commit_is_served_from_the_journal(tmp_path, crash, journaled_calls):
+    """SIGKILL after the model answered, before the step committed: the node's calls are only in the
+    journal; recovery applies them and serves them (the model is asked once, the charge made once)."""
     import time
 
     from tests.test_recovery import ledger_counts, worker
 
     url = f"sqlite:///{tmp_path}/crash.db"
     ledger = tmp_path / "crash.ledger"
-    crashed = worker(url, ledger, "t-journal", "after-draft-llm")
+    crashed = worker(url, ledger, "t-journal", crash)
     assert crashed.returncode == -9, crashed.stderr
     (path,) = _journal_files(tmp_path)
     (run,) = _runs(url)
-    journaled = [e for e in journal.read(path)[1].events if e.kind == "llm_call"]
-    assert len(journaled) == 1  # the draft call: journaled ...
+    journaled = [e for e in journal.read(path)[1].events if e.kind in ("llm_call", "effect_call")]
+    assert len(journaled) == journaled_calls  # the work node's calls: journaled ...
     stored = _store_events(url, run.run_id, "llm_call")
     assert len(stored) == 1  # ... and not committed: the store has only the plan node's call
     time.sleep(0.7)  # the dead process's lease expires
@@ -396,9 +397,10 @@ def test_a_call_killed_before_its_step_commit_is_served_from_the_journal(tmp_pat
 
     (result,) = json.loads(recovered.stdout)
     assert result["status"] == "finished", result
-    assert result["served"] == 1  # the draft call, from the journal (the plan node is not run again)
-    llm, _effects = ledger_counts(ledger)
-    assert llm["draft o-1"] == 1 and llm["plan o-1"] == 1
+    assert result["served"] == journaled_calls  # from the journal (the plan node is not run again)
+    llm, effects = ledger_counts(ledger)
+    assert llm["draft o-1"] == 1 and llm["plan o-1"] == 1 and llm["check ch-o-1-42"] == 1
+    assert effects[("charge", "o-1")] == 1
     assert [e.data["call_id"] for e in _store_events(url, run.run_id, "llm_call")][1] == journaled[0].data["call_id"]
     assert _journal_files(tmp_path) == []
 

@@ -57,7 +57,7 @@ def reference(new_store_url, tmp_path):
     return final_state(url, "reference"), ledger_counts(ledger)
 
 
-@pytest.mark.parametrize("crash", ["after-draft-llm", "after-charge", "in-charge", "before-notify"])
+@pytest.mark.parametrize("crash", ["after-draft-llm", "after-charge", "after-check-llm", "in-charge", "before-notify"])
 def test_recovery_after_sigkill_repeats_nothing(crash, store_url, tmp_path, reference):
     ref_state, (ref_llm, ref_effects) = reference
     ledger = tmp_path / "crash.ledger"
