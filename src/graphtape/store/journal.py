@@ -3,12 +3,15 @@
 Crash recovery never sends a completed call again because that call is
 stored before the node goes on (``tests/test_recovery.py``). On SQLite that
 used to be one store transaction per completed call (BEGIN, inserts, COMMIT,
-the lease fence: about 460 us of CPU in a run, 20 of them in a 10-node run
-with an LLM and a tool call per node). Here it is **one** ``os.write`` of the
-call's rows (its event and the blobs and chain nodes it refers to) to an
-append-only file next to the database; the rows stay in the run's write
-buffer and reach SQLite with the next step's transaction, as before. After
-that transaction the journal is emptied, and at the run's end removed.
+the lease fence: 200-300 us of CPU on the run's thread, 20 of them in a
+10-node run with an LLM and a tool call per node). Here it is **one**
+``os.write`` of the call's rows (its event and the blobs and chain nodes it
+refers to) to an append-only file next to the database (30-50 us); the rows
+stay in the run's write buffer and reach SQLite with the next step's
+transaction, as before. After that transaction the journal is emptied, and
+at the run's end removed. The rows are still packed and inserted once, in
+the step's transaction: what a run saves is the transactions (the store
+writes of that run took 10.0 -> 8.2 ms of CPU, the journal 0.8 ms).
 
 Durability is the same as SQLite's own here: the store runs WAL with
 ``synchronous=NORMAL``, whose commits are not fsynced either. A ``write()``
