@@ -1,5 +1,5 @@
-"""SQLite schema v12: a checkpoint's body in a table of its own (appended), the rest of its row in a
-small WITHOUT ROWID table that a history listing reads; a v11 file migrates with its checkpoints, a
+"""SQLite schema v12: a checkpoint's body, metadata and values in a table of their own (appended), the
+listed columns in a small WITHOUT ROWID table that a history listing reads; a v11 file migrates with its checkpoints, a
 checkpoint written again or deleted leaves no body behind, and a recorded step no longer spills its
 checkpoint into overflow pages."""
 
@@ -39,7 +39,7 @@ def _row(checkpoint_id: str, body: bytes, *, thread: str = "t", parent: str | No
 
 
 def _bodies(store: SqliteTapeStore) -> int:
-    return int(store._query("SELECT count(*) FROM gt_checkpoint_bodies")[0][0])
+    return int(store._query("SELECT count(*) FROM gt_checkpoint_data")[0][0])
 
 
 def test_a_v11_file_migrates_with_its_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,13 +80,13 @@ def test_a_v11_file_migrates_with_its_checkpoints(tmp_path: Path, monkeypatch: p
             ("c3", None),
         ]
         names = {r[0] for r in store._query("SELECT name FROM sqlite_master")}
-        assert {"gt_checkpoint_rows", "gt_checkpoint_bodies", "gt_checkpoints_copies"} <= names
-        assert "gt_checkpoints_listing" not in names and "gt_body_ids" not in names
+        assert {"gt_checkpoint_rows", "gt_checkpoint_data", "gt_checkpoints_copies"} <= names
+        assert "gt_checkpoints_listing" not in names and "gt_data_ids" not in names
         assert _bodies(store) == 3
         # and it takes new checkpoints, whose bodies come after the migrated ones
         store.write(WriteBatch(checkpoints=[_row("c4", b"B4", parent="c2")]))
         assert store.get_checkpoint("t", "", "c4").body == b"B4"  # type: ignore[union-attr]
-        assert store._query("SELECT body_id FROM gt_checkpoint_rows WHERE checkpoint_id='c4'") == [(4,)]
+        assert store._query("SELECT data_id FROM gt_checkpoint_rows WHERE checkpoint_id='c4'") == [(4,)]
     finally:
         store.close()
 
@@ -173,12 +173,12 @@ def test_a_recorded_steps_checkpoint_rows_do_not_overflow(tmp_path: Path) -> Non
             overflow = dict(
                 store._query(
                     "SELECT name, sum(pagetype = 'overflow') FROM dbstat "
-                    "WHERE name IN ('gt_checkpoint_rows', 'gt_checkpoint_bodies') GROUP BY name"
+                    "WHERE name IN ('gt_checkpoint_rows', 'gt_checkpoint_data') GROUP BY name"
                 )
             )
         except StoreError:
             pytest.skip("this SQLite has no dbstat table")
-        assert overflow["gt_checkpoint_rows"] == 0 and overflow["gt_checkpoint_bodies"] == 0
+        assert overflow["gt_checkpoint_rows"] == 0 and overflow["gt_checkpoint_data"] == 0
         assert len(store.list_checkpoints()) == 3 * 42
     finally:
         tape.close()

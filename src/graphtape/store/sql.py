@@ -256,7 +256,7 @@ class SqlTapeStore(TapeStore):
 
     def checkpoint_listing(self, thread_id: str, *, namespaces: bool = False) -> CheckpointListing:
         """The listed columns only, no bodies or metadata (SQLite reads them from its
-        ``gt_checkpoint_rows``, which hold no bodies); the row key is built in SQL."""
+        ``gt_checkpoint_rows``, which hold only these); the row key is built in SQL."""
         sql = (
             "SELECT checkpoint_id, parent_id, step, created_at, "
             "coalesce(run_id, '') || ? || coalesce(source, '') || ? || coalesce(writers, ?), calls"

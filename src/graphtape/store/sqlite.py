@@ -15,8 +15,8 @@ Why these settings:
   refused rather than corrupted.
 
 LangGraph's checkpoints written by graphtape's saver live in the same file
-(``gt_checkpoint_rows`` with their bodies in ``gt_checkpoint_bodies``, and
-``gt_writes``), written in the same transaction as the tape events of their
+(``gt_checkpoint_rows``, their bodies, metadata and values in
+``gt_checkpoint_data``, and ``gt_writes``), written in the same transaction as the tape events of their
 super-step.
 
 Why over 500 lines: a fifth of it is the migrations (the schema's history,
@@ -279,16 +279,19 @@ MIGRATIONS: list[str] = [
     """
     SELECT 1
     """,
-    # 12: a checkpoint's body (a few KB with many nodes: every channel's version, and the versions each
-    # node has seen) in a table of its own keyed by an increasing integer, so that a super-step appends it
-    # to the table's last page. In the WITHOUT ROWID table a row keeps at most about 1,000 bytes on its
-    # b-tree page and spilled the rest of the body into an overflow page of its own; with the covering
-    # listing index a step dirtied about 6 pages for its checkpoint, now about 2. The rest of the row is
-    # small and is itself what a history listing reads (the listing index goes). The view gt_checkpoints
-    # shows the rows as they were (LEFT JOIN: a query that takes no body does not read the bodies).
+    # 12: a checkpoint's row split in two. Its body (a few KB with many nodes: every channel's version,
+    # and the versions each node has seen), metadata and channel values go to gt_checkpoint_data, keyed by
+    # an increasing integer: a super-step appends them to the table's last page. In the WITHOUT ROWID
+    # table a row keeps at most about 1,000 bytes on its b-tree page and spilled the rest into an overflow
+    # page of its own, and the covering listing index repeated the listed columns: a step dirtied about 6
+    # pages for its checkpoint. What is left in gt_checkpoint_rows is what a history listing reads (the
+    # listing index goes). The view gt_checkpoints shows the rows as they were (a LEFT JOIN on the data's
+    # key: a query that takes no column of the data does not read it). Triggers delete a row's data with it.
     """
-    CREATE TABLE gt_checkpoint_bodies (
+    CREATE TABLE gt_checkpoint_data (
         id INTEGER PRIMARY KEY,
+        metadata TEXT NOT NULL,
+        channel_values TEXT NOT NULL,
         body BLOB NOT NULL
     );
     CREATE TABLE gt_checkpoint_rows (
@@ -303,38 +306,36 @@ MIGRATIONS: list[str] = [
         writers TEXT,
         calls TEXT,
         copied_from TEXT,
-        metadata TEXT NOT NULL,
-        channel_values TEXT NOT NULL,
-        body_id INTEGER NOT NULL,
+        data_id INTEGER NOT NULL,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
     ) WITHOUT ROWID;
-    CREATE TEMP TABLE gt_body_ids AS SELECT thread_id, checkpoint_ns, checkpoint_id,
+    CREATE TEMP TABLE gt_data_ids AS SELECT thread_id, checkpoint_ns, checkpoint_id,
         row_number() OVER (ORDER BY thread_id, checkpoint_ns, checkpoint_id) AS id FROM gt_checkpoints;
-    INSERT INTO gt_checkpoint_bodies(id, body)
-        SELECT i.id, c.body
-        FROM gt_checkpoints c JOIN temp.gt_body_ids i USING (thread_id, checkpoint_ns, checkpoint_id)
+    INSERT INTO gt_checkpoint_data(id, metadata, channel_values, body)
+        SELECT i.id, c.metadata, c.channel_values, c.body
+        FROM gt_checkpoints c JOIN temp.gt_data_ids i USING (thread_id, checkpoint_ns, checkpoint_id)
         ORDER BY i.id;
     INSERT INTO gt_checkpoint_rows(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source,
-        created_at, writers, calls, copied_from, metadata, channel_values, body_id)
+        created_at, writers, calls, copied_from, data_id)
         SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.run_id, c.step, c.source, c.created_at,
-            c.writers, c.calls, c.copied_from, c.metadata, c.channel_values, i.id
-        FROM gt_checkpoints c JOIN temp.gt_body_ids i USING (thread_id, checkpoint_ns, checkpoint_id)
+            c.writers, c.calls, c.copied_from, i.id
+        FROM gt_checkpoints c JOIN temp.gt_data_ids i USING (thread_id, checkpoint_ns, checkpoint_id)
         ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id;
-    DROP TABLE temp.gt_body_ids;
+    DROP TABLE temp.gt_data_ids;
     DROP TABLE gt_checkpoints;
     CREATE INDEX gt_checkpoints_copies ON gt_checkpoint_rows(thread_id, checkpoint_ns, checkpoint_id, copied_from)
         WHERE copied_from IS NOT NULL;
     CREATE VIEW gt_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at,
         metadata, body, channel_values, writers, calls, copied_from) AS
         SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.parent_id, r.run_id, r.step, r.source, r.created_at,
-            r.metadata, b.body, r.channel_values, r.writers, r.calls, r.copied_from
-        FROM gt_checkpoint_rows r LEFT JOIN gt_checkpoint_bodies b ON b.id = r.body_id;
+            d.metadata, d.body, d.channel_values, r.writers, r.calls, r.copied_from
+        FROM gt_checkpoint_rows r LEFT JOIN gt_checkpoint_data d ON d.id = r.data_id;
     CREATE TRIGGER gt_checkpoint_rows_deleted AFTER DELETE ON gt_checkpoint_rows BEGIN
-        DELETE FROM gt_checkpoint_bodies WHERE id = old.body_id;
+        DELETE FROM gt_checkpoint_data WHERE id = old.data_id;
     END;
-    CREATE TRIGGER gt_checkpoint_rows_rewritten AFTER UPDATE OF body_id ON gt_checkpoint_rows
-        WHEN old.body_id IS NOT new.body_id BEGIN
-        DELETE FROM gt_checkpoint_bodies WHERE id = old.body_id;
+    CREATE TRIGGER gt_checkpoint_rows_rewritten AFTER UPDATE OF data_id ON gt_checkpoint_rows
+        WHEN old.data_id IS NOT new.data_id BEGIN
+        DELETE FROM gt_checkpoint_data WHERE id = old.data_id;
     END;
     """,
 ]
@@ -357,17 +358,17 @@ DIALECT = Dialect(
 )
 
 
-#: A checkpoint's body, appended (its id is the row's ``body_id``; see migration 12).
-_INSERT_BODY = "INSERT INTO gt_checkpoint_bodies(body) VALUES (?)"
+#: A checkpoint's metadata, channel values and body, appended (its id is the row's ``data_id``; see migration 12).
+_INSERT_DATA = "INSERT INTO gt_checkpoint_data(metadata, channel_values, body) VALUES (?,?,?)"
 _CHECKPOINT_ROW_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_id, run_id, step, source, created_at, writers, calls, "
-    "copied_from, metadata, channel_values, body_id"
+    "copied_from, data_id"
 )
 #: A checkpoint's row; one written again is updated in place (an INSERT OR REPLACE would delete the old
-#: row without the trigger that deletes its body: SQLite runs delete triggers for a REPLACE only with
+#: row without the trigger that deletes its data: SQLite runs delete triggers for a REPLACE only with
 #: recursive triggers on).
 _UPSERT_CHECKPOINT = (
-    f"INSERT INTO gt_checkpoint_rows({_CHECKPOINT_ROW_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    f"INSERT INTO gt_checkpoint_rows({_CHECKPOINT_ROW_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT(thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
     + ", ".join(f"{c}=excluded.{c}" for c in _CHECKPOINT_ROW_COLUMNS.split(", ")[3:])
 )
@@ -626,10 +627,10 @@ class SqliteTapeStore(SqlTapeStore):
                         ],
                     )
                 for c in batch.checkpoints:
-                    # the body appended to its table, then the row (see migration 12); a checkpoint
+                    # the data appended to its table, then the row (see migration 12); a checkpoint
                     # written again (a copy, an import) takes the old one's place, and a trigger
-                    # deletes the old body
-                    body_id = cur.execute(_INSERT_BODY, (c.body,)).lastrowid
+                    # deletes the old data
+                    data_id = cur.execute(_INSERT_DATA, (dump_meta(c.metadata), dump_meta(c.values), c.body)).lastrowid
                     cur.execute(
                         _UPSERT_CHECKPOINT,
                         (
@@ -644,9 +645,7 @@ class SqliteTapeStore(SqlTapeStore):
                             c.writers,
                             c.calls,
                             _copied_from(c),
-                            dump_meta(c.metadata),
-                            dump_meta(c.values),
-                            body_id,
+                            data_id,
                         ),
                     )
                 if batch.writes:
@@ -946,7 +945,7 @@ class SqliteTapeStore(SqlTapeStore):
             names = {c: k for c, k in cur.execute("SELECT code, kind FROM gt_event_kinds")}
             for code, data in cur.execute("SELECT kind, data FROM gt_event_rows"):
                 event_refs(names[code], unpack_event(data), blobs, chains)
-            for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoint_rows"):
+            for (values,) in cur.execute("SELECT channel_values FROM gt_checkpoint_data"):
                 blobs.update(json.loads(values).values())
             blobs.update(v for (v,) in cur.execute("SELECT value FROM gt_writes"))
             nodes = {
