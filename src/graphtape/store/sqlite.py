@@ -15,9 +15,9 @@ Why these settings:
   refused rather than corrupted.
 
 LangGraph's checkpoints written by graphtape's saver live in the same file
-(``gt_checkpoint_rows``, their bodies, metadata and values in
-``gt_checkpoint_data``, and ``gt_writes``), written in the same transaction as the tape events of their
-super-step.
+(``gt_checkpoint_rows``, with their bodies, metadata and values in
+``gt_checkpoint_data``; ``gt_writes``), written in the same transaction as
+the tape events of their super-step.
 
 Why over 500 lines: a fifth of it is the migrations (the schema's history,
 never edited), the rest one method per interface operation that SQLite does
@@ -426,7 +426,7 @@ class SqliteTapeStore(SqlTapeStore):
     """A tape in one SQLite file (``sqlite:///path/to/file.db``)."""
 
     dialect = DIALECT
-    finds_checkpoints_by_prefix = True  # the primary key and the listing index hold the ids
+    finds_checkpoints_by_prefix = True  # the small checkpoint rows hold the ids (see find_checkpoints)
     #: a run's last batch gives its thread's lease up in the same transaction (see write)
     releases_in_write = True
     #: deleting runs moves their threads' free leases on (see _delete_events)
@@ -1066,7 +1066,7 @@ class SqliteTapeStore(SqlTapeStore):
     ) -> list[CheckpointMatch]:
         if outside_runs:  # rare (a history asks only stores without the index below): the metadata decides
             return super().find_checkpoints(prefix, thread_id=thread_id, outside_runs=True)
-        # an id range on the primary key or the listing index, whatever the thread
+        # an id range over the small checkpoint rows (no bodies), whatever the thread
         sql = (
             "SELECT thread_id, checkpoint_ns, checkpoint_id, run_id, step, source FROM gt_checkpoint_rows "
             "WHERE checkpoint_id >= ? AND checkpoint_id < ?"
