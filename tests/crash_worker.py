@@ -6,8 +6,7 @@ Every live model generation and every effect execution is appended to the
 LEDGER file (one JSON line each, flushed and fsynced) so the test can prove
 that nothing completed was repeated. ``CRASH_POINT`` names where to die:
 ``after-draft-llm``, ``after-charge``, ``after-check-llm`` (three calls of one
-node completed, none of them committed with a step yet on SQLite: all in the
-run's call journal), ``before-notify``, ``in-charge`` (after the charge
+node completed, before the node's step is committed), ``before-notify``, ``in-charge`` (after the charge
 happened, before it returns), or ``random:<seed>`` (a random delay).
 ``recover`` runs ``tape.recover`` instead of a new run.
 """

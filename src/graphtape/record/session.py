@@ -23,7 +23,6 @@ from graphtape.record import context
 from graphtape.record.answer import RECORD, Answerer
 from graphtape.record.errors_codec import error_info, rebuild_error
 from graphtape.record.writer import TapeWriter
-from graphtape.store import journal
 from graphtape.store.base import EventRow, RunRecord, WriteBatch
 from graphtape.store.listing import call_levels, listed_call
 
@@ -99,8 +98,6 @@ class Session:
         self.divergence: Divergence | None = None
         self.checkpoint_ids: list[str] = []
         self.writer = TapeWriter(self.store, self.run_id)
-        # on a SQLite file, a completed call is journaled beside it instead of committed (see flush_call)
-        self.writer.journal_base = journal.base_path(self.store)
         on_store = getattr(answerer, "on_store", None)
         if on_store is not None:
             # a replay: the addresses its recorded runs refer to (graphtape.replay.engine)
@@ -186,19 +183,6 @@ class Session:
                 self._held = 0
         self.writer.flush(extra)
 
-    def flush_call(self) -> None:
-        """Make a completed call (or an effect's intent) durable before the run goes on.
-
-        On a SQLite file its rows are appended to the run's journal and written
-        to the store with the next step's transaction (``TapeWriter.flush_call``);
-        on PostgreSQL, Redis and ``:memory:``, a store transaction now. A strict
-        replay that holds its checkpoints flushes as :meth:`flush` does.
-        """
-        if self.holding:
-            self.flush()
-        else:
-            self.writer.flush_call()
-
     def maybe_flush(self) -> None:
         """Flush if the last flush is old (beside a foreign saver; a strict replay holds its rows)."""
         if not self.holding:
@@ -218,8 +202,6 @@ class Session:
 
     def deactivate(self) -> None:
         self.active = False
-        # the run's journal goes if the store has all of it; else it stays for recovery (journal.apply_dead)
-        self.writer.close_journal()
         context.unregister(self)
         if self._token is not None:
             # reset from another context is a no-op: the session is inactive anyway, so lookups ignore it
@@ -414,7 +396,7 @@ class Session:
                 fingerprint=call.fingerprint,
             )
         )
-        self.flush_call()
+        self.flush()
 
     def served_value(self, call: Call) -> tuple[Any, BaseException | None]:
         """The recorded (or overriding) result of a served call, and records it."""
@@ -472,7 +454,7 @@ class Session:
             cost=cost,
         )
         if self.durable or call.summary.get("idempotency_key") is not None:
-            self.flush_call()
+            self.flush()
         if self.answerer.replays:
             with self._lock:
                 self.live_calls += 1

@@ -14,22 +14,18 @@ told into rows.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import operator
 import threading
 import time
 from collections.abc import Callable
-from itertools import islice, repeat
-from pathlib import Path
+from itertools import repeat
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from graphtape import clock, events, serde
 from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
-from graphtape.store.journal import Journal
-from graphtape.store.journal import path_for as journal_path
 
 #: Beside a foreign checkpoint saver, the tape is written at most this often
 #: (and at the end of every run): one extra transaction per super-step was
@@ -307,12 +303,6 @@ class TapeWriter:
         self._last_forms: tuple[list[Any], list[dict[str, Any]], list[Any], list[MessageForm]] | None = None
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
-        #: the SQLite file this run's call journal goes beside (None: a completed call is committed
-        #: instead; see flush_call and graphtape.store.journal)
-        self.journal_base: Path | None = None
-        self._journal: Journal | None = None
-        #: how many of the buffer's leading events, blobs and chain nodes are in the journal already
-        self._journaled = (0, 0, 0)
 
     def assume_stored(self, blobs: set[str], chains: set[str]) -> None:
         """Addresses this run need not write: the store has them (and a chain node's ancestors and items).
@@ -625,116 +615,42 @@ class TapeWriter:
         writes: the saver that handed them over sees the error) and raises.
         """
         with self._flushing:
-            self._flush(extra)
-
-    def _flush(self, extra: WriteBatch | None) -> None:
-        """:meth:`flush`, with the flush lock held."""
-        self._last_flush = time.monotonic()
-        batch = self._take()
-        n_checkpoints, n_writes = len(batch.checkpoints), len(batch.writes)
-        if extra is not None:
-            batch.extend(extra)
-        if not batch:
-            return
-        try:
-            t0 = time.perf_counter()
-            self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
-            self.write_seconds.append(time.perf_counter() - t0)
-        except BaseException:
-            del batch.checkpoints[n_checkpoints:]
-            del batch.writes[n_writes:]
-            with self._lock:
-                batch.extend(self._batch)
-                self._batch = batch
-                # the rows put back hold no Lazy: every one was resolved by _take
-                # (the journal keeps its records; the buffer's rows are journaled again from the first)
-                self._journaled = (0, 0, 0)
-            raise
-        with self._lock:
-            self._written.update(batch.blobs)
-            self._written.update(batch.chains)
-            # every journaled row was in the batch taken (a journal append holds the flush lock and
-            # journals only the buffer, which _take emptied): the rows buffered since are not journaled
-            self._journaled = (0, 0, 0)
-        journal = self._journal
-        if journal is not None and journal.pending:
-            with contextlib.suppress(OSError):  # stale records are harmless: applying them skips stored rows
-                journal.emptied()
-
-    def flush_call(self) -> None:
-        """Make a completed call (or an effect's intent) durable before the run goes on.
-
-        On a SQLite file, with the thread's lease held: the buffered events,
-        blobs and chain nodes not journaled yet are appended to the run's
-        journal in one ``os.write`` and stay buffered, for the next step's
-        transaction (see :mod:`graphtape.store.journal`). Elsewhere, or when
-        the buffer holds a run row or a run update (rare: after a failed
-        write) or events of another run, a store transaction as :meth:`flush`.
-        """
-        base, lease = self.journal_base, self.lease
-        token = getattr(lease, "token", None)
-        if base is None or token is None:
-            self.flush()
-            return
-        with self._flushing:
-            self._resolve_lazy()
-            with self._lock:
-                b = self._batch
-                # (a task's pending writes and a held checkpoint are not journaled: they stay buffered,
-                # and a crash loses them as it did before, see GraphtapeSaver._write; a new run row or a
-                # run update is needed to recover the run: committed now, with the call)
-                if b.new_runs or b.run_updates or b.releases:
-                    commit = True
-                else:
-                    n_events, n_blobs, n_chains = self._journaled
-                    events = b.events[n_events:]
-                    blobs = list(islice(b.blobs.items(), n_blobs, None))
-                    chains = list(islice(b.chains.items(), n_chains, None))
-                    run_id = self.run_id
-                    commit = any(e.run_id != run_id for e in events)
-                    if not commit:
-                        self._journaled = (len(b.events), len(b.blobs), len(b.chains))
-            if commit:
-                self._flush(None)
+            self._last_flush = time.monotonic()
+            batch = self._take()
+            n_checkpoints, n_writes = len(batch.checkpoints), len(batch.writes)
+            if extra is not None:
+                batch.extend(extra)
+            if not batch:
                 return
-            if not (events or blobs or chains):
-                return
-            journal = self._journal
-            if journal is None:
-                journal = self._journal = Journal(journal_path(base, self.run_id), self.run_id, lease.name, token)
             try:
-                journal.append(events, blobs, chains)
-            except OSError:
-                # no journal here (a read-only folder, a full disk): the call is committed instead, and
-                # so are the run's next ones; a cut record left behind is ignored when the journal is read
-                with self._lock:
-                    self._journaled = (0, 0, 0)
-                self.journal_base = None
-                self._flush(None)
+                t0 = time.perf_counter()
+                self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)
+                self.write_seconds.append(time.perf_counter() - t0)
             except BaseException:
+                del batch.checkpoints[n_checkpoints:]
+                del batch.writes[n_writes:]
                 with self._lock:
-                    self._journaled = (0, 0, 0)  # journaled again from the first by the next append
+                    batch.extend(self._batch)
+                    self._batch = batch
+                    # the rows put back hold no Lazy: every one was resolved by _take
                 raise
+            with self._lock:
+                self._written.update(batch.blobs)
+                self._written.update(batch.chains)
 
-    def close_journal(self) -> None:
-        """The run is over: remove its journal if the store has all of it (else recovery applies it)."""
-        with self._flushing:
-            journal, self._journal = self._journal, None
-            if journal is not None:
-                journal.close()
-
-    def _resolve_lazy(self) -> None:
-        """Resolve every Lazy field of the buffer (a resolution buffers its blobs first).
+    def _take(self) -> WriteBatch:
+        """The buffer, emptied, with every Lazy field resolved (a resolution buffers its blobs first).
 
         Resolving calls back into this writer (``put_json``), so it runs
         without the buffer lock; an event with a Lazy field buffered
-        meanwhile is resolved in the next round.
+        meanwhile is resolved in the next round, before the buffer is taken.
         """
         while True:
             with self._lock:
                 lazy, self._lazy = self._lazy, []
                 if not lazy:
-                    return
+                    batch, self._batch = self._batch, WriteBatch()
+                    return batch
             try:
                 for row in lazy:
                     for key, value in row.data.items():
@@ -744,15 +660,6 @@ class TapeWriter:
                 with self._lock:
                     self._lazy[:0] = lazy  # unresolved fields are tried again by the next flush
                 raise
-
-    def _take(self) -> WriteBatch:
-        """The buffer, emptied, with every Lazy field resolved (see :meth:`_resolve_lazy`)."""
-        while True:
-            self._resolve_lazy()
-            with self._lock:
-                if not self._lazy:
-                    batch, self._batch = self._batch, WriteBatch()
-                    return batch
 
     def write_ms(self) -> dict[str, Any]:
         """``{"write_ms": {n, sum, p50, p95, max}}`` of this run's store writes (nearest-rank), or nothing."""

@@ -7,9 +7,8 @@ resumes each from its thread's last checkpoint as a new run (mode
 
 * the node that was cut off runs again, but every LLM, tool and effect call
   it had **completed** (written to the tape, which graphtape's own saver does
-  as each call returns: on SQLite to the run's call journal, applied to the
-  store here first) is served from the tape: the model is not asked again,
-  the e-mail is not sent again;
+  as each call returns) is served from the tape: the model is not asked
+  again, the e-mail is not sent again;
 * an effect with an idempotency key that had **started** but not reported
   back is in doubt: it is never run again blindly: its ``reconcile``
   function decides, or recovery stops with ``EffectInDoubt``;
@@ -33,7 +32,6 @@ from graphtape.record.effect import NOT_DONE, reconcilers
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
 from graphtape.runtime.lease import lease_name
-from graphtape.store import journal
 from graphtape.store.base import RunRecord, WriteBatch
 
 if TYPE_CHECKING:
@@ -116,14 +114,7 @@ def stopped_by_user(run: RunRecord) -> bool:
 
 def orphaned_runs(tape: Tape) -> list[RunRecord]:
     """Runs to finish: still ``running`` with nobody holding their thread (their process is gone),
-    or stopped by Ctrl-C while they were the newest run of their thread.
-
-    The call journals of dead writers (SQLite: a run's completed calls since
-    its last step commit, see :mod:`graphtape.store.journal`) are written into
-    the store first, so that what a crashed run completed is on the tape
-    before anything reads it to recover it.
-    """
-    journal.apply_dead(tape.store)
+    or stopped by Ctrl-C while they were the newest run of their thread."""
     out = []
     for run in tape.store.list_runs(status="running", limit=None, newest_first=False):
         if tape.store.lease_holder(lease_name(run.thread_id)) is None:
@@ -152,13 +143,7 @@ def held_runs(tape: Tape) -> list[tuple[RunRecord, str, float]]:
 
 
 def recovery_chain(tape: Tape, run: RunRecord) -> list[str]:
-    """The crashed run and the runs it was itself recovering, newest first.
-
-    Their call journals (SQLite), if their writers are gone, are written into
-    the store first: every reader of a crashed run's calls for its recovery
-    (:func:`recover`, the server's resumption of a queued run) asks for this
-    chain before it reads them.
-    """
+    """The crashed run and the runs it was itself recovering, newest first."""
     chain = [run.run_id]
     cur = run
     while (cur.meta or {}).get("recovers"):
@@ -167,7 +152,6 @@ def recovery_chain(tape: Tape, run: RunRecord) -> list[str]:
             break
         chain.append(prev.run_id)
         cur = prev
-    journal.apply_dead(tape.store, chain)
     return chain
 
 
