@@ -51,6 +51,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 import graphtape
 import graphtape.recorder as recorder_mod
 from graphtape.record import context as context_mod
+from graphtape.record import task_runner as task_runner_mod
 from graphtape.record import writer as writer_mod
 from graphtape.record.checkpoints import TapSaver
 from graphtape.record.tasks import TaskRecorder
@@ -86,18 +87,18 @@ def _tap_without_flush(self: TapSaver, config: dict[str, Any], checkpoint: Any, 
         session.on_checkpoint(config, checkpoint, metadata)
 
 
-NO_TASK_CALLBACK = (recorder_mod, "_with_callback", lambda config, handler: config)
+NO_TASK_EVENTS = (task_runner_mod, "_recorders_for", lambda task: ())
 NO_TAP = (TapSaver, "_tap", lambda self, *a: None)
 TAP_NO_FLUSH = (TapSaver, "_tap", _tap_without_flush)
 NO_STATUS = (recorder_mod.RecordedGraph, "_status", lambda self, config: ("finished", []))
 
 ABLATIONS: dict[str, tuple[tuple[Any, str, Any], ...]] = {
     "graphtape full": (),
-    "- task callback (TaskRecorder)": (NO_TASK_CALLBACK,),
+    "- task events (TaskRecorder)": (NO_TASK_EVENTS,),
     "- background tape writes (events kept)": (TAP_NO_FLUSH,),
     "- checkpoint tap (no event, no flush)": (NO_TAP,),
     "- end-of-run get_state (_status)": (NO_STATUS,),
-    "- callback, tap and _status": (NO_TASK_CALLBACK, NO_TAP, NO_STATUS),
+    "- task events, tap and _status": (NO_TASK_EVENTS, NO_TAP, NO_STATUS),
 }
 
 
@@ -138,8 +139,8 @@ TIMED = [
     (TapSaver, "_tap", "TapSaver._tap (checkpoint event + asking for a write)"),
     (writer_mod.TapeWriter, "flush", "  TapeWriter.flush (all flushes)"),
     (SqliteTapeStore, "write", "    SqliteTapeStore.write (one transaction)"),
-    (TaskRecorder, "on_chain_start", "TaskRecorder.on_chain_start"),
-    (TaskRecorder, "on_chain_end", "TaskRecorder.on_chain_end"),
+    (TaskRecorder, "opened", "TaskRecorder.opened"),
+    (TaskRecorder, "finished", "TaskRecorder.finished"),
     (recorder_mod.RecordedGraph, "_open", "RecordedGraph._open (list_runs + start + flush)"),
     (recorder_mod.RecordedGraph, "_status", "RecordedGraph._status (get_state)"),
     (recorder_mod.RecordedGraph, "_close", "RecordedGraph._close (finish + flush)"),

@@ -4,8 +4,8 @@ A served chat-model call normally goes through ``BaseChatModel.generate``:
 callback manager set-up, run managers and their ids, tracing metadata,
 ``ChatResult``/``LLMResult`` objects, and only then graphtape's wrapper of
 ``_generate_with_cache`` answers from the tape. That work exists for the
-callback handlers. When none would see the call (graphtape's own task
-recorder ignores model events), it changes nothing a caller can observe, and
+callback handlers. When none would see the call (graphtape adds no handler,
+and the one a streamed task gets ignores model events), it changes nothing a caller can observe, and
 in a replay it was a large part of a served call's cost. So the replay path
 in :mod:`graphtape.record.llm` answers at ``invoke``/``ainvoke`` when
 :func:`nobody_listens` says so, and takes langchain's path otherwise (a
