@@ -469,7 +469,7 @@ def _stored(conn: sqlite3.Connection, table: str, view: str) -> str:
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name=?", (name,)).fetchone() is not None
 
 
 def _unpack_blob(enc: str, data: bytes) -> bytes:

@@ -2,7 +2,7 @@
 
 A listing never deserialises a checkpoint. It reads:
 
-* the checkpoint rows of graphtape's saver (``gt_checkpoints``): id, parent,
+* the checkpoint rows of graphtape's saver (``gt_checkpoint_rows``): id, parent,
   namespace, step, source, run, time and **writers** are plain columns. The
   saver knows a step's writers when it writes the step's checkpoint (the
   recording session saw the tasks start, and which were interrupted or
@@ -18,8 +18,8 @@ A listing never deserialises a checkpoint. It reads:
   checkpoint). The tasks tagged ``langgraph_step == n`` in namespace ``ns``
   wrote checkpoint ``n`` of ``ns``.
 
-On the SQLite store a root listing is one scan of a covering index
-(``gt_checkpoints_listing``) plus an index scan of the wanted event kinds;
+On the SQLite store a root listing is one scan of ``gt_checkpoint_rows`` (a
+WITHOUT ROWID table of the listed columns only, schema v12+) plus an index scan of the wanted event kinds;
 other stores go through the public :class:`TapeStore` interface. Measured
 by ``benchmarks/history.py`` against LangGraph's ``get_state_history``.
 
