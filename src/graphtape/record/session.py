@@ -134,6 +134,8 @@ class Session:
         self.types: typepolicy.TypePolicy = typepolicy.DEFAULT
         #: a strict replay keeps its checkpoints' rows until the run's next explicit flush (see flush)
         self.holding = mode == "strict" and answerer.replays and not answerer.pauses
+        # a strict replay's events repeat the replayed run's with new ids: stored plain, not deflated
+        self.writer.plain_events = mode == "strict" and answerer.replays
         #: whether the answerer looks at checkpoints at all (a recording's does not): asked once, not per step
         self._answers_checkpoints = type(answerer).checkpoint is not Answerer.checkpoint
         self._held = 0

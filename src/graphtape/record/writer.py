@@ -277,6 +277,8 @@ class TapeWriter:
         self.run_id = run_id
         #: the thread's lease (one writer per thread); its token fences every write
         self.lease: Any = None
+        #: write this run's events as plain JSON (a strict replay's: see ``codec.pack_event_plain``)
+        self.plain_events = False
         # ``_lock`` guards the buffer and is only ever held for a few dict and list operations:
         # the interceptions on the run's thread take it for every row. ``_flushing`` orders the
         # flushes (a batch may refer to blobs and chain nodes an earlier batch wrote) and is held
@@ -622,6 +624,7 @@ class TapeWriter:
                 batch.extend(extra)
             if not batch:
                 return
+            batch.plain_events = self.plain_events
             try:
                 t0 = time.perf_counter()
                 self.store.write(batch, fence=self.lease.fence if self.lease is not None else None)

@@ -152,6 +152,8 @@ class WriteBatch:
     #: last write and the release of its thread are then one transaction). Only a store whose
     #: :attr:`TapeStore.releases_in_write` is true is handed a batch with releases.
     releases: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: store the events as plain JSON (``codec.pack_event_plain``), not deflated: a strict replay's rows
+    plain_events: bool = False
 
     def __bool__(self) -> bool:
         return bool(

@@ -102,6 +102,17 @@ def pack_event_compact(data: dict[str, Any]) -> bytes:
     return packed if len(packed) < len(raw) else raw
 
 
+def pack_event_plain(data: dict[str, Any]) -> bytes:
+    """An event body as its compact JSON, not deflated (what :func:`unpack_event` reads as format 0).
+
+    For the rows of a strict replay, written once at its end: deflating its
+    events was about a tenth of the replay's CPU (~10 us an event, whatever
+    the level or strategy) for rows that repeat what the replayed run holds;
+    plain, they are ~2.4x larger and read faster.
+    """
+    return _event_json(data).encode("utf-8")
+
+
 def _unsqueeze(text: bytes) -> bytes:
     """Format 2's JSON with its UUIDs and addresses written out again.
 

@@ -126,7 +126,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
 
 from graphtape.events import refs as event_refs
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, RunRecord, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, pack_event, unpack_event
+from graphtape.store.codec import dump_meta, pack_event, pack_event_plain, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.postgres_schema import (
     ACQUIRE_LEASE,
@@ -511,7 +511,8 @@ class PostgresTapeStore(SqlTapeStore):
             key=lambda row: row[0],
         )
         # arrays hold one Python type: ints and floats are not mixed in a float8[]
-        events = sorted((e.run_id, int(e.seq), e.kind, float(e.ts), pack_event(e.data)) for e in batch.events)
+        pack = pack_event_plain if batch.plain_events else pack_event
+        events = sorted((e.run_id, int(e.seq), e.kind, float(e.ts), pack(e.data)) for e in batch.events)
         checkpoints = sorted(
             {
                 (c.thread_id, c.checkpoint_ns, c.checkpoint_id): (

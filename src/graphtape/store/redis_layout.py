@@ -417,11 +417,13 @@ def _kind_field(kind: str) -> str:
 PLAIN_EVENT_MAX = 256
 
 
-def _encode_event(ev: EventRow) -> bytes:
-    """``ts\\0"kind"\\0packed``: the kind as JSON, which never holds a raw NUL, so the split is unambiguous."""
+def _encode_event(ev: EventRow, plain: bool = False) -> bytes:
+    """``ts\\0"kind"\\0packed``: the kind as JSON, which never holds a raw NUL, so the split is unambiguous.
+
+    ``plain``: the JSON whatever its size (a strict replay's events: ``WriteBatch.plain_events``)."""
     head = f"{float(ev.ts)!r}\x00{_kind_field(ev.kind)}\x00".encode()
     raw = json.dumps(ev.data, separators=(",", ":"), sort_keys=True).encode("utf-8")  # as pack_event
-    return head + (raw if len(raw) <= PLAIN_EVENT_MAX else pack_event(ev.data))
+    return head + (raw if plain or len(raw) <= PLAIN_EVENT_MAX else pack_event(ev.data))
 
 
 def split_event(stored: bytes) -> tuple[float, str, bytes]:
@@ -606,7 +608,7 @@ def add_batch(
     for run_id, evs in events_by_run.items():
         fields = []
         for ev in evs:
-            fields.extend((str(int(ev.seq)), _encode_event(ev)))
+            fields.extend((str(int(ev.seq)), _encode_event(ev, batch.plain_events)))
         ops.add("events", k.events(run_id), *fields)
     for c in batch.checkpoints:
         g = group_key(c.thread_id, c.checkpoint_ns)

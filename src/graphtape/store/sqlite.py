@@ -38,7 +38,7 @@ from typing import Any
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, EventRow, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, pack_blob, pack_event_compact, unpack_event
+from graphtape.store.codec import dump_meta, pack_blob, pack_event_compact, pack_event_plain, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
@@ -550,7 +550,8 @@ class SqliteTapeStore(SqlTapeStore):
         # events and blobs are deflated here, and another writer of the file (or a read of this
         # store from the run's thread) need not wait for that.
         blob_rows = [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in batch.blobs.items()]
-        event_bodies = [pack_event_compact(e.data) for e in batch.events]
+        pack = pack_event_plain if batch.plain_events else pack_event_compact
+        event_bodies = [pack(e.data) for e in batch.events]
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
