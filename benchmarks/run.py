@@ -469,7 +469,8 @@ def _stored(conn: sqlite3.Connection, table: str, view: str) -> str:
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name=?", (name,)).fetchone() is not None
+    query = "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name=?"
+    return conn.execute(query, (name,)).fetchone() is not None
 
 
 def _unpack_blob(enc: str, data: bytes) -> bytes:
