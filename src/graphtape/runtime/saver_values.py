@@ -30,9 +30,10 @@ starts with ``{``, so the first byte tells the two forms apart on load.
 
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
-from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -70,8 +71,9 @@ DECODED_BYTES = 64 << 20
 
 
 def chainable(value: Any) -> bool:
-    """Whether ``value`` is stored as a chain: a list (exactly) of CHAIN_MIN or more messages."""
-    return type(value) is list and len(value) >= CHAIN_MIN and all(isinstance(m, BaseMessage) for m in value)
+    """Whether ``value`` is stored as a chain: a list (exactly) of CHAIN_MIN or more messages
+    (the test runs in C: a conversation's state holds hundreds)."""
+    return type(value) is list and len(value) >= CHAIN_MIN and all(map(isinstance, value, repeat(BaseMessage)))
 
 
 def chained_head(blob: bytes) -> str | None:
@@ -105,6 +107,75 @@ def _private_copy(msg: Any) -> Any:
     return c
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+_set = object.__setattr__
+
+
+class _Decoded:
+    """A decoded message kept by address, and how to copy it: a private copy (never handed out)
+    plus which of its fields a shallow ``.copy()`` copies whole (a dict or list of scalars: the
+    ``response_metadata``, ``usage_metadata``, empty ``tool_calls`` of a chat message) and which
+    need :func:`graphtape.record.writer.frozen`. Worked out once per message, when it is kept:
+    every later read of the thread's state copies each message of its history, and doing that
+    with :func:`_private_copy` was the largest cost of a long conversation's read that grew with
+    the history (2.5 -> 1.0 us a message, measured on a 350-message history)."""
+
+    __slots__ = ("cls", "deep", "extra", "fields", "fields_set", "private", "shallow", "size")
+
+    def __init__(self, msg: Any, size: int):
+        own = _private_copy(msg)
+        shallow: list[str] = []
+        deep: list[str] = []
+        scalars = _SCALAR_TYPES
+        for k, v in own.__dict__.items():
+            t = type(v)
+            if t in scalars:
+                continue
+            if (t is dict and scalars.issuperset(map(type, v.values()))) or (
+                t is list and scalars.issuperset(map(type, v))
+            ):
+                shallow.append(k)
+            else:
+                deep.append(k)
+        self.cls: Any = type(own)
+        self.fields: dict[str, Any] = own.__dict__
+        self.shallow = tuple(shallow)
+        self.deep = tuple(deep)
+        self.fields_set = own.__pydantic_fields_set__
+        self.extra = own.__pydantic_extra__
+        self.private = getattr(own, "__pydantic_private__", None)
+        self.size = size
+
+    def copy(self) -> Any:
+        """What :func:`_private_copy` of the kept message gives (the same class, fields, set fields,
+        extra and private fields; no container shared with the kept one or another copy)."""
+        d = self.fields.copy()
+        for k in self.shallow:
+            d[k] = d[k].copy()
+        for k in self.deep:
+            d[k] = frozen(d[k])
+        c = self.cls.__new__(self.cls)
+        _set(c, "__dict__", d)
+        extra = self.extra
+        _set(c, "__pydantic_extra__", frozen(extra) if extra else (None if extra is None else {}))
+        _set(c, "__pydantic_fields_set__", set(self.fields_set))
+        private = self.private
+        _set(c, "__pydantic_private__", None if private is None else dict(private))
+        return c
+
+
+_copy_decoded = _Decoded.copy
+_type_and_id = operator.attrgetter("__class__", "id")
+_fields_of = operator.attrgetter("__dict__")
+_extra_of = operator.attrgetter("__pydantic_extra__")
+_entry_fields = operator.attrgetter("fields")
+_entry_extra = operator.attrgetter("extra")
+_entry_h = operator.attrgetter("h")
+_entry_blob = operator.attrgetter("blob")
+_id_of = operator.attrgetter("id")
+_STR_ONLY = {str}
+
+
 class _Entry:
     __slots__ = ("blob", "extra", "fields", "h", "obj")
 
@@ -133,8 +204,9 @@ class ChainedLists:
         self._chains: dict[str, list[str]] = {}
         self._blobs: dict[str, bytes] = {}
         self._blobs_bytes = 0
-        #: item address -> the message its blob decodes to (never handed out: copies of it are), its blob's size
-        self._decoded: dict[str, tuple[Any, int]] = {}
+        #: item address -> the message its blob decodes to (never handed out: copies of it are), with its
+        #: blob's size
+        self._decoded: dict[str, _Decoded] = {}
         self._decoded_bytes = 0
         #: run session -> chain nodes and item blobs handed to it in batches (written, or held by a
         #: strict replay until the run's end: the run's set of written addresses does not show them yet)
@@ -174,6 +246,47 @@ class ChainedLists:
             self._memo_bytes += size - (2 * len(old.blob) if old is not None else 0)
         return h, blob
 
+    def _items(self, value: list[Any]) -> tuple[list[str], list[bytes]]:
+        """The addresses and typed blobs of ``value``'s messages (:meth:`item` of each).
+
+        A conversation's list is the last turn's messages, unchanged, plus the
+        new ones: the longest head whose every message is in the memo under a
+        string id with equal fields and extra fields is found with whole-list
+        look-ups and comparisons run in C (``map``; list ``==`` compares item
+        by item with ``==``, as :meth:`item` does), and only the messages
+        after it go through :meth:`item`. A head with a message changed in
+        place since it was stored, or an id that is not a string, takes
+        :meth:`item` for every message.
+        """
+        n = 0
+        try:
+            entries: list[Any] = list(map(self._memo.get, map(_type_and_id, value)))
+        except (TypeError, AttributeError):  # an unhashable id: item() deals with it
+            entries = []
+        if entries:
+            n = entries.index(None) if None in entries else len(entries)
+            del entries[n:]
+        if n:
+            head = value[:n]
+            # (the memo keys a message by class and id only when its id is exactly a str: see item())
+            try:
+                same = bool(
+                    set(map(type, map(_id_of, head))) == _STR_ONLY
+                    and list(map(_entry_fields, entries)) == list(map(_fields_of, head))
+                    and list(map(_entry_extra, entries)) == list(map(_extra_of, head))
+                )
+            except Exception:  # a field value whose == does not give a truth value: item() deals with it
+                same = False
+            if not same:
+                n = 0
+        hashes: list[str] = list(map(_entry_h, entries)) if n else []
+        blobs: list[bytes] = list(map(_entry_blob, entries)) if n else []
+        for m in value[n:] if n else value:
+            h, blob = self.item(m)
+            hashes.append(h)
+            blobs.append(blob)
+        return hashes, blobs
+
     def _drop_older(self) -> None:
         keys = list(self._memo)
         for key in keys[: len(keys) // 2 + 1]:
@@ -191,8 +304,7 @@ class ChainedLists:
         one transaction, and garbage collection keeps a node's ancestors and
         items), so a conversation's turn sends its new messages only.
         """
-        items = [self.item(m) for m in value]
-        hashes = [h for h, _ in items]
+        hashes, item_blobs = self._items(value)
         ids = chain_ids(hashes)
         written: set[str] = session.writer._written if session is not None else set()
         handed = self._handed_to(session)
@@ -210,8 +322,8 @@ class ChainedLists:
                 batch.chains[cid] = (ids[i - 1] if i else None, hashes[i])
             h = hashes[i]
             if h not in written and h not in handed:
-                batch.blobs[h] = items[i][1]
-        self._keep(ids[-1], hashes, items)
+                batch.blobs[h] = item_blobs[i]
+        self._keep(ids[-1], hashes, item_blobs)
         blob = chained_blob(ids[-1])
         address = serde.digest(blob)
         batch.blobs[address] = blob
@@ -245,16 +357,31 @@ class ChainedLists:
             handed.update(batch.chains)
             handed.update(batch.blobs)
 
-    def _keep(self, head: str, hashes: list[str], items: Iterable[tuple[str, bytes]]) -> None:
-        """Remember a chain's items and their blobs (racing threads only lose entries)."""
+    def _keep(self, head: str, hashes: list[str], blobs: list[bytes]) -> None:
+        """Remember a chain's items and their blobs (``blobs``: of each of ``hashes``; racing threads
+        only lose entries)."""
+        self._keep_chain(head, hashes)
+        self._keep_blobs(hashes, blobs)
+
+    def _keep_chain(self, head: str, hashes: list[str]) -> None:
         with self._lock:
             if head not in self._chains:
                 if len(self._chains) >= HEADS_MAX:
                     for old in list(self._chains)[: HEADS_MAX // 2]:
                         del self._chains[old]
                 self._chains[head] = hashes
-            kept = self._blobs
-            for h, blob in items:
+
+    def _keep_blobs(self, hashes: list[str], blobs: list[bytes]) -> None:
+        """Remember item blobs (of each of ``hashes``). Only the items not kept yet are gone
+        through, found with a set difference in C: on a conversation's turn, the new messages."""
+        kept = self._blobs
+        new = set(hashes).difference(kept)
+        if not new:
+            return
+        by_hash = dict(zip(hashes, blobs))
+        with self._lock:
+            for h in new:
+                blob = by_hash[h]
                 if h not in kept:
                     if self._blobs_bytes + len(blob) > BLOBS_BYTES:
                         self._blobs_bytes = 0
@@ -267,10 +394,10 @@ class ChainedLists:
             decoded = self._decoded
             if len(decoded) >= DECODED_MAX or self._decoded_bytes + size > DECODED_BYTES:
                 for old in list(decoded)[: len(decoded) // 2 + 1]:
-                    self._decoded_bytes -= decoded.pop(old)[1]
+                    self._decoded_bytes -= decoded.pop(old).size
                 self._decoded_bytes = max(self._decoded_bytes, 0)
             if h not in decoded:
-                decoded[h] = (_private_copy(msg), size)
+                decoded[h] = _Decoded(msg, size)
                 self._decoded_bytes += size
 
     # -- reading -------------------------------------------------------------------------
@@ -292,11 +419,16 @@ class ChainedLists:
         decoded = self._decoded
         blobs: dict[str, bytes] = {}
         missing: set[str] = set()
-        # the decoded messages this read uses, taken now (keeping a newly decoded one may drop others)
-        hits: dict[str, tuple[Any, int]] = {}
-        for hashes in chains.values():
-            for h in hashes:
-                hit = decoded.get(h)
+        # the decoded messages this read uses, taken now (keeping a newly decoded one may drop others);
+        # a conversation's next turn finds all of them: the look-ups and copies run as whole-list
+        # operations (``map``), not a Python loop per message of the history
+        found: dict[str, list[_Decoded | None]] = {}
+        hits: dict[str, _Decoded] = {}
+        for channel, hashes in chains.items():
+            entries = found[channel] = list(map(decoded.get, hashes))
+            if None not in entries:
+                continue
+            for h, hit in zip(hashes, entries):
                 if hit is not None:
                     hits[h] = hit
                     continue
@@ -308,14 +440,21 @@ class ChainedLists:
         if missing:
             blobs.update(store.get_blobs(missing))
         for channel, head in heads.items():
-            self._keep(head, chains[channel], ((h, blobs[h]) for h in missing if h in blobs))
+            self._keep_chain(head, chains[channel])
+        fetched = [h for h in missing if h in blobs]
+        if fetched:
+            self._keep_blobs(fetched, [blobs[h] for h in fetched])
         out: dict[str, list[Any]] = {}
         for channel, hashes in chains.items():
+            entries = found[channel]
+            if None not in entries:
+                out[channel] = list(map(_copy_decoded, entries))  # type: ignore[arg-type]
+                continue
             values = []
             for h in hashes:
                 hit = hits.get(h)
                 if hit is not None:
-                    values.append(_private_copy(hit[0]))
+                    values.append(hit.copy())
                     continue
                 blob = blobs.get(h)
                 if blob is None:
