@@ -30,7 +30,6 @@ starts with ``{``, so the first byte tells the two forms apart on load.
 
 from __future__ import annotations
 
-import operator
 import threading
 import weakref
 from itertools import repeat
@@ -165,15 +164,6 @@ class _Decoded:
 
 
 _copy_decoded = _Decoded.copy
-_type_and_id = operator.attrgetter("__class__", "id")
-_fields_of = operator.attrgetter("__dict__")
-_extra_of = operator.attrgetter("__pydantic_extra__")
-_entry_fields = operator.attrgetter("fields")
-_entry_extra = operator.attrgetter("extra")
-_entry_h = operator.attrgetter("h")
-_entry_blob = operator.attrgetter("blob")
-_id_of = operator.attrgetter("id")
-_STR_ONLY = {str}
 
 
 class _Entry:
@@ -246,47 +236,6 @@ class ChainedLists:
             self._memo_bytes += size - (2 * len(old.blob) if old is not None else 0)
         return h, blob
 
-    def _items(self, value: list[Any]) -> tuple[list[str], list[bytes]]:
-        """The addresses and typed blobs of ``value``'s messages (:meth:`item` of each).
-
-        A conversation's list is the last turn's messages, unchanged, plus the
-        new ones: the longest head whose every message is in the memo under a
-        string id with equal fields and extra fields is found with whole-list
-        look-ups and comparisons run in C (``map``; list ``==`` compares item
-        by item with ``==``, as :meth:`item` does), and only the messages
-        after it go through :meth:`item`. A head with a message changed in
-        place since it was stored, or an id that is not a string, takes
-        :meth:`item` for every message.
-        """
-        n = 0
-        try:
-            entries: list[Any] = list(map(self._memo.get, map(_type_and_id, value)))
-        except (TypeError, AttributeError):  # an unhashable id: item() deals with it
-            entries = []
-        if entries:
-            n = entries.index(None) if None in entries else len(entries)
-            del entries[n:]
-        if n:
-            head = value[:n]
-            # (the memo keys a message by class and id only when its id is exactly a str: see item())
-            try:
-                same = bool(
-                    set(map(type, map(_id_of, head))) == _STR_ONLY
-                    and list(map(_entry_fields, entries)) == list(map(_fields_of, head))
-                    and list(map(_entry_extra, entries)) == list(map(_extra_of, head))
-                )
-            except Exception:  # a field value whose == does not give a truth value: item() deals with it
-                same = False
-            if not same:
-                n = 0
-        hashes: list[str] = list(map(_entry_h, entries)) if n else []
-        blobs: list[bytes] = list(map(_entry_blob, entries)) if n else []
-        for m in value[n:] if n else value:
-            h, blob = self.item(m)
-            hashes.append(h)
-            blobs.append(blob)
-        return hashes, blobs
-
     def _drop_older(self) -> None:
         keys = list(self._memo)
         for key in keys[: len(keys) // 2 + 1]:
@@ -304,7 +253,9 @@ class ChainedLists:
         one transaction, and garbage collection keeps a node's ancestors and
         items), so a conversation's turn sends its new messages only.
         """
-        hashes, item_blobs = self._items(value)
+        items = [self.item(m) for m in value]
+        hashes = [h for h, _ in items]
+        item_blobs = [b for _, b in items]
         ids = chain_ids(hashes)
         written: set[str] = session.writer._written if session is not None else set()
         handed = self._handed_to(session)
