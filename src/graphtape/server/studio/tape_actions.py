@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from graphtape.server.studio.workers import wait_cancelled
+
 __all__ = ["Action", "Actions"]
 
 #: ended actions kept for their result (a stream or a late ``wait``), the oldest forgotten first
@@ -103,6 +105,4 @@ class Actions:
         tasks = [a.task for a in self.entries.values() if a.task is not None and not a.task.done()]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await wait_cancelled(tasks)  # bounded: a replay's thread may run on after its task's cancel

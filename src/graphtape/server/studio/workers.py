@@ -41,17 +41,43 @@ if TYPE_CHECKING:
     from graphtape.server.studio.runs import Runs
     from graphtape.store.runqueue import QueuedRun
 
-__all__ = ["DEFAULT_CONCURRENCY", "SQLITE_WORKERS_LEASE", "WorkerPool"]
+__all__ = ["DEFAULT_CONCURRENCY", "SQLITE_WORKERS_LEASE", "WorkerPool", "wait_cancelled"]
 
 log = logging.getLogger(__name__)
 
 #: runs executed at once per server process
 DEFAULT_CONCURRENCY = 4
+#: how long stopping the pool waits for a cancelled task (the dispatcher, a run handed over) to end
+STOP_WAIT_SECONDS = 10.0
 #: the lease a process holds on an SQLite store while its pool executes runs
 SQLITE_WORKERS_LEASE = "studio:workers"
 #: this process, as the holder of that lease (every pool of the process shares it)
 _PROCESS = f"{socket.gethostname()}:{os.getpid()}"
 _pools_holding: dict[str, int] = {}
+
+
+async def wait_cancelled(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for cancelled ``tasks`` to end, at most ``STOP_WAIT_SECONDS``.
+
+    A server must stop even if a task does not: one that swallowed its
+    cancellation and waits on something that never comes would otherwise hold
+    the shutdown (and uvicorn with it) forever. Such a task is logged with its
+    stack and left behind (a run's task here was released first, so another
+    worker resumes that run).
+    """
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=STOP_WAIT_SECONDS)
+    for task in pending:
+        stack = "".join(
+            f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}\n" for frame in task.get_stack()
+        )
+        log.warning(
+            "a task did not stop within %.0f s of its cancellation: %s\n%s", STOP_WAIT_SECONDS, task.get_name(), stack
+        )
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: an error of a stopped task is not reported again as never retrieved
 
 
 def _dead_here(owner: str) -> bool:
@@ -145,8 +171,7 @@ class WorkerPool:
         (or of this server started again) claims it at once and resumes it like a crashed one."""
         if self._dispatcher is not None:
             self._dispatcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._dispatcher
+            await wait_cancelled([self._dispatcher])
             self._dispatcher = None
         if self._unlisten is not None:
             self._unlisten()
@@ -155,9 +180,7 @@ class WorkerPool:
         self._lost.update(handed)  # this process gives them up: their execution stops without ending them
         for task in handed.values():
             task.cancel()
-        for task in handed.values():
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await wait_cancelled(list(handed.values()))
         for run_id in handed:
             with contextlib.suppress(Exception):
                 self.runs.queue.release(run_id, self.worker)
