@@ -52,13 +52,13 @@ def test_uninstall_removes_the_replay_patch_on_langgraphs_executor(tape, monkeyp
     rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
     assert tape.replay(rec.last_run_id, graph, mode="strict").status == "finished"
     assert getattr(BackgroundExecutor.__dict__["submit"], "__graphtape_inline__", False)
-    assert replay_saver._PATCH is not None
-    original = replay_saver._PATCH.patches[0].original
+    assert replay_saver.PATCH.current is not None
+    original = replay_saver.PATCH.current.patches[0].original
     try:
         record.uninstall()
         assert not getattr(BackgroundExecutor.__dict__["submit"], "__graphtape_inline__", False)
         assert BackgroundExecutor.__dict__["submit"] is original
-        assert replay_saver._PATCH is None
+        assert replay_saver.PATCH.current is None
         record.uninstall()  # nothing left to remove: a no-op
     finally:
         record.install()

@@ -30,7 +30,7 @@ class _Loop:
 @pytest.fixture
 def loop(tape):
     saver = ReplaySaver(tape.store)
-    assert replay_saver._PATCH is not None
+    assert replay_saver.PATCH.current is not None
     return _Loop(saver)
 
 

@@ -181,3 +181,36 @@ class Interceptor:
                 raise PatchConflict(f"cannot uninstall graphtape's {self.name} interception: " + "; ".join(problems))
             for p in reversed(self.patches):
                 p.uninstall()
+
+
+class PatchOnDemand:
+    """An :class:`Interceptor` built and installed the first time it is needed, once per process.
+
+    ``build`` looks for what it patches and returns the interceptor, or None
+    when LangGraph no longer has it where expected (then nothing is patched
+    and the caller's fallback applies). :meth:`uninstall` removes it
+    (``graphtape.uninstall()``); a later :meth:`install` builds it again.
+    """
+
+    def __init__(self, build: Callable[[], Interceptor | None]):
+        self._build = build
+        self._lock = threading.Lock()
+        #: the interceptor while installed
+        self.current: Interceptor | None = None
+
+    def install(self) -> None:
+        if self.current is not None:
+            return
+        with self._lock:
+            if self.current is None:
+                patch = self._build()
+                if patch is not None:
+                    patch.install()
+                    self.current = patch
+
+    def uninstall(self) -> None:
+        """Raises PatchConflict (and leaves the patch) if another library wrapped it after graphtape."""
+        with self._lock:
+            if self.current is not None:
+                self.current.uninstall()
+                self.current = None

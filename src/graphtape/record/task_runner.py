@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackManager
 
 from graphtape.record.context import RUN_META_KEY
-from graphtape.record.intercept import Interceptor, Patch
+from graphtape.record.intercept import Interceptor, Patch, PatchOnDemand
 from graphtape.record.tasks import Opened, TaskCallbacks, TaskRecorder, step_tagged
 
 #: run id -> the task recorder of the run (registered by the recorder while the run is open)
@@ -244,49 +243,39 @@ class _ModulePatch(Patch):
         )
 
 
-_INSTALL_LOCK = threading.Lock()
-#: the patch on LangGraph's runner while installed
-_PATCH: Interceptor | None = None
+def _build() -> Interceptor | None:
+    try:
+        from langgraph.pregel import _runner
+    except ImportError:  # pragma: no cover - LangGraph moved its runner
+        return None
+    names = ("run_with_retry", "arun_with_retry")
+    if not all(callable(_runner.__dict__.get(n)) for n in names):
+        return None  # pragma: no cover - not where expected: the callback handler records tasks
+    if any(getattr(_runner.__dict__[n], "__graphtape_tasks__", False) for n in names):
+        return None  # another copy of this module's patch: left alone
+    return Interceptor(
+        "task runner",
+        [
+            _ModulePatch(_runner, "run_with_retry", _wrap_run),  # type: ignore[arg-type]
+            _ModulePatch(_runner, "arun_with_retry", _wrap_arun),  # type: ignore[arg-type]
+        ],
+    )
+
+
+#: the patch on LangGraph's runner (``PATCH.current`` while installed)
+PATCH = PatchOnDemand(_build)
 
 
 def installed() -> bool:
     """Whether tasks are recorded from the runner (else the recorder adds the callback handler)."""
-    return _PATCH is not None
+    return PATCH.current is not None
 
 
 def install() -> None:
     """Wrap the runner's ``run_with_retry``/``arun_with_retry`` (idempotent; inert outside recorded runs)."""
-    global _PATCH
-    if _PATCH is not None:
-        return
-    with _INSTALL_LOCK:
-        if _PATCH is not None:
-            return
-        try:
-            from langgraph.pregel import _runner
-        except ImportError:  # pragma: no cover - LangGraph moved its runner
-            return
-        names = ("run_with_retry", "arun_with_retry")
-        if not all(callable(_runner.__dict__.get(n)) for n in names):
-            return  # pragma: no cover - not where expected: the callback handler records tasks
-        if any(getattr(_runner.__dict__[n], "__graphtape_tasks__", False) for n in names):
-            return  # another copy of this module's patch: left alone
-        patch = Interceptor(
-            "task runner",
-            [
-                _ModulePatch(_runner, "run_with_retry", _wrap_run),  # type: ignore[arg-type]
-                _ModulePatch(_runner, "arun_with_retry", _wrap_arun),  # type: ignore[arg-type]
-            ],
-        )
-        patch.install()
-        _PATCH = patch
+    PATCH.install()
 
 
 def uninstall() -> None:
     """Restore LangGraph's runner (raises PatchConflict, and leaves it, if someone wrapped it after graphtape)."""
-    global _PATCH
-    with _INSTALL_LOCK:
-        if _PATCH is None:
-            return
-        _PATCH.uninstall()
-        _PATCH = None
+    PATCH.uninstall()

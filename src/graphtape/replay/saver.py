@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
-from graphtape.record.intercept import Interceptor, Patch
+from graphtape.record.intercept import Interceptor, Patch, PatchOnDemand
 from graphtape.runtime.saver import GraphtapeSaver
 
 #: LangGraph's executor's own keyword arguments (not passed on to the submitted function)
@@ -171,9 +170,20 @@ def _inline_submit(original: Any) -> Any:
 _NONE: concurrent.futures.Future[Any] = concurrent.futures.Future()
 _NONE.set_result(None)
 
-_INSTALL_LOCK = threading.Lock()
-#: the patch on LangGraph's executor while installed (removed by :func:`uninstall`)
-_PATCH: Interceptor | None = None
+
+def _build() -> Interceptor | None:
+    try:
+        from langgraph.pregel._executor import BackgroundExecutor
+    except ImportError:  # pragma: no cover - LangGraph moved its executor
+        return None
+    current = BackgroundExecutor.__dict__.get("submit")
+    if current is None or getattr(current, "__graphtape_inline__", False):
+        return None  # not defined where expected (or another copy of this module's patch): left alone
+    return Interceptor("replay saver", [Patch(BackgroundExecutor, "submit", _inline_submit)])
+
+
+#: the patch on LangGraph's executor (``PATCH.current`` while installed)
+PATCH = PatchOnDemand(_build)
 
 
 def install() -> None:
@@ -182,22 +192,7 @@ def install() -> None:
     Inert for everything else. If LangGraph's executor is not where it is
     expected, nothing is installed and the calls go to its threads as before.
     """
-    global _PATCH
-    if _PATCH is not None:
-        return
-    with _INSTALL_LOCK:
-        if _PATCH is not None:
-            return
-        try:
-            from langgraph.pregel._executor import BackgroundExecutor
-        except ImportError:  # pragma: no cover - LangGraph moved its executor
-            return
-        current = BackgroundExecutor.__dict__.get("submit")
-        if current is None or getattr(current, "__graphtape_inline__", False):
-            return  # not defined where expected (or another copy of this module's patch): left alone
-        patch = Interceptor("replay saver", [Patch(BackgroundExecutor, "submit", _inline_submit)])
-        patch.install()
-        _PATCH = patch
+    PATCH.install()
 
 
 def uninstall() -> None:
@@ -206,9 +201,4 @@ def uninstall() -> None:
     Raises :class:`~graphtape.errors.PatchConflict` (and leaves the patch) if
     another library wrapped ``BackgroundExecutor.submit`` after graphtape.
     """
-    global _PATCH
-    with _INSTALL_LOCK:
-        if _PATCH is None:
-            return
-        _PATCH.uninstall()
-        _PATCH = None
+    PATCH.uninstall()
