@@ -268,7 +268,8 @@ def test_each_attempt_of_a_retried_task_is_recorded(tape: graphtape.Tape) -> Non
     ]
 
 
-def test_a_recorded_run_puts_no_callback_handler_on_its_nodes(tape: graphtape.Tape) -> None:
+def config_seen_by_a_node(tape: graphtape.Tape) -> tuple[Any, list[Any]]:
+    """A recorded one-node graph whose node keeps the runnable config it runs with (in the list)."""
     seen: list[Any] = []
 
     def look(s: S) -> dict[str, Any]:
@@ -279,7 +280,11 @@ def test_a_recorded_run_puts_no_callback_handler_on_its_nodes(tape: graphtape.Ta
     b.add_node("look", look)
     b.add_edge(START, "look")
     b.add_edge("look", END)
-    rec = tape.record(b.compile(), name="look", checkpointer=InMemorySaver())
+    return tape.record(b.compile(), name="look", checkpointer=InMemorySaver()), seen
+
+
+def test_a_recorded_run_puts_no_callback_handler_on_its_nodes(tape: graphtape.Tape) -> None:
+    rec, seen = config_seen_by_a_node(tape)
     assert rec.invoke({}, {"configurable": {"thread_id": "t"}})["n"] == 1
     (config,) = seen
     assert config["callbacks"].handlers == []  # neither TaskCallbacks nor anything else of graphtape's
@@ -345,17 +350,7 @@ def test_a_recording_error_does_not_fail_the_graph(
 
 def test_a_streamed_task_is_recorded_by_a_handler_on_its_own_run_only(tape: graphtape.Tape) -> None:
     """``astream_events`` streams each task: its output is seen by a TaskCallbacks not inherited inside it."""
-    seen: list[Any] = []
-
-    def look(s: S) -> dict[str, Any]:
-        seen.append(var_child_runnable_config.get())
-        return {"n": 1}
-
-    b = graph_of(S)
-    b.add_node("look", look)
-    b.add_edge(START, "look")
-    b.add_edge("look", END)
-    rec = tape.record(b.compile(), name="look", checkpointer=InMemorySaver())
+    rec, seen = config_seen_by_a_node(tape)
     run(rec, "astream_events", {}, "t")
     (config,) = seen
     assert not any(isinstance(h, TaskCallbacks) for h in config["callbacks"].handlers)
