@@ -455,7 +455,8 @@ async def test_stream_follows_a_run_written_while_watching_and_sends_heartbeats(
     app = create_app(tape, studio_graphs(), heartbeat_seconds=0.2)
     async with app_client(app, timeout=30) as c:
         tid = (await c.post("/threads", json={})).json()["thread_id"]
-        body = {"assistant_id": "slow", "input": {"seconds": 1.5}}
+        # 3 s: the stream must open while the run sleeps (once, on a loaded CI machine, 1.5 s was not enough)
+        body = {"assistant_id": "slow", "input": {"seconds": 3.0}}
         run = (await c.post(f"/threads/{tid}/runs", json=body)).json()
         await asyncio.sleep(0.1)
         r = await c.get(f"/graphtape/runs/{run['run_id']}/stream")
