@@ -22,7 +22,7 @@ pytest.importorskip("fastapi")
 import graphtape
 from graphtape.server.studio import create_app
 from tests.app_client import app_client, assert_error
-from tests.graphs import build_linear
+from tests.graphs import build_linear, usage
 from tests.studio_graphs import studio_graphs
 
 TAPES = Path(__file__).parent / "tapes"
@@ -112,7 +112,9 @@ async def test_run_detail_input_output_interrupts_and_children(client):
     child = (await client.get(f"/graphtape/runs/{replay['run_id']}")).json()
     assert child["run"]["replay_of"] == agent and child["run"]["mode"] == "strict"
     assert child["savings"]["served"] == 3 and child["savings"]["live"] == 0
-    assert child["savings"]["tokens_saved"] == 48
+    # every token the recorded run's model calls used (their random answers' lengths: tests/graphs.usage)
+    recorded = (await client.get(f"/graphtape/runs/{agent}/calls")).json()["calls"]
+    assert child["savings"]["tokens_saved"] == sum(c["tokens"] for c in recorded if c["kind"] == "llm") > 0
 
 
 async def test_unknown_runs_are_404_saying_what_to_do(client):
@@ -168,7 +170,7 @@ async def test_calls_and_one_call_expanded(client):
         ("tool", "search", "tools"),
         ("llm", "graphtape-fake-test", "agent"),
     ]
-    assert calls[0]["tokens"] == 24 and calls[0]["source"] == "recorded"
+    assert calls[0]["source"] == "recorded"
     assert calls[0]["duration"] == pytest.approx(calls[0]["ended_at"] - calls[0]["started_at"], abs=1e-6)
     one = (await client.get(f"/graphtape/runs/{run_id}/calls/{calls[0]['call_id']}")).json()
     assert one["call"] == calls[0] and one["recorded_in"] == run_id
@@ -176,7 +178,10 @@ async def test_calls_and_one_call_expanded(client):
     assert [t["function"]["name"] for t in one["request"]["tools"]] == ["search"]
     assert one["request"]["params"]["model_name"] == "graphtape-fake-test"
     assert one["response"][0]["kwargs"]["tool_calls"][0]["name"] == "search"
-    assert one["usage"]["total_tokens"] == 24 and one["latency"] >= 0
+    # the fake model's answer is a random number: its usage follows the answer's length (tests/graphs.usage)
+    answer = one["response"][0]["kwargs"]["tool_calls"][0]["args"]["q"]
+    assert calls[0]["tokens"] == one["usage"]["total_tokens"] == usage(answer)["total_tokens"]
+    assert one["latency"] >= 0
     tool = (await client.get(f"/graphtape/runs/{run_id}/calls/{calls[1]['call_id'][:8]}")).json()
     assert tool["request"]["tool"] == "search" and tool["usage"] is None
     assert_error(await client.get(f"/graphtape/runs/{run_id}/calls/nope"), 404, "GET /graphtape/runs/")
