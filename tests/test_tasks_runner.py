@@ -230,7 +230,20 @@ def record_shape(tape: graphtape.Tape, shape: str, api: str) -> list[Any]:
 def test_the_rows_are_the_handlers_rows(tape: graphtape.Tape, by_handler: Any, shape: str, api: str) -> None:
     from_runner = record_shape(tape, shape, api)
     from_handler = by_handler(lambda: record_shape(tape, shape, api))
-    assert from_runner and from_runner == from_handler
+    assert from_runner
+    if shape in PARALLEL:
+        # tasks of one step run at once: their rows interleave in either order, ids numbered as met
+        from_runner, from_handler = unordered(from_runner), unordered(from_handler)
+    assert from_runner == from_handler
+
+
+#: shapes whose steps run several tasks at once (on LangGraph's thread pool)
+PARALLEL = {"fan_out"}
+
+
+def unordered(rows: list[Any]) -> list[str]:
+    """``rows`` as a sorted list of their JSON, with the ids' numbers (their order of appearance) masked."""
+    return sorted(re.sub(r"<\d+>", "<id>", json.dumps(row, sort_keys=True)) for row in rows)
 
 
 @pytest.mark.parametrize("api", ["invoke", "ainvoke"])
