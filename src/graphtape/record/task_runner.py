@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackManager
@@ -80,6 +80,19 @@ def _recorders_for(task: Any) -> tuple[TaskRecorder, ...]:
     return tuple(found)
 
 
+def _ended(opened: list[tuple[TaskRecorder, Opened]], what: str, end: Callable[[TaskRecorder, Opened], None]) -> None:
+    """``end`` each opened attempt: what a watching recorder raises propagates (the debugger's stops, a
+    strict replay's check), any other recorder's error is logged as a failed recording of ``what``."""
+    for recorder, attempt in opened:
+        if recorder.watching:
+            end(recorder, attempt)
+            continue
+        try:
+            end(recorder, attempt)
+        except Exception:
+            recorder.recording_failed(what)
+
+
 class _RecordedProc:
     """A task's ``proc`` whose every ``invoke``/``ainvoke`` (one per attempt) is recorded as a task."""
 
@@ -109,25 +122,12 @@ class _RecordedProc:
 
     @staticmethod
     def _finished(opened: list[tuple[TaskRecorder, Opened]], output: Any) -> None:
-        for recorder, attempt in opened:
-            if recorder.watching:  # a strict replay's write check and the after-node stop propagate
-                recorder.finished(attempt, output)
-                continue
-            try:
-                recorder.finished(attempt, output)
-            except Exception:
-                recorder.recording_failed("task_finished")
+        # a strict replay's write check and the after-node stop propagate (see _ended)
+        _ended(opened, "task_finished", lambda recorder, attempt: recorder.finished(attempt, output))
 
     @staticmethod
     def _failed(opened: list[tuple[TaskRecorder, Opened]], error: BaseException) -> None:
-        for recorder, attempt in opened:
-            if recorder.watching:
-                recorder.failed(attempt, error)
-                continue
-            try:
-                recorder.failed(attempt, error)
-            except Exception:
-                recorder.recording_failed("task_failed")
+        _ended(opened, "task_failed", lambda recorder, attempt: recorder.failed(attempt, error))
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         opened = self._opened()
