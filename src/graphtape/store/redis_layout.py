@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from graphtape.store.base import CheckpointRow, EventRow, RunRecord, WriteBatch
-from graphtape.store.codec import dump_meta, pack_event, unpack_event
+from graphtape.store.codec import dump_meta, pack_event_json, pack_event_plain, unpack_event
 
 DEFAULT_PREFIX = "graphtape:"
 
@@ -422,8 +422,8 @@ def _encode_event(ev: EventRow, plain: bool = False) -> bytes:
 
     ``plain``: the JSON whatever its size (a strict replay's events: ``WriteBatch.plain_events``)."""
     head = f"{float(ev.ts)!r}\x00{_kind_field(ev.kind)}\x00".encode()
-    raw = json.dumps(ev.data, separators=(",", ":"), sort_keys=True).encode("utf-8")  # as pack_event
-    return head + (raw if plain or len(raw) <= PLAIN_EVENT_MAX else pack_event(ev.data))
+    raw = pack_event_plain(ev.data)
+    return head + (raw if plain or len(raw) <= PLAIN_EVENT_MAX else pack_event_json(raw))
 
 
 def split_event(stored: bytes) -> tuple[float, str, bytes]:
