@@ -19,6 +19,7 @@ A strict replay also checks each task's writes against the tape
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import TYPE_CHECKING, Any
 
 from graphtape.errors import EffectBlocked
@@ -49,7 +50,7 @@ class TapeAnswerer(Answerer):
         self._served: list[tuple[RecordedCall, Any, bool, Any]] = []
         #: (blob addresses, chain node ids) the recorded runs' events refer to, read by the replay as it
         #: began: each run it makes writes none of them again (see Session.__init__); set by the engine
-        self.on_store: tuple[set[str], set[str]] = (set(), set())
+        self.on_store: tuple[Set[str], Set[str]] = (set(), set())
 
     def answer(self, session: Session, call: Call, request: dict[str, Any]) -> Decision:
         return self.judge(session, call, request, self.matcher.take(call.site, call.fingerprint))

@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +43,7 @@ from graphtape import clock, events, serde
 from graphtape.errors import Divergence, ReplayError, StoreError
 from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
-from graphtape.replay.matcher import Matcher
+from graphtape.replay.matcher import Matcher, RecordedCall, index_calls
 from graphtape.replay.statecheck import TASK_KINDS, StateCheck
 from graphtape.replay.steps import ASYNC_APIS, ReplayLoop, Step, adrive, drive, loop_running
 from graphtape.store.base import EventRow, RunRecord
@@ -130,6 +133,79 @@ _RECORDED_KINDS = (
 _REPLAYED_KINDS = (events.Interrupt.KIND, events.RunFinished.KIND, *events.CALL_EVENT_KINDS)
 #: The same without the calls, when the answerer summed them as it served them (see :func:`_core`).
 _REPLAYED_END_KINDS = (events.Interrupt.KIND, events.RunFinished.KIND)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RecordedRun:
+    """What a replay reads of one recorded run, indexed: its events of :data:`_RECORDED_KINDS`, its
+    calls with their responses and messages (bytes, parsed only when served), the addresses its events
+    refer to (``events.refs``) and its input and config blobs. Nothing here is changed by a replay."""
+
+    rows: list[EventRow]
+    calls: list[RecordedCall]
+    blobs: frozenset[str]
+    chains: frozenset[str]
+    inputs: dict[str, bytes]
+
+
+#: The recorded runs indexed so far, per store (weakly: a closed tape's go with it) and run id, the
+#: most recently replayed last; at most :data:`_KEPT_MAX` per store. Only runs that ended are kept: a
+#: run's events are written before or with its end and never change after it (a recovery or a replay
+#: is a new run). Reading and indexing a run was ~8% of a strict replay of benchmark 2's 10-node run
+#: (its events unpacked, 20 calls built, two blob reads): a replay of a run replayed before reads none
+#: of it. A kept run is used only while the store still has it (the replay reads every run of its chain
+#: first), so what its events refer to is still there too (garbage collection keeps it with them).
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, _RecordedRun]] = weakref.WeakKeyDictionary()
+_KEPT_MAX = 64
+_KEPT_LOCK = threading.Lock()
+#: the statuses of a run that ended (``running`` may still be written; ``crashed`` is left out too)
+_ENDED = frozenset(("finished", "interrupted", "failed"))
+
+
+def _recorded_runs(tape: Tape, chain: list[RunRecord]) -> dict[str, _RecordedRun]:
+    """Each run of ``chain`` indexed (:class:`_RecordedRun`): kept from an earlier replay, or read now
+    in one events query per run and two blob reads for them all (the responses, inputs and configs;
+    the messages the chat responses refer to)."""
+    store = tape.store
+    out: dict[str, _RecordedRun] = {}
+    with _KEPT_LOCK:
+        kept = _KEPT.get(store)
+        if kept is not None:
+            for run in chain:
+                hit = kept.get(run.run_id)
+                if hit is not None:
+                    kept.move_to_end(run.run_id)
+                    out[run.run_id] = hit
+    missing = [run for run in chain if run.run_id not in out]
+    if not missing:
+        return out
+    rows = {run.run_id: store.events(run.run_id, list(_RECORDED_KINDS)) for run in missing}
+    calls, inputs = index_calls(
+        store,
+        [row for run in missing for row in rows[run.run_id]],
+        read_with=[h for run in missing for h in _input_refs(rows[run.run_id])],
+    )
+    calls_of: dict[str, list[RecordedCall]] = {run.run_id: [] for run in missing}
+    for call in calls:
+        calls_of[call.run_id].append(call)
+    fresh = []
+    for run in missing:
+        blobs: set[str] = set()
+        chains: set[str] = set()
+        for row in rows[run.run_id]:
+            events.refs(row.kind, row.data, blobs, chains)
+        own = {h: inputs[h] for h in _input_refs(rows[run.run_id]) if h in inputs}
+        out[run.run_id] = _RecordedRun(rows[run.run_id], calls_of[run.run_id], frozenset(blobs), frozenset(chains), own)
+        if run.status in _ENDED:
+            fresh.append(run.run_id)
+    if fresh:
+        with _KEPT_LOCK:
+            kept = _KEPT.setdefault(store, OrderedDict())
+            for run_id in fresh:
+                kept[run_id] = out[run_id]
+            while len(kept) > _KEPT_MAX:
+                kept.popitem(last=False)
+    return out
 
 
 def _of(rows: list[EventRow], *kinds: str) -> list[EventRow]:
@@ -263,13 +339,12 @@ def _core(
     differ in how they execute a :class:`Step`; everything else (which runs,
     with what input, how results are judged) lives here once.
     """
-    # the tape is indexed once: each recorded run's events are read in one query
-    recorded_rows = {r.run_id: tape.store.events(r.run_id, list(_RECORDED_KINDS)) for r in chain}
-    matcher = Matcher.from_events(
-        tape.store,
-        [row for r in chain for row in recorded_rows[r.run_id]],
-        # the inputs and configs of the runs to execute, in the responses' query (one query less)
-        read_with=[h for r in chain[start_index:] for h in _input_refs(recorded_rows[r.run_id])],
+    # the tape is indexed once: each recorded run's events are read in one query (or kept from an
+    # earlier replay of the same run, :func:`_recorded_runs`)
+    recorded = _recorded_runs(tape, chain)
+    recorded_rows = {r.run_id: recorded[r.run_id].rows for r in chain}
+    matcher = Matcher(
+        [call for r in chain for call in recorded[r.run_id].calls],
         overrides=overrides,
         live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
@@ -289,9 +364,13 @@ def _core(
     # input, the versions and the output have the same addresses in the replay, and are not written
     # again (a strict replay's end write carried ~65 blobs and 20 chain nodes the store had).
     # Read from runs that exist as the replay began; not kept past this replay (garbage collection).
-    for rows in recorded_rows.values():
-        for row in rows:
-            events.refs(row.kind, row.data, *answerer.on_store)
+    if len(chain) == 1:
+        answerer.on_store = (recorded[chain[0].run_id].blobs, recorded[chain[0].run_id].chains)
+    else:
+        answerer.on_store = (
+            set().union(*(recorded[r.run_id].blobs for r in chain)),
+            set().union(*(recorded[r.run_id].chains for r in chain)),
+        )
     # Every call of a strict replay that ends (finished or interrupted) was served, and recorded once:
     # the answerer's sum of what it served is the sum of the call events, which are then not read back
     # (the debugger answers calls itself, and a replay that diverged or failed reads its events).
@@ -311,7 +390,7 @@ def _core(
         if index < start_index:
             continue
         value, rec_config, started = _recorded_input(
-            tape, original, recorder.types, recorded_rows[original.run_id], matcher.read_along
+            tape, original, recorder.types, recorded_rows[original.run_id], recorded[original.run_id].inputs
         )
         value = _translate_resume(value, id_map)
         if from_checkpoint is not None and index == start_index:

@@ -22,7 +22,7 @@ from typing import Any
 from graphtape.calls import CALL_KINDS, CallSite, RecordedCall, match_key
 from graphtape.store.base import EventRow, TapeStore
 
-__all__ = ["CALL_KINDS", "Matcher", "RecordedCall"]
+__all__ = ["CALL_KINDS", "Matcher", "RecordedCall", "index_calls"]
 
 
 def _message_refs(env: Any) -> Iterator[str]:
@@ -36,6 +36,40 @@ def _message_refs(env: Any) -> Iterator[str]:
     elif isinstance(env, list):
         for v in env:
             yield from _message_refs(v)
+
+
+def index_calls(
+    store: TapeStore, rows: Iterable[EventRow], *, read_with: Iterable[str] = (), keep_parsed: bool = False
+) -> tuple[list[RecordedCall], dict[str, bytes]]:
+    """The recorded calls among ``rows`` (other kinds are skipped), each with its stored response and the
+    messages that response refers to, read in two queries; and what was found of ``read_with`` (more
+    blob addresses, read in the first query).
+
+    A served call then costs no store read, and a value is decoded only when its call is served.
+    ``keep_parsed``: leave each chat response parsed on its call (``RecordedCall.parsed_env``, handed
+    to the first serving instead of parsing it again); without it the calls hold bytes only and can
+    answer any number of replays (the engine keeps them for a recorded run that ended).
+    """
+    calls = [RecordedCall.from_event(row) for row in rows if row.kind in CALL_KINDS]
+    extra = list(read_with)
+    found = store.get_blobs([*(c.response_ref for c in calls if c.response_ref is not None), *extra])
+    # a chat response refers to its message(s) by address: read them in the same pass, one more
+    # query per replay instead of one per served call
+    wanted: dict[str, list[RecordedCall]] = defaultdict(list)
+    for c in calls:
+        if c.response_ref is not None:
+            c.response_data = found.get(c.response_ref)
+            if c.kind == "llm" and c.response_data is not None and b'"msg"' in c.response_data:
+                env = json.loads(c.response_data)
+                if keep_parsed:
+                    c.parsed_env = env  # (served, it is not parsed again)
+                for h in _message_refs(env):
+                    wanted[h].append(c)
+    if wanted:
+        for h, data in store.get_blobs(wanted).items():
+            for c in wanted[h]:
+                c.message_data[h] = data
+    return calls, {h: found[h] for h in extra if h in found}
 
 
 class Matcher:
@@ -75,31 +109,15 @@ class Matcher:
     def from_events(
         cls, store: TapeStore, rows: Iterable[EventRow], *, read_with: Iterable[str] = (), **kw: Any
     ) -> Matcher:
-        """:meth:`from_store` from event rows already read (other kinds among them are skipped): a
+        """:meth:`from_store` from event rows already read (other kinds are skipped): a
         replay reads each recorded run's events once, for the matcher, the state check and its input.
 
         ``read_with``: more blob addresses to read in the same query as the responses (a replay's
         recorded inputs and configs); what was found of them is left in :attr:`read_along`.
         """
-        calls = [RecordedCall.from_event(row) for row in rows if row.kind in CALL_KINDS]
-        extra = list(read_with)
-        found = store.get_blobs([*(c.response_ref for c in calls if c.response_ref is not None), *extra])
-        # a chat response refers to its message(s) by address: read them in the same pass, one more
-        # query per replay instead of one per served call
-        wanted: dict[str, list[RecordedCall]] = defaultdict(list)
-        for c in calls:
-            if c.response_ref is not None:
-                c.response_data = found.get(c.response_ref)
-                if c.kind == "llm" and c.response_data is not None and b'"msg"' in c.response_data:
-                    c.parsed_env = json.loads(c.response_data)  # (served, it is not parsed again)
-                    for h in _message_refs(c.parsed_env):
-                        wanted[h].append(c)
-        if wanted:
-            for h, data in store.get_blobs(wanted).items():
-                for c in wanted[h]:
-                    c.message_data[h] = data
+        calls, read_along = index_calls(store, rows, read_with=read_with, keep_parsed=True)
         matcher = cls(calls, **kw)
-        matcher.read_along = {h: found[h] for h in extra if h in found}
+        matcher.read_along = read_along
         return matcher
 
     def release(self, call_ids: list[str]) -> None:
