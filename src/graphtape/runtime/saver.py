@@ -45,7 +45,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 
 from graphtape import serde
 from graphtape.record.checkpoints import note_interrupts
-from graphtape.record.context import RUN_META_KEY, session_for_run
+from graphtape.record.context import RUN_META_KEY, SESSIONS, session_for_run
 from graphtape.runtime.saver_values import ChainedLists, chainable, chained_head
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
@@ -65,6 +65,9 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 #: exact types whose values :meth:`GraphtapeSaver._blob` memoises (immutable, hashable, and equal values
 #: serialise alike; not floats: ``0.0 == -0.0``; a subclass, an enum, takes the full path every time)
 _SMALL_SCALARS = frozenset({type(None), bool, int, str})
+
+#: an empty mapping to read from (never written)
+_NOTHING: dict[str, Any] = {}
 
 #: key -> whether it looks like a secret's key (the same few keys come with every checkpoint)
 _SECRET_KEYS: dict[str, bool] = {}
@@ -90,7 +93,7 @@ def _plain(value: Any) -> bool:
     return False
 
 
-def _stored_metadata(metadata: Mapping[str, Any], session: Any) -> dict[str, Any]:
+def _stored_metadata(metadata: Mapping[str, Any], session: Any, *, own: bool = False) -> dict[str, Any]:
     """Checkpoint metadata as stored: secret-looking keys redacted, the rest JSON.
 
     LangGraph's ``get_checkpoint_metadata`` copies every string and number of
@@ -104,14 +107,22 @@ def _stored_metadata(metadata: Mapping[str, Any], session: Any) -> dict[str, Any
 
     One pass over the keys, run for every checkpoint: the key test is
     memoised and plain JSON values are recognised without ``json.dumps``.
+    ``own``: ``metadata`` is a dict the caller made for this call (``put``'s,
+    from ``get_checkpoint_metadata``), redacted in place instead of copied.
     """
-    extra = session.tape.redact_keys if session is not None else frozenset()
-    out = dict(metadata)
+    extra = session.tape.redact_keys if session is not None else ()
+    out = metadata if own and type(metadata) is dict else dict(metadata)
     plain = True
+    secret = _SECRET_KEYS
     for key, value in metadata.items():
-        if value not in (None, "") and (_secret_key(str(key)) or key in extra):
-            out[key] = serde.REDACTED
-        elif plain and not _plain(value):
+        if value not in (None, ""):
+            hit = secret.get(key) if type(key) is str else None
+            if hit is None:
+                hit = _secret_key(str(key))
+            if hit or key in extra:
+                out[key] = serde.REDACTED
+                continue
+        if plain and type(value) not in _SCALARS and not _plain(value):
             plain = False
     if plain:
         return out
@@ -345,83 +356,97 @@ class GraphtapeSaver(BaseCheckpointSaver):
         thread_id = conf["thread_id"]
         checkpoint_ns = conf.get("checkpoint_ns", "")
         parent_id = conf.get("checkpoint_id")
-        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        values = checkpoint.get("channel_values") or {}
+        body: dict[str, Any] = dict(checkpoint)  # the checkpoint without its values, its keys in their order
+        values: dict[str, Any] = body.pop("channel_values", None) or {}
         versions = dict(checkpoint.get("channel_versions") or {})
         batch = WriteBatch()
-        with self._lock:
-            last = self._last.get((thread_id, checkpoint_ns))
-        reusable: dict[str, str] = {}
+        last = self._last.get((thread_id, checkpoint_ns))  # (a dict read: atomic, no lock needed)
         if last is not None and last[0] == parent_id:
-            _, last_versions, last_values, _ = last
-            reusable = {
-                k: h
-                for k, h in last_values.items()
-                if k not in new_versions and k in versions and last_versions.get(k) == versions[k]
-            }
-        session = self._session(config)
+            _, last_versions, last_values, parent_source = last
+        else:
+            last_versions = last_values = _NOTHING
+            parent_source = None
+        rid = (config.get("metadata") or _NOTHING).get(RUN_META_KEY)
+        session = SESSIONS.get(rid) if rid else None
         addresses: dict[str, str] = {}
         for channel, value in values.items():
-            addresses[channel] = reusable.get(channel) or self._value(value, batch, session)
-        full_metadata = _stored_metadata(get_checkpoint_metadata(config, metadata), session)
-        step = full_metadata.get("step") if isinstance(full_metadata.get("step"), int) else None
-        source = full_metadata.get("source") if isinstance(full_metadata.get("source"), str) else None
-        writers, calls = self._listed(
-            session,
+            # a channel whose version did not change since the parent checkpoint: the parent's address
+            h = last_values.get(channel)
+            if (
+                h is None
+                or channel in new_versions
+                or channel not in versions
+                or last_versions.get(channel) != versions[channel]
+            ):
+                h = self._value(value, batch, session)
+            addresses[channel] = h
+        full_metadata = _stored_metadata(get_checkpoint_metadata(config, metadata), session, own=True)
+        step = full_metadata.get("step")
+        if not isinstance(step, int):
+            step = None
+        source = full_metadata.get("source")
+        if not isinstance(source, str):
+            source = None
+        writers, calls = self._listed(session, checkpoint_ns, step, source, parent_source=parent_source)
+        type_, data = self.serde.dumps_typed(body)
+        checkpoint_id = checkpoint["id"]
+        # positional: a dataclass's __init__ takes keywords at 2.5x the cost (CheckpointRow's field order)
+        row = CheckpointRow(
+            thread_id,
             checkpoint_ns,
+            checkpoint_id,
+            parent_id,
+            str(full_metadata.get("run_id") or full_metadata.get(RUN_META_KEY) or "") or None,
             step,
             source,
-            parent_source=last[3] if last is not None and last[0] == parent_id else None,
-        )
-        type_, data = self.serde.dumps_typed(body)
-        row = CheckpointRow(
-            thread_id=thread_id,
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint["id"],
-            parent_id=parent_id,
-            run_id=str(full_metadata.get("run_id") or full_metadata.get(RUN_META_KEY) or "") or None,
-            step=step,
-            source=source,
-            created_at=str(checkpoint.get("ts", "")),
-            metadata=full_metadata,
-            body=_typed_blob(type_, data),
-            values=addresses,
-            writers=writers,
-            calls=calls,
+            str(checkpoint.get("ts", "")),
+            full_metadata,
+            _typed_blob(type_, data),
+            addresses,
+            writers,
+            calls,
         )
         batch.checkpoints.append(row)
         self._write(session, batch, (config, checkpoint, full_metadata))
         if batch.chains:
             self._lists.handed(session, batch)
         with self._lock:
-            self._last[(thread_id, checkpoint_ns)] = (checkpoint["id"], versions, addresses, source)
+            self._last[(thread_id, checkpoint_ns)] = (checkpoint_id, versions, addresses, source)
         return {
-            "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint["id"]}
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
         }
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         conf = config["configurable"]
-        replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        thread_id = conf["thread_id"]
+        checkpoint_ns = conf.get("checkpoint_ns", "")
+        checkpoint_id = conf["checkpoint_id"]
+        replace = all(map(WRITES_IDX_MAP.__contains__, [channel for channel, _ in writes]))
         batch = WriteBatch()
+        rows = batch.writes
+        blob = self._blob
+        special = WRITES_IDX_MAP.get
         for idx, (channel, value) in enumerate(writes):
-            batch.writes.append(
+            # positional, as CheckpointRow's in put (WriteRow's field order)
+            rows.append(
                 WriteRow(
-                    thread_id=conf["thread_id"],
-                    checkpoint_ns=conf.get("checkpoint_ns", ""),
-                    checkpoint_id=conf["checkpoint_id"],
-                    task_id=task_id,
-                    task_path=task_path,
-                    idx=WRITES_IDX_MAP.get(channel, idx),
-                    channel=channel,
-                    value=self._blob(value, batch),
-                    replace=replace,
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint_id,
+                    task_id,
+                    task_path,
+                    special(channel, idx),
+                    channel,
+                    blob(value, batch),
+                    replace,
                 )
             )
         if replace and any(channel == INTERRUPT for channel, _ in writes):
             note_interrupts(config, writes)
-        self._write(self._session(config), batch, defer=True)
+        rid = (config.get("metadata") or _NOTHING).get(RUN_META_KEY)
+        self._write(SESSIONS.get(rid) if rid else None, batch, defer=True)
 
     def delete_thread(self, thread_id: str) -> None:
         self.store.delete_thread(thread_id)
