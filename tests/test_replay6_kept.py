@@ -90,7 +90,7 @@ def test_a_run_still_running_is_read_again(tape):
     engine._recorded_runs(tape, [dataclasses.replace(run, status="running")])
     assert run.run_id not in engine._KEPT.get(tape.store, {})
     indexed = engine._recorded_runs(tape, [run])[run.run_id]
-    assert engine._KEPT[tape.store][run.run_id] is indexed
+    assert engine._KEPT[tape.store][run.run_id][0] is indexed
     assert engine._recorded_runs(tape, [run])[run.run_id] is indexed
 
 
@@ -105,3 +105,24 @@ def test_the_kept_runs_are_bounded_per_store(tape, monkeypatch):
     for run in runs:
         engine._recorded_runs(tape, [run])
     assert list(engine._KEPT[tape.store]) == [r.run_id for r in runs[1:]]
+
+
+def test_the_kept_runs_are_bounded_in_bytes_per_store(tape, monkeypatch):
+    rec = tape.record(graphs.build_linear(), name="linear")
+    runs = []
+    for _ in range(3):
+        rec.invoke({"topic": "cats"})
+        runs.append(tape.run(rec.last_run_id))
+    engine._KEPT.pop(tape.store, None)
+    sizes = [engine._recorded_runs(tape, [run])[run.run_id].size for run in runs]
+    assert min(sizes) > 300
+    engine._KEPT.pop(tape.store, None)
+    monkeypatch.setattr(engine, "_KEPT_BYTES", sizes[1] + sizes[2])  # the last two runs, not all three
+    for run in runs:
+        engine._recorded_runs(tape, [run])
+    assert list(engine._KEPT[tape.store]) == [r.run_id for r in runs[1:]]
+    size = sizes[0]
+    monkeypatch.setattr(engine, "_KEPT_BYTES", size - 1)  # a run larger than the whole budget is not kept
+    engine._KEPT.pop(tape.store, None)
+    engine._recorded_runs(tape, [runs[0]])
+    assert runs[0].run_id not in engine._KEPT[tape.store]

@@ -147,16 +147,24 @@ class _RecordedRun:
     chains: frozenset[str]
     inputs: dict[str, bytes]
 
+    @property
+    def size(self) -> int:
+        """About how many bytes keeping it holds: the stored values read, and ~300 per event."""
+        held = sum(len(c.response_data or b"") + sum(map(len, c.message_data.values())) for c in self.calls)
+        return held + sum(map(len, self.inputs.values())) + 300 * len(self.rows)
+
 
 #: The recorded runs indexed so far, per store (weakly: a closed tape's go with it) and run id, the
-#: most recently replayed last; at most :data:`_KEPT_MAX` per store. Only runs that ended are kept: a
-#: run's events are written before or with its end and never change after it (a recovery or a replay
-#: is a new run). Reading and indexing a run was ~8% of a strict replay of benchmark 2's 10-node run
-#: (its events unpacked, 20 calls built, two blob reads): a replay of a run replayed before reads none
-#: of it. A kept run is used only while the store still has it (the replay reads every run of its chain
-#: first), so what its events refer to is still there too (garbage collection keeps it with them).
-_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, _RecordedRun]] = weakref.WeakKeyDictionary()
+#: most recently replayed last; at most :data:`_KEPT_MAX` runs and about :data:`_KEPT_BYTES` per store.
+#: Only runs that ended are kept: a run's events are written before or with its end and never change
+#: after it (a recovery or a replay is a new run). Reading and indexing a run was ~8% of a strict
+#: replay of benchmark 2's 10-node run (its events unpacked, 20 calls built, two blob reads): a replay
+#: of a run replayed before reads none of it. A kept run is used only while the store still has it
+#: (the replay reads every run of its chain first), so what its events refer to is still there too
+#: (garbage collection keeps it with them).
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, tuple[_RecordedRun, int]]] = weakref.WeakKeyDictionary()
 _KEPT_MAX = 64
+_KEPT_BYTES = 32 << 20
 _KEPT_LOCK = threading.Lock()
 #: the statuses of a run that ended (``running`` may still be written; ``crashed`` is left out too)
 _ENDED = frozenset(("finished", "interrupted", "failed"))
@@ -175,7 +183,7 @@ def _recorded_runs(tape: Tape, chain: list[RunRecord]) -> dict[str, _RecordedRun
                 hit = kept.get(run.run_id)
                 if hit is not None:
                     kept.move_to_end(run.run_id)
-                    out[run.run_id] = hit
+                    out[run.run_id] = hit[0]
     missing = [run for run in chain if run.run_id not in out]
     if not missing:
         return out
@@ -199,12 +207,15 @@ def _recorded_runs(tape: Tape, chain: list[RunRecord]) -> dict[str, _RecordedRun
         if run.status in _ENDED:
             fresh.append(run.run_id)
     if fresh:
+        sizes = [(run_id, out[run_id].size) for run_id in fresh]
         with _KEPT_LOCK:
             kept = _KEPT.setdefault(store, OrderedDict())
-            for run_id in fresh:
-                kept[run_id] = out[run_id]
-            while len(kept) > _KEPT_MAX:
-                kept.popitem(last=False)
+            for run_id, size in sizes:
+                if size <= _KEPT_BYTES:
+                    kept[run_id] = (out[run_id], size)
+            total = sum(size for _, size in kept.values())
+            while kept and (len(kept) > _KEPT_MAX or total > _KEPT_BYTES):
+                total -= kept.popitem(last=False)[1][1]
     return out
 
 
