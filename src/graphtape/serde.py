@@ -134,6 +134,11 @@ def _secret_key(key: str) -> bool:
     return secret
 
 
+#: the exact JSON scalar types, which :func:`to_jsonable` returns as they are (one set look-up instead of a
+#: call for each: a model's answer holds a dozen token counts and None values in nested dicts)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_jsonable(obj: Any) -> Any:
     """A JSON-able *description* of ``obj`` for display and diffs.
 
@@ -142,13 +147,13 @@ def to_jsonable(obj: Any) -> Any:
     """
     # exact JSON types first (most of every message and request), without the isinstance chain
     t = type(obj)
-    if t is str or t is int or t is float or t is bool or obj is None:
+    if t in _SCALARS:
         return obj
     if t is dict:
-        # a str value (most of them) is taken as it is, without a call
-        return {k if type(k) is str else str(k): v if type(v) is str else to_jsonable(v) for k, v in obj.items()}
+        # a scalar value (most of them: strings, token counts, None) is taken as it is, without a call
+        return {k if type(k) is str else str(k): v if type(v) in _SCALARS else to_jsonable(v) for k, v in obj.items()}
     if t is list:
-        return [v if type(v) is str else to_jsonable(v) for v in obj]
+        return [v if type(v) in _SCALARS else to_jsonable(v) for v in obj]
     if isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, dict):
@@ -421,42 +426,54 @@ def message_json(msg: BaseMessage, *, with_id: bool = False) -> dict[str, Any]:
     """
     # ``message_to_dict(msg)`` is ``{"type": msg.type, "data": msg.model_dump()}``; each value kept is made
     # JSON-able as it is taken (``to_jsonable`` of the whole dict, without walking it a second time)
+    cls = type(msg)
     out: dict[str, Any] = {"type": to_jsonable(msg.type)}
-    defaults = _field_defaults(type(msg))
+    plan = (_PLANS_ID if with_id else _PLANS).get(cls)
+    if plan is None:
+        plan = _plan(cls, with_id)
     for key, value in msg.model_dump().items():
-        if key == "type" or (key == "id" and not with_id):
-            continue
-        default = defaults.get(key, _NO_DEFAULT)
-        if default is _VARIES:
-            f = type(msg).model_fields[key]
-            default = f.default_factory()  # type: ignore[call-arg,misc]
-        if default is not _NO_DEFAULT and value == default:
-            continue
-        out[key] = value if type(value) is str else to_jsonable(value)
+        default = plan.get(key, _NO_DEFAULT)
+        if default is not _NO_DEFAULT:
+            if default is _SKIP:
+                continue
+            if default is _VARIES:
+                default = cls.model_fields[key].default_factory()  # type: ignore[call-arg,misc]
+            if value == default:
+                continue
+        out[key] = value if type(value) in _SCALARS else to_jsonable(value)
     return out
 
 
 _NO_DEFAULT = object()
 _VARIES = object()
-#: message class -> field -> its default (compared with, never handed out), _NO_DEFAULT, or _VARIES
-#: (a default factory other than an empty builtin container: called for every message, as it may vary)
-_DEFAULTS: dict[type, dict[str, Any]] = {}
+_SKIP = object()
+#: message class -> field -> its default (compared with, never handed out), _VARIES (a default factory
+#: other than an empty builtin container: called for every message, as it may vary) or _SKIP (``type``,
+#: written first, and ``id``); a field without a default is not in it. _PLANS_ID: the same, ``id`` kept.
+_PLANS: dict[type, dict[str, Any]] = {}
+_PLANS_ID: dict[type, dict[str, Any]] = {}
 
 
-def _field_defaults(cls: type) -> dict[str, Any]:
-    """The default of each field of a message class, worked out once per class (every call serialises messages)."""
-    defaults = _DEFAULTS.get(cls)
-    if defaults is None:
-        from pydantic_core import PydanticUndefined
+def _plan(cls: type, with_id: bool) -> dict[str, Any]:
+    """What :func:`message_json` does with each field of a message class, worked out once per class.
 
-        defaults = {}
-        for key, f in cls.model_fields.items():  # type: ignore[attr-defined]
-            if f.default_factory is not None:
-                defaults[key] = f.default_factory() if f.default_factory in (dict, list, tuple) else _VARIES
-            else:
-                defaults[key] = _NO_DEFAULT if f.default is PydanticUndefined else f.default
-        _DEFAULTS[cls] = defaults
-    return defaults
+    Every call serialises messages: the look-up of one table per field is
+    all the loop asks (the key tests for ``type`` and ``id`` and the test for
+    a missing default are in it).
+    """
+    from pydantic_core import PydanticUndefined
+
+    plan: dict[str, Any] = {}
+    for key, f in cls.model_fields.items():  # type: ignore[attr-defined]
+        if f.default_factory is not None:
+            plan[key] = f.default_factory() if f.default_factory in (dict, list, tuple) else _VARIES
+        elif f.default is not PydanticUndefined:
+            plan[key] = f.default
+    plan["type"] = _SKIP
+    if not with_id:
+        plan["id"] = _SKIP
+    (_PLANS_ID if with_id else _PLANS)[cls] = plan
+    return plan
 
 
 def message_from_json(data: dict[str, Any], msg_id: Any = None) -> BaseMessage:
