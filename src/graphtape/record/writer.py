@@ -145,6 +145,35 @@ def _same_messages(
     return n
 
 
+#: a message list as :meth:`TapeWriter.history` hands it to the thread's next run: the class of each
+#: message, the copies of its fields and its extra fields its form was made from, and the forms
+History = tuple[list[type], list[dict[str, Any]], list[Any], list[MessageForm]]
+
+
+def _carried_head(messages: list[Any], carried: History) -> int:
+    """How many leading ``messages`` are equal to the messages of ``carried``, class for class: the head
+    of a conversation's request that is the thread's last run's final state (0 if any differs).
+
+    The request's history is that state read back from the checkpointer:
+    new objects, equal to it. Equal fields (the id among them) and extra
+    fields of the same class give the same form, the test of
+    :func:`message_form`; here it runs without the memo look-up of each
+    message that :func:`_known_head` makes (a key and a hash per message),
+    as three list comparisons in C. A message changed since is seen as
+    there: its fields differ from the copy.
+    """
+    types = carried[0]
+    n = len(types)
+    if n < PROBE_MIN or len(messages) < n:
+        return 0
+    head = messages[:n]
+    if list(map(type, head)) != types:
+        return 0
+    if list(map(_fields_of, head)) != carried[1] or list(map(_extra_of, head)) != carried[2]:
+        return 0
+    return n
+
+
 _type_and_id = operator.attrgetter("__class__", "id")
 _memo_copy = operator.itemgetter(0)
 _memo_extra = operator.itemgetter(1)
@@ -185,9 +214,15 @@ def _known_head(messages: list[Any]) -> tuple[list[dict[str, Any]], list[Any], l
     return copies, extras, list(map(_memo_form, entries))
 
 
+#: how many times the message memo dropped its older half: message lists carried from run to run (see
+#: TapeWriter.history) hold copies the memo held, and are let go when it drops them
+forms_drops = 0
+
+
 def _drop_older_forms() -> None:
     """Drop the older half of the message memo (in insertion order; racing threads only lose hits)."""
-    global _forms_bytes
+    global _forms_bytes, forms_drops
+    forms_drops += 1
     keys = list(_FORMS)
     for key in keys[: len(keys) // 2 + 1]:
         entry = _FORMS.pop(key, None)
@@ -303,6 +338,8 @@ class TapeWriter:
         #: Session.finish)
         self.last_chain: list[str] = []
         self._last_forms: tuple[list[Any], list[dict[str, Any]], list[Any], list[MessageForm]] | None = None
+        #: the message list the thread's last run ended with (see carry)
+        self._carried: History | None = None
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
 
@@ -401,9 +438,16 @@ class TapeWriter:
             # the copies of each message's fields and extra fields its form was made from (see _same_messages)
             fields, extras = last[1][:start], last[2][:start]
         elif len(messages) >= PROBE_MIN:
-            # a conversation's history, new objects equal to messages met before: see _known_head
-            fields, extras, out = _known_head(messages)
-            start = len(out)
+            carried = self._carried
+            start = _carried_head(messages, carried) if carried is not None else 0
+            if start:
+                # a conversation's request: the thread's last final state and the new messages
+                assert carried is not None
+                fields, extras, out = carried[1][:start], carried[2][:start], carried[3][:start]
+            else:
+                # a history of new objects equal to messages met before: see _known_head
+                fields, extras, out = _known_head(messages)
+                start = len(out)
             if start == len(messages):
                 self._last_forms = (list(messages), fields, extras, list(out))
                 return out
@@ -433,10 +477,24 @@ class TapeWriter:
             else:
                 append(self._form(msg))
                 all_ids = False
-        if all_ids:
-            # copies: the caller may change the lists it is given
+        if all_ids and len(messages) >= PROBE_MIN:
+            # copies: the caller may change the lists it is given. Only a list _same_messages may take
+            # (a task's writes, viewed when the run's end is flushed, leave its final state's in place)
             self._last_forms = (list(messages), fields, extras, list(out))
         return out
+
+    def history(self) -> History | None:
+        """The last list of PROBE_MIN or more messages, all with ids, :meth:`forms` took (once a run's
+        end is written, its final state's), to :meth:`carry` to the thread's next run."""
+        last = self._last_forms
+        if last is None:
+            return None
+        return list(map(type, last[0])), last[1], last[2], last[3]
+
+    def carry(self, history: History) -> None:
+        """Take the thread's last run's final message list (:meth:`history`): the head of this run's
+        requests, new objects equal to it, gets its forms with :func:`_carried_head`."""
+        self._carried = history
 
     def _form(self, msg: Any) -> MessageForm:
         if type(msg.id) is str:
