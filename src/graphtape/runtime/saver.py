@@ -71,6 +71,12 @@ _SMALL_SCALARS = frozenset({type(None), bool, int, str})
 #: on its checkpoint: 3.7 -> 1.4 us for a step's LLM and tool call)
 _calls_json = one_shot(json.JSONEncoder(separators=(",", ":"), default=str))
 
+#: threads (with namespace) whose last checkpoint a saver keeps for the next one's reuse of unchanged values;
+#: past it the least recently written half is dropped (a dropped thread's next checkpoint serialises its
+#: values again). A server's saver lives as long as its store: kept for every thread ever written, the
+#: entries (every channel's version, ~5 KB for a 50-node graph) grew without end
+LAST_MAX = 4096
+
 #: an empty mapping to read from (never written)
 _NOTHING: dict[str, Any] = {}
 
@@ -415,8 +421,13 @@ class GraphtapeSaver(BaseCheckpointSaver):
         self._write(session, batch, (config, checkpoint, full_metadata))
         if batch.chains:
             self._lists.handed(session, batch)
+        key = (thread_id, checkpoint_ns)
         with self._lock:
-            self._last[(thread_id, checkpoint_ns)] = (checkpoint_id, versions, addresses, source)
+            kept = self._last
+            if kept.pop(key, None) is None and len(kept) >= LAST_MAX:
+                for old in list(kept)[: LAST_MAX // 2]:
+                    del kept[old]
+            kept[key] = (checkpoint_id, versions, addresses, source)  # (re)inserted last: the most recent
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
         }
