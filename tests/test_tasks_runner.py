@@ -361,6 +361,73 @@ def test_a_recording_error_does_not_fail_the_graph(
     assert "could not record a task" in caplog.text
 
 
+class RecordingBroke(Exception):
+    pass
+
+
+@pytest.mark.parametrize("api", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("hook", ["finished", "failed"])
+def test_an_error_of_an_attempts_end_is_logged_and_the_graph_goes_on(
+    tape: graphtape.Tape, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, hook: str, api: str
+) -> None:
+    """The usual task (one recorder: task_runner._RecordedProc's direct path) as several recorders' loop."""
+
+    def broken(self: TaskRecorder, *args: Any) -> Any:
+        raise RecordingBroke(hook)
+
+    monkeypatch.setattr(TaskRecorder, hook, broken)
+    rec = tape.record(flaky_graph(1), name="flaky", checkpointer=InMemorySaver())  # fails once, then returns
+    with caplog.at_level("WARNING", logger="graphtape.record.tasks"):
+        run(rec, api, {}, "t")
+    assert rec.last_status == "finished"
+    assert f"could not record a task (task_{hook})" in caplog.text
+    kinds = [kind for kind, _, _ in task_rows(tape, rec.run_ids)]
+    assert kinds.count("task_started") == 2  # two attempts of flaky
+    assert ("task_failed" in kinds) is (hook != "failed")
+
+
+@pytest.mark.parametrize("api", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("hook", ["opened", "finished", "failed"])
+def test_a_watching_recorders_error_stops_the_run(
+    tape: graphtape.Tape, monkeypatch: pytest.MonkeyPatch, hook: str, api: str
+) -> None:
+    """As a strict replay's check or the debugger's stop does, from each hook of the one recorder of a task."""
+    init = TaskRecorder.__init__
+
+    def watching(self: TaskRecorder, session: Any) -> None:
+        init(self, session)
+        self.watching = True
+
+    def broken(self: TaskRecorder, *args: Any) -> Any:
+        raise RecordingBroke(hook)
+
+    monkeypatch.setattr(TaskRecorder, "__init__", watching)
+    monkeypatch.setattr(TaskRecorder, hook, broken)
+    rec = tape.record(flaky_graph(1), name="flaky", checkpointer=InMemorySaver())
+    with pytest.raises(RecordingBroke, match=hook):
+        run(rec, api, {}, "t")
+
+
+def test_a_task_copy_has_the_tasks_fields_but_the_one_replaced() -> None:
+    """task_runner._copy_with (written out per class) is dataclasses.replace, sharing the same objects."""
+    import dataclasses
+    from collections import deque
+
+    from langgraph.types import PregelExecutableTask
+
+    fields = [f.name for f in dataclasses.fields(PregelExecutableTask)]
+    values: list[Any] = [deque() if name == "writes" else object() for name in fields]
+    task = PregelExecutableTask(*values)
+    for name in ("proc", "config", "timeout"):
+        value: Any = object()
+        changed: dict[str, Any] = {name: value}
+        copy = task_runner._copy_with(task, name, value)
+        assert type(copy) is PregelExecutableTask and copy is not task
+        for field in fields:
+            assert getattr(copy, field) is (value if field == name else getattr(task, field))
+        assert copy == dataclasses.replace(task, **changed)
+
+
 def test_a_streamed_task_is_recorded_by_a_handler_on_its_own_run_only(tape: graphtape.Tape) -> None:
     """``astream_events`` streams each task: its output is seen by a TaskCallbacks not inherited inside it."""
     rec, seen = config_seen_by_a_node(tape)
