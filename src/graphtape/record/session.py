@@ -38,6 +38,30 @@ _CALL_EVENTS: dict[str, type[events.CallEvent]] = {
     "tool": events.ToolCall,
     "effect": events.EffectCall,
 }
+_CALL_EVENT_KINDS = {kind: cls.KIND for kind, cls in _CALL_EVENTS.items()}
+#: a call event's fields as Session._record_call writes them: those it is given, then those of a call's
+#: summary (the model, a tool's name and code, ...), each in the order of events.CallEvent's layout
+_CALL_FIELDS = (
+    "call_id",
+    "node_path",
+    "branch",
+    "step",
+    "task",
+    "ordinal",
+    "fingerprint",
+    "request",
+    "messages",
+    "response",
+    "error",
+    "tokens",
+    "cost",
+    "latency",
+    "source",
+    "served_from",
+    "recorded_latency",
+)
+_SUMMARY_FIELDS = tuple(name for name, _ in events.CallEvent.LAYOUT if name not in _CALL_FIELDS)
+_SUMMARY_KEYS = frozenset(_SUMMARY_FIELDS)
 
 
 @dataclasses.dataclass
@@ -482,31 +506,65 @@ class Session:
         if cost is None:
             cost = call.served.cost if call.served is not None and source == "tape" else 0.0
         served = call.served
-        event = _CALL_EVENTS[site.kind](
-            call_id=call.call_id,
-            node_path=site.node_path,
-            branch=site.branch,
-            step=site.step,
-            task=site.task,
-            ordinal=site.ordinal,
-            fingerprint=call.fingerprint,
-            request=call.request_ref,
-            messages=call.messages_ref,
-            response=response_ref or (self.put_json(response_env) if response_env is not None else None),
-            error=error,
-            tokens=tokens_total or None,
-            cost=round(cost, 10) or None,
-            latency=round(latency, 6),
-            source=source,
-            served_from=served.call_id if served is not None else None,
-            recorded_latency=round(served.latency, 6) if served is not None else None,
-            **call.summary,
-        )
+        response = response_ref or (self.put_json(response_env) if response_env is not None else None)
+        summary = call.summary
+        if summary.keys() <= _SUMMARY_KEYS:
+            # the call event's JSON form (events.CallEvent.to_data: its fields in order, None left out),
+            # built here: every call passes through this, and the typed event's construction and
+            # to_data cost more than the rest of it (tests/test_percall_event.py compares the two forms)
+            values = (
+                call.call_id,
+                site.node_path,
+                site.branch,
+                site.step,
+                site.task,
+                site.ordinal,
+                call.fingerprint,
+                call.request_ref,
+                call.messages_ref,
+                response,
+                error,
+                tokens_total or None,
+                round(cost, 10) or None,
+                round(latency, 6),
+                source,
+                served.call_id if served is not None else None,
+                round(served.latency, 6) if served is not None else None,
+            )
+            data = {k: v for k, v in zip(_CALL_FIELDS, values) if v is not None}
+            if summary:
+                get = summary.get
+                for key in _SUMMARY_FIELDS:
+                    v = get(key)
+                    if v is not None:
+                        data[key] = v
+            kind = _CALL_EVENT_KINDS[site.kind]
+        else:  # a key no call event has: the typed event says so (TypeError), as it always did
+            event = _CALL_EVENTS[site.kind](
+                call_id=call.call_id,
+                node_path=site.node_path,
+                branch=site.branch,
+                step=site.step,
+                task=site.task,
+                ordinal=site.ordinal,
+                fingerprint=call.fingerprint,
+                request=call.request_ref,
+                messages=call.messages_ref,
+                response=response,
+                error=error,
+                tokens=tokens_total or None,
+                cost=round(cost, 10) or None,
+                latency=round(latency, 6),
+                source=source,
+                served_from=served.call_id if served is not None else None,
+                recorded_latency=round(served.latency, 6) if served is not None else None,
+                **summary,
+            )
+            data, kind = event.to_data(), event.KIND
         with self._lock:
             self.counts[site.kind] += 1
             self.tokens += tokens_total
-        data = event.to_data()
-        self.event(event.KIND, data)
+        self.event(kind, data)
         self.note_call(site.kind, data)
 
     def note_call(self, kind: str, data: dict[str, Any]) -> None:
