@@ -120,13 +120,14 @@ class TaskRecorder:
         if "|" in ns:  # a task of a subgraph: parent|...|node:id
             parent, _, own = ns.rpartition("|")
             path = "/".join(seg.split(":", 1)[0] for seg in ns.split("|") if seg)
-        else:  # a task of the root graph: node:id
-            parent, own = "", ns
-            path = ns.partition(":")[0]
+            task_id = own.partition(":")[2]
+        else:  # a task of the root graph: node:id (split once for both parts)
+            parent = ""
+            path, _, task_id = ns.partition(":")
         node_path: str | None = path or md.get("langgraph_node") or name
         if ns:
             # the raw path; normalised only if a call inside a nested task needs it
-            self._branches[own.partition(":")[2]] = md.get("langgraph_path")
+            self._branches[task_id] = md.get("langgraph_path")
         key: tuple[str, int] | None = None
         if self._keeps_steps and isinstance(step, int):
             key = (parent, step)
