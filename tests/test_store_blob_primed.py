@@ -1,15 +1,26 @@
-"""codec.pack_blob deflates small blobs with copies of primed streams: the stored bytes are those
-of a stream set up with the preset dictionary for each blob (as before), for every size and window."""
+"""codec.pack_blob deflates small blobs, and pack_event_json (format 1) events, with copies of primed streams:
+the stored bytes are those of a stream set up with the preset dictionary for each one (as before), for every
+size and window."""
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtape.store.codec import BLOB_ZDICT_1, DICT_BLOB_MAX, compress_blob, pack_blob, unpack_blob
+from graphtape.store.codec import (
+    BLOB_ZDICT_1,
+    DICT_BLOB_MAX,
+    EVENT_ZDICT_1,
+    compress_blob,
+    pack_blob,
+    pack_event_json,
+    unpack_blob,
+    unpack_event,
+)
 
 
 def fresh_pack_blob(data: bytes, *, over: int) -> tuple[str, bytes]:
@@ -65,3 +76,26 @@ def test_same_bytes_as_a_stream_set_up_per_blob(data: bytes, over: int) -> None:
     got = pack_blob(data, over=over)
     assert got == fresh_pack_blob(data, over=over)
     assert unpack_blob(*got) == data
+
+
+def fresh_pack_event_json(raw: bytes) -> bytes:
+    """codec.pack_event_json as written before: a new stream with the event dictionary per event."""
+    if len(raw) < 96:
+        return raw
+    c = zlib.compressobj(6, zlib.DEFLATED, -10, 2, zdict=EVENT_ZDICT_1)
+    packed = b"\x01" + c.compress(raw) + c.flush()
+    return packed if len(packed) < len(raw) else raw
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["call_id", "request", "response", "node_path", "model", "tokens", "cost", "x"]),
+        st.one_of(st.text(max_size=200), st.integers(), st.floats(allow_nan=False)),
+    )
+)
+def test_format_1_events_deflate_as_with_a_stream_per_event(data: dict[str, object]) -> None:
+    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    assert pack_event_json(raw) == fresh_pack_event_json(raw)
+    assert unpack_event(pack_event_json(raw)) == json.loads(raw)
+    assert pack_event_json(raw * 3) == fresh_pack_event_json(raw * 3)  # longer, repetitive text
