@@ -181,16 +181,22 @@ def site_from_metadata(
     """
     ns = metadata.get("langgraph_checkpoint_ns") or metadata.get("checkpoint_ns") or ""
     node = metadata.get("langgraph_node") or ""
-    pairs = [seg.partition(":") for seg in ns.split("|") if seg] if ns else []
-    segments = [name for name, _, _ in pairs]
-    node_path = "/".join(segments) if segments else node
-    # The branch of every enclosing task, not just the innermost: two Send
-    # workers that each invoke a subgraph differ only in the outer index.
-    if branches and pairs:
-        branch = "/".join(branch_of({"langgraph_path": branches.get(tid)}) for _, _, tid in pairs[:-1])
-        branch = f"{branch}/{branch_of(metadata)}" if branch else branch_of(metadata)
-    else:
+    if ns and "|" not in ns:
+        # a task of the root graph (most calls): its name, and its own branch (no enclosing task), without
+        # the lists and joins of the general case below, which give the same for one segment
+        node_path = ns.partition(":")[0]
         branch = branch_of(metadata)
+    else:
+        pairs = [seg.partition(":") for seg in ns.split("|") if seg] if ns else []
+        segments = [name for name, _, _ in pairs]
+        node_path = "/".join(segments) if segments else node
+        # The branch of every enclosing task, not just the innermost: two Send
+        # workers that each invoke a subgraph differ only in the outer index.
+        if branches and pairs:
+            branch = "/".join(branch_of({"langgraph_path": branches.get(tid)}) for _, _, tid in pairs[:-1])
+            branch = f"{branch}/{branch_of(metadata)}" if branch else branch_of(metadata)
+        else:
+            branch = branch_of(metadata)
     step = metadata.get("langgraph_step")
     task = ns or "(root)"
     counted = task
