@@ -126,3 +126,17 @@ def test_the_kept_runs_are_bounded_in_bytes_per_store(tape, monkeypatch):
     engine._KEPT.pop(tape.store, None)
     engine._recorded_runs(tape, [runs[0]])
     assert runs[0].run_id not in engine._KEPT[tape.store]
+
+
+def test_a_kept_run_whose_row_reads_otherwise_is_read_again(tape, monkeypatch):
+    """A run deleted and imported again under its id (another tape's content) is not served from the index."""
+    rec = tape.record(graphs.build_linear(), name="linear")
+    rec.invoke({"topic": "cats"})
+    run = tape.run(rec.last_run_id)
+    engine._KEPT.pop(tape.store, None)
+    seen = _reads(monkeypatch, tape.store)
+    engine._recorded_runs(tape, [run])
+    engine._recorded_runs(tape, [run])
+    assert seen.count(run.run_id) == 1
+    engine._recorded_runs(tape, [dataclasses.replace(run, ended_at=(run.ended_at or 0.0) + 1.0)])
+    assert seen.count(run.run_id) == 2

@@ -162,12 +162,21 @@ class _RecordedRun:
 #: of a run replayed before reads none of it. A kept run is used only while the store still has it
 #: (the replay reads every run of its chain first), so what its events refer to is still there too
 #: (garbage collection keeps it with them).
-_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, tuple[_RecordedRun, int]]] = weakref.WeakKeyDictionary()
+#: An entry is used only while the run's row still reads as when it was kept (:func:`_stamp`): a run
+#: deleted and imported again under its id from another tape is read again.
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, tuple[_RecordedRun, int, tuple[Any, ...]]]] = (
+    weakref.WeakKeyDictionary()
+)
 _KEPT_MAX = 64
 _KEPT_BYTES = 32 << 20
 _KEPT_LOCK = threading.Lock()
 #: the statuses of a run that ended (``running`` may still be written; ``crashed`` is left out too)
 _ENDED = frozenset(("finished", "interrupted", "failed"))
+
+
+def _stamp(run: RunRecord) -> tuple[Any, ...]:
+    """What a kept run's row must still read for the run to be served from :data:`_KEPT`."""
+    return (run.status, run.started_at, run.ended_at, run.llm_calls, run.tool_calls, run.effect_calls, run.tokens)
 
 
 def _recorded_runs(tape: Tape, chain: list[RunRecord]) -> dict[str, _RecordedRun]:
@@ -181,7 +190,7 @@ def _recorded_runs(tape: Tape, chain: list[RunRecord]) -> dict[str, _RecordedRun
         if kept is not None:
             for run in chain:
                 hit = kept.get(run.run_id)
-                if hit is not None:
+                if hit is not None and hit[2] == _stamp(run):
                     kept.move_to_end(run.run_id)
                     out[run.run_id] = hit[0]
     missing = [run for run in chain if run.run_id not in out]
@@ -207,13 +216,15 @@ def _recorded_runs(tape: Tape, chain: list[RunRecord]) -> dict[str, _RecordedRun
         if run.status in _ENDED:
             fresh.append(run.run_id)
     if fresh:
+        stamps = {run.run_id: _stamp(run) for run in missing}
         sizes = [(run_id, out[run_id].size) for run_id in fresh]
         with _KEPT_LOCK:
             kept = _KEPT.setdefault(store, OrderedDict())
             for run_id, size in sizes:
                 if size <= _KEPT_BYTES:
-                    kept[run_id] = (out[run_id], size)
-            total = sum(size for _, size in kept.values())
+                    kept.pop(run_id, None)  # (a stale entry: re-inserted last)
+                    kept[run_id] = (out[run_id], size, stamps[run_id])
+            total = sum(entry[1] for entry in kept.values())
             while kept and (len(kept) > _KEPT_MAX or total > _KEPT_BYTES):
                 total -= kept.popitem(last=False)[1][1]
     return out
