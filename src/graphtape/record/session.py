@@ -572,7 +572,15 @@ class Session:
         each enclosing task (a subgraph's call belongs to the root step that ran the subgraph too),
         so that the checkpoint of each step can list its calls without reading call events."""
         summary = listed_call(kind, data)
-        keys = call_levels(data.get("task") or "", data.get("step"), self.task_steps.get)
+        task = data.get("task") or ""
+        if task and task != "(root)" and "|" not in task:
+            # a task of the root graph (most calls): one level, what call_levels gives for one segment
+            at = self.task_steps.get(task)
+            if at is None:
+                at = data.get("step")
+            keys = [("", at)] if isinstance(at, int) else []
+        else:
+            keys = call_levels(task, data.get("step"), self.task_steps.get)
         with self._lock:
             for key in keys:
                 self.step_calls.setdefault(key, []).append(summary)
