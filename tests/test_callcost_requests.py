@@ -452,16 +452,27 @@ def test_message_json_is_the_json_able_dict_of_the_non_default_fields() -> None:
     import datetime
 
     from langchain_core.messages import AIMessage, ToolMessage, message_to_dict
+    from pydantic_core import PydanticUndefined
+
+    def defaults(cls: type) -> dict[str, Any]:
+        """Each field's default as pydantic declares it (a factory other than dict/list/tuple: none to compare)."""
+        out: dict[str, Any] = {}
+        for key, f in cls.model_fields.items():  # type: ignore[attr-defined]
+            if f.default_factory is not None:
+                if f.default_factory in (dict, list, tuple):
+                    out[key] = f.default_factory()
+            elif f.default is not PydanticUndefined:
+                out[key] = f.default
+        return out
 
     def reference(msg: Any) -> dict[str, Any]:
         d = message_to_dict(msg)
         out: dict[str, Any] = {"type": d["type"]}
-        defaults = serde._field_defaults(type(msg))
+        declared = defaults(type(msg))
         for key, value in d["data"].items():
             if key in ("type", "id"):
                 continue
-            default = defaults.get(key, serde._NO_DEFAULT)
-            if default is not serde._NO_DEFAULT and value == default:
+            if key in declared and value == declared[key]:
                 continue
             out[key] = value
         return serde.to_jsonable(out)
