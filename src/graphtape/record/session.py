@@ -508,29 +508,29 @@ class Session:
         served = call.served
         response = response_ref or (self.put_json(response_env) if response_env is not None else None)
         summary = call.summary
+        values = (
+            call.call_id,
+            site.node_path,
+            site.branch,
+            site.step,
+            site.task,
+            site.ordinal,
+            call.fingerprint,
+            call.request_ref,
+            call.messages_ref,
+            response,
+            error,
+            tokens_total or None,
+            round(cost, 10) or None,
+            round(latency, 6),
+            source,
+            served.call_id if served is not None else None,
+            round(served.latency, 6) if served is not None else None,
+        )
         if summary.keys() <= _SUMMARY_KEYS:
             # the call event's JSON form (events.CallEvent.to_data: its fields in order, None left out),
             # built here: every call passes through this, and the typed event's construction and
             # to_data cost more than the rest of it (tests/test_percall_event.py compares the two forms)
-            values = (
-                call.call_id,
-                site.node_path,
-                site.branch,
-                site.step,
-                site.task,
-                site.ordinal,
-                call.fingerprint,
-                call.request_ref,
-                call.messages_ref,
-                response,
-                error,
-                tokens_total or None,
-                round(cost, 10) or None,
-                round(latency, 6),
-                source,
-                served.call_id if served is not None else None,
-                round(served.latency, 6) if served is not None else None,
-            )
             data = {k: v for k, v in zip(_CALL_FIELDS, values) if v is not None}
             if summary:
                 get = summary.get
@@ -540,26 +540,7 @@ class Session:
                         data[key] = v
             kind = _CALL_EVENT_KINDS[site.kind]
         else:  # a key no call event has: the typed event says so (TypeError), as it always did
-            event = _CALL_EVENTS[site.kind](
-                call_id=call.call_id,
-                node_path=site.node_path,
-                branch=site.branch,
-                step=site.step,
-                task=site.task,
-                ordinal=site.ordinal,
-                fingerprint=call.fingerprint,
-                request=call.request_ref,
-                messages=call.messages_ref,
-                response=response,
-                error=error,
-                tokens=tokens_total or None,
-                cost=round(cost, 10) or None,
-                latency=round(latency, 6),
-                source=source,
-                served_from=served.call_id if served is not None else None,
-                recorded_latency=round(served.latency, 6) if served is not None else None,
-                **summary,
-            )
+            event = _CALL_EVENTS[site.kind](**dict(zip(_CALL_FIELDS, values)), **summary)
             data, kind = event.to_data(), event.KIND
         with self._lock:
             self.counts[site.kind] += 1
