@@ -149,22 +149,16 @@ class _RecordedProc:
             return None
 
     @staticmethod
-    def _failed_one(recorder: TaskRecorder, attempt: Opened, error: BaseException) -> None:
+    def _end_one(
+        recorder: TaskRecorder, what: str, end: Callable[[Opened, Any], None], attempt: Opened, arg: Any
+    ) -> None:
+        """An attempt's end (``recorder.finished`` or ``.failed``), as :func:`_ended` calls it for one recorder."""
         try:
-            recorder.failed(attempt, error)
-        except Exception:
-            if recorder.watching:
-                raise
-            recorder.recording_failed("task_failed")
-
-    @staticmethod
-    def _finished_one(recorder: TaskRecorder, attempt: Opened, output: Any) -> None:
-        try:
-            recorder.finished(attempt, output)
+            end(attempt, arg)
         except Exception:
             if recorder.watching:  # a strict replay's write check, the after-node stop
                 raise
-            recorder.recording_failed("task_finished")
+            recorder.recording_failed(what)
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         recorder = self._one
@@ -182,10 +176,10 @@ class _RecordedProc:
             output = self._proc.invoke(input, config, **kwargs)
         except BaseException as exc:
             if attempt is not None:
-                self._failed_one(recorder, attempt, exc)
+                self._end_one(recorder, "task_failed", recorder.failed, attempt, exc)
             raise
         if attempt is not None:
-            self._finished_one(recorder, attempt, output)
+            self._end_one(recorder, "task_finished", recorder.finished, attempt, output)
         return output
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
@@ -204,10 +198,10 @@ class _RecordedProc:
             output = await self._proc.ainvoke(input, config, **kwargs)
         except BaseException as exc:
             if attempt is not None:
-                self._failed_one(recorder, attempt, exc)
+                self._end_one(recorder, "task_failed", recorder.failed, attempt, exc)
             raise
         if attempt is not None:
-            self._finished_one(recorder, attempt, output)
+            self._end_one(recorder, "task_finished", recorder.finished, attempt, output)
         return output
 
     # Not reached from the runner (a streamed task gets TaskCallbacks instead), but a proc is a Runnable.
