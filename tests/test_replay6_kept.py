@@ -94,26 +94,27 @@ def test_a_run_still_running_is_read_again(tape):
     assert engine._recorded_runs(tape, [run])[run.run_id] is indexed
 
 
-def test_the_kept_runs_are_bounded_per_store(tape, monkeypatch):
-    monkeypatch.setattr(engine, "_KEPT_MAX", 2)
+def _three_runs(tape: Any) -> list[Any]:
+    """Three recorded runs of the linear graph (their rows), none of them kept yet."""
     rec = tape.record(graphs.build_linear(), name="linear")
     runs = []
     for _ in range(3):
         rec.invoke({"topic": "cats"})
         runs.append(tape.run(rec.last_run_id))
     engine._KEPT.pop(tape.store, None)
+    return runs
+
+
+def test_the_kept_runs_are_bounded_per_store(tape, monkeypatch):
+    monkeypatch.setattr(engine, "_KEPT_MAX", 2)
+    runs = _three_runs(tape)
     for run in runs:
         engine._recorded_runs(tape, [run])
     assert list(engine._KEPT[tape.store]) == [r.run_id for r in runs[1:]]
 
 
 def test_the_kept_runs_are_bounded_in_bytes_per_store(tape, monkeypatch):
-    rec = tape.record(graphs.build_linear(), name="linear")
-    runs = []
-    for _ in range(3):
-        rec.invoke({"topic": "cats"})
-        runs.append(tape.run(rec.last_run_id))
-    engine._KEPT.pop(tape.store, None)
+    runs = _three_runs(tape)
     sizes = [engine._recorded_runs(tape, [run])[run.run_id].size for run in runs]
     assert min(sizes) > 300
     engine._KEPT.pop(tape.store, None)
