@@ -214,7 +214,7 @@ DICT_BLOB_MAX = 4096
 #: window size up to 4 KiB (blobs up to about 3.3 KB): each such blob deflates with a copy, as events do with
 #: :data:`_PRIMED_2` (same bytes). Reading the dictionary cost more than the copy: 6.5 -> 5.2 us for a 200-byte
 #: blob, 10.6 -> 9.5 at 1.2 KB, 16.8 -> 16.1 at 3 KB; with an 8 KiB window the copy (four 16 KiB buffers) costs
-#: what it saves, so the largest ``d1`` blobs set their stream up as before (/tmp/h1/setup_cost.py, CPU, interleaved).
+#: what it saves, so the largest ``d1`` blobs set their stream up as before (CPU, old and new interleaved).
 _PRIMED_D1 = {
     wbits: zlib.compressobj(6, zlib.DEFLATED, -wbits, wbits - 7, zdict=BLOB_ZDICT_1) for wbits in (10, 11, 12)
 }
