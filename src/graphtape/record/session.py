@@ -540,7 +540,8 @@ class Session:
                         data[key] = v
             kind = _CALL_EVENT_KINDS[site.kind]
         else:  # a key no call event has: the typed event says so (TypeError), as it always did
-            event = _CALL_EVENTS[site.kind](**dict(zip(_CALL_FIELDS, values)), **summary)
+            given: dict[str, Any] = dict(zip(_CALL_FIELDS, values))
+            event = _CALL_EVENTS[site.kind](**given, **summary)
             data, kind = event.to_data(), event.KIND
         with self._lock:
             self.counts[site.kind] += 1
