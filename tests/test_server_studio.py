@@ -381,11 +381,11 @@ async def test_legacy_messages_mode_sends_whole_messages_so_far(client):
 
 async def test_a_restarted_server_finds_the_thread_on_the_tape_and_resumes_it(tape):
     first = create_app(tape, studio_graphs())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://studio") as c:
+    async with app_client(first) as c:
         tid = await new_thread(c)
         await c.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "r"}})
     second = create_app(tape, studio_graphs())  # a new process: nothing in memory
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=second), base_url="http://studio") as c:
+    async with app_client(second) as c:
         assert tid in {t["thread_id"] for t in (await c.post("/threads/search", json={})).json()}
         assert (await c.get(f"/threads/{tid}/state")).json()["next"] == ["approve"]
         assert (await c.get(f"/threads/{tid}")).json()["status"] == "interrupted"
@@ -513,7 +513,7 @@ async def test_state_with_subgraphs_shows_the_paused_subgraph(tape):
     outer.add_edge(START, "child")
     outer.add_edge("child", END)
     app = create_app(tape, {"outer": outer.compile()})
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+    async with app_client(app) as c:
         tid = await new_thread(c)
         await c.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "outer", "input": {"topic": "s"}})
         plain = (await c.get(f"/threads/{tid}/state")).json()
