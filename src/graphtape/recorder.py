@@ -162,6 +162,9 @@ class RecordedGraph:
         self._forms_drops = writer_mod.forms_drops
         #: Set by a replay, the debugger or recovery: how the next runs' calls are answered (None: recorded)
         self.plan: ReplayPlan | None = plan
+        #: threads a replay named for itself (``replay-<new id>``) on which this graph has not run yet: no
+        #: run can be on them, so the first run there has no previous run to look up (see _open)
+        self.new_threads: set[str] = set()
 
     @property
     def types(self) -> Any:
@@ -193,8 +196,12 @@ class RecordedGraph:
         plan = self.plan
         lease = ThreadLease(self.tape.store, thread_id, ttl=self.lease_ttl, wait=self.wait)
         lease.acquire()
+        # a replay's own new thread is new too, for its first run (the next runs of the replayed chain
+        # are linked by _previous_run, from this graph's last run on it)
+        first_there = made_up or thread_id in self.new_threads
+        self.new_threads.discard(thread_id)
         try:
-            parent_run_id = None if made_up else self._previous_run(thread_id, lease.token)
+            parent_run_id = None if first_there else self._previous_run(thread_id, lease.token)
         except BaseException:
             lease.release()
             raise

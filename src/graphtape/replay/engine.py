@@ -380,6 +380,9 @@ def _core(
     # (a thread named here is new: no checkpoint of it can be stored yet)
     saver = _saver(tape, graph, mode, debugger, new_run_id, fresh_thread=None if thread_id else new_thread)
     recorder = tape.record(graph, name=target.graph, checkpointer=saver)
+    if not thread_id:
+        # the first replayed run has no previous run on that thread: not looked up (a store read per replay)
+        recorder.new_threads.add(new_thread)
     answerer = TapeAnswerer(matcher, mode, allow_live_effects=allow_live_effects, state_check=state_check)
     # What the recorded runs' events refer to is on the store (a stored event's blobs and chains are
     # kept with it): a served call's request and message chain, a task's writes met again, the
