@@ -31,6 +31,8 @@ class FakeSession:
         self.flushed.append(time.monotonic())
         self.done.set()
 
+    background_flush = flush  # a run beside a foreign saver: the background write is a flush
+
 
 def test_a_run_that_ends_within_the_hold_drops_the_write(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(checkpoints_mod, "FLUSH_INTERVAL", 1.0)

@@ -129,6 +129,24 @@ class TapeFlusher:
                 self._thread.start()
             self._cond.notify()
 
+    def later(self, session: Session) -> None:
+        """Calls of ``session``'s run (graphtape's saver) went to its journal: write them in
+        ``FLUSH_INTERVAL`` if no checkpoint of the run has taken them by then.
+
+        The journal keeps them safe; this keeps them visible: a reader in another
+        process (a Studio, a test waiting for the call) would otherwise not see a
+        call until its node ends, however long the node then waits.
+        """
+        key = id(session)
+        with self._cond:
+            if key in self._due:
+                return
+            self._due[key] = (session, time.monotonic() + FLUSH_INTERVAL)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="graphtape-tape-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
     def began(self, session: Session) -> None:
         """``session``'s run began without writing its start (it goes with the run's first write).
 
@@ -170,7 +188,7 @@ class TapeFlusher:
         while True:
             session = self._next()
             try:
-                session.flush()
+                session.background_flush()
             except Exception as exc:
                 with self._cond:
                     self._errors[id(session)] = exc

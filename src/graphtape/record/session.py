@@ -10,6 +10,7 @@ checkpoint. What happens to each call is asked of the run's answerer
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import threading
@@ -209,6 +210,17 @@ class Session:
                 self._held = 0
         self.writer.flush(extra)
 
+    def background_flush(self) -> None:
+        """The background writer's write (``record/checkpoints.py``): beside a foreign saver whatever is
+        buffered; with graphtape's saver only calls still waiting in the journal for a checkpoint."""
+        if not self.durable:
+            self.flush()
+        elif self.writer.journal_pending():
+            # a failure keeps the rows buffered (and in the journal): the run's next write retries
+            # them and raises it there, in line
+            with contextlib.suppress(Exception):
+                self.flush()
+
     def maybe_flush(self) -> None:
         """Flush if the last flush is old (beside a foreign saver; a strict replay holds its rows)."""
         if not self.holding:
@@ -229,6 +241,7 @@ class Session:
     def deactivate(self) -> None:
         self.active = False
         context.unregister(self)
+        self.writer.close_journal()
         if self._token is not None:
             # reset from another context is a no-op: the session is inactive anyway, so lookups ignore it
             context.reset_current(self._token)
@@ -479,8 +492,14 @@ class Session:
             source=source,
             cost=cost,
         )
-        if self.durable or call.summary.get("idempotency_key") is not None:
+        if call.summary.get("idempotency_key") is not None:
             self.flush()
+        elif self.durable and self.writer.secure():
+            # safe before the run goes on (recovery serves it instead of sending it again) by a
+            # journal append; its rows ride with the next checkpoint, or are written in a moment
+            from graphtape.record.checkpoints import FLUSHER
+
+            FLUSHER.later(self)
         if self.answerer.replays:
             with self._lock:
                 self.live_calls += 1

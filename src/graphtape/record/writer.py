@@ -14,6 +14,7 @@ told into rows.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import operator
 import threading
@@ -26,6 +27,7 @@ from langchain_core.messages import BaseMessage
 
 from graphtape import clock, events, serde
 from graphtape.store.base import EventRow, RunRecord, TapeStore, WriteBatch
+from graphtape.store.journal import TRIM_OVER, UNJOURNALED_KINDS
 
 #: Beside a foreign checkpoint saver, the tape is written at most this often
 #: (and at the end of every run): one extra transaction per super-step was
@@ -342,6 +344,16 @@ class TapeWriter:
         self._carried: History | None = None
         #: seconds each store write of this run took (summarised into ``meta.write_ms``)
         self.write_seconds: list[float] = []
+        #: the run's call journal (see secure), opened on first use; ``_journal_off`` once the store
+        #: has none (or it failed): completed calls are then written to the store at once
+        self._journal: Any = None
+        self._journal_off = False
+        #: rows in the journal and not in the store yet: the next flush writes them first
+        self._secured = WriteBatch()
+        #: the journal's frame count when the last flush took its rows, and whether every frame it
+        #: holds was committed since (see flush and close_journal)
+        self._journal_mark = 0
+        self._journal_clean = True
 
     def assume_stored(self, blobs: set[str], chains: set[str]) -> None:
         """Addresses this run need not write: the store has them (and a chain node's ancestors and items).
@@ -361,7 +373,7 @@ class TapeWriter:
         """Store a JSON value in its own key order (hash what is matched on: ``serde.canonical_json``)."""
         data = serde.stored_json(obj)
         h = serde.digest(data)
-        if h not in self._written:
+        if h not in self._written and h not in self._secured.blobs:
             with self._lock:
                 self._batch.blobs[h] = data
         return h
@@ -511,7 +523,7 @@ class TapeWriter:
         return form
 
     def _put_data(self, h: str, data: bytes) -> None:
-        if h not in self._written:
+        if h not in self._written and h not in self._secured.blobs:
             with self._lock:
                 self._batch.blobs[h] = data
 
@@ -598,9 +610,9 @@ class TapeWriter:
     def _known_prefix(self, ids: list[str]) -> int:
         """How many leading nodes of ``ids`` this run wrote or queued (a node is never stored without its
         ancestors)."""
-        chains = self._batch.chains
+        chains, secured = self._batch.chains, self._secured.chains
         for i in range(len(ids) - 1, -1, -1):
-            if ids[i] in self._written or ids[i] in chains:
+            if ids[i] in self._written or ids[i] in chains or ids[i] in secured:
                 return i + 1
         return 0
 
@@ -666,6 +678,103 @@ class TapeWriter:
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
             self.flush()
 
+    def secure(self) -> bool:
+        """Make the rows buffered so far survive the death of this process, before the run goes on.
+
+        Returns whether rows went to the journal and wait there for a flush.
+
+        With a store that keeps call journals (a SQLite file: see
+        :mod:`graphtape.store.journal`) the rows are appended to the run's
+        journal, one ``write()``, and stay buffered: the run's next flush (its
+        next checkpoint, or its end) writes them in its own transaction. Else,
+        if the journal fails, or if the run's last write is older than
+        ``FLUSH_INTERVAL``, they are written to the store now. A
+        checkpoint event stays in the buffer: it is only true with its
+        checkpoint's row, which the journal does not hold.
+        """
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+            # Calls far apart (a hosted model's) are each written at once: a transaction costs little
+            # beside such a call, and readers in other processes (a Studio) see each call as it ends.
+            # The journal takes the calls that follow each other fast.
+            self.flush()
+            return False
+        if self._journal_off:
+            self.flush()
+            return False
+        journal = self._journal
+        if journal is None:
+            journal = self._open_journal()
+            if journal is None:
+                self.flush()
+                return False
+        while True:
+            with self._lock:
+                lazy, self._lazy = self._lazy, []
+                if not lazy:
+                    rows = self._journalable()
+                    if not rows:
+                        return False
+                    try:
+                        journal.append(rows)
+                    except OSError:
+                        # written to the store below, and every later call too; the file stays open
+                        # (and locked) until the run ends: what it holds may not be in the store yet
+                        rows.extend(self._batch)
+                        self._batch = rows
+                        self._journal_off = True
+                        break
+                    self._secured.extend(rows)
+                    self._journal_clean = False
+                    return True
+            self._resolve(lazy)
+        self.flush()
+        return False
+
+    def journal_pending(self) -> bool:
+        """Whether the journal holds rows the store has not committed yet."""
+        return not self._journal_clean
+
+    def _open_journal(self) -> Any:
+        try:
+            journal = self.store.open_journal(self.run_id, self.lease.fence if self.lease is not None else None)
+        except OSError:
+            journal = None
+
+        if journal is None:
+            self._journal_off = True
+        self._journal = journal
+        return journal
+
+    def _journalable(self) -> WriteBatch:
+        """The buffer's events, blobs and chain nodes, taken out of it (under the lock), but for events
+        that must wait for the store: checkpoint events (see secure) and events with a Lazy field (a
+        task's end whose writes a flush on another thread is resolving now: that flush writes it)."""
+        batch = self._batch
+        rows = WriteBatch(blobs=batch.blobs, chains=batch.chains)
+        batch.blobs, batch.chains = {}, {}
+        events = batch.events
+        if any(e.kind in UNJOURNALED_KINDS or Lazy in map(type, e.data.values()) for e in events):
+            rows.events = [
+                e for e in events if e.kind not in UNJOURNALED_KINDS and Lazy not in map(type, e.data.values())
+            ]
+            batch.events = [e for e in events if e.kind in UNJOURNALED_KINDS or Lazy in map(type, e.data.values())]
+        else:
+            rows.events, batch.events = events, []
+        return rows
+
+    def close_journal(self) -> None:
+        """Close the run's journal: deleted if the store holds every row it had, else left for an import."""
+        journal, self._journal = self._journal, None
+        self._journal_off = True
+        if journal is None:
+            return
+        with self._lock:
+            keep = not self._journal_clean or bool(self._secured)
+        try:
+            journal.close(keep=keep)
+        except OSError:
+            pass  # the rows are in the store, or the file stays for an import
+
     def flush(self, extra: WriteBatch | None = None) -> None:
         """Write the buffered rows, together with ``extra`` (a checkpoint) if given, in one transaction.
 
@@ -698,6 +807,13 @@ class TapeWriter:
             with self._lock:
                 self._written.update(batch.blobs)
                 self._written.update(batch.chains)
+                journal = self._journal
+                if journal is not None and journal.appended == self._journal_mark and not self._secured:
+                    # every frame of the journal is in the store now
+                    self._journal_clean = True
+                    if journal.size > TRIM_OVER:
+                        with contextlib.suppress(OSError):
+                            journal.trim()
 
     def _take(self) -> WriteBatch:
         """The buffer, emptied, with every Lazy field resolved (a resolution buffers its blobs first).
@@ -711,16 +827,27 @@ class TapeWriter:
                 lazy, self._lazy = self._lazy, []
                 if not lazy:
                     batch, self._batch = self._batch, WriteBatch()
+                    if self._secured:
+                        # the journaled rows first (they were buffered first)
+                        secured, self._secured = self._secured, WriteBatch()
+                        secured.extend(batch)
+                        batch = secured
+                    if self._journal is not None:
+                        self._journal_mark = self._journal.appended
                     return batch
-            try:
-                for row in lazy:
-                    for key, value in row.data.items():
-                        if type(value) is Lazy:
-                            row.data[key] = value.resolve()
-            except BaseException:
-                with self._lock:
-                    self._lazy[:0] = lazy  # unresolved fields are tried again by the next flush
-                raise
+            self._resolve(lazy)
+
+    def _resolve(self, lazy: list[EventRow]) -> None:
+        """Resolve the Lazy fields of ``lazy``'s rows (without the buffer lock: a resolution buffers blobs)."""
+        try:
+            for row in lazy:
+                for key, value in row.data.items():
+                    if type(value) is Lazy:
+                        row.data[key] = value.resolve()
+        except BaseException:
+            with self._lock:
+                self._lazy[:0] = lazy  # unresolved fields are tried again by the next flush
+            raise
 
     def write_ms(self) -> dict[str, Any]:
         """``{"write_ms": {n, sum, p50, p95, max}}`` of this run's store writes (nearest-rank), or nothing."""

@@ -6,8 +6,10 @@ resumes each from its thread's last checkpoint as a new run (mode
 ``recover``, ``meta.recovers`` naming the crashed one):
 
 * the node that was cut off runs again, but every LLM, tool and effect call
-  it had **completed** (written to the tape, which graphtape's own saver does
-  as each call returns) is served from the tape: the model is not asked
+  it had **completed** (safe on the tape as each call returns with
+  graphtape's own saver: written, or appended to the run's call journal,
+  which the store reads in when the lease is found free) is served from the
+  tape: the model is not asked
   again, the e-mail is not sent again;
 * an effect with an idempotency key that had **started** but not reported
   back is in doubt: it is never run again blindly: its ``reconcile``

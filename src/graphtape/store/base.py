@@ -233,6 +233,22 @@ class TapeStore(abc.ABC):
     #: collection keeps what a stored run refers to), and the next run need not ask the store.
     bumps_leases_on_delete: bool = False
 
+    def open_journal(self, run_id: str, fence: tuple[str, int] | None) -> Any:
+        """A call journal for ``run_id`` (see :mod:`graphtape.store.journal`), or None.
+
+        A store that returns one lets a run keep its completed calls safe with
+        a file append instead of a transaction per call; the default (None)
+        has every completed call written by :meth:`write` at once. Only a
+        store whose journals any process that opens it can find (a local
+        file's) offers one.
+        """
+        return None
+
+    def import_journals(self) -> int:
+        """Write the rows of the journals of writers that died (see :meth:`open_journal`); returns
+        how many events that added. A no-op for a store without journals."""
+        return 0
+
     @abc.abstractmethod
     def write(self, batch: WriteBatch, *, fence: tuple[str, int] | None = None) -> None:
         """Apply a batch in one transaction: all of it or none of it.

@@ -27,6 +27,7 @@ its own way; the reads it shares with PostgreSQL are in :mod:`graphtape.store.sq
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -37,11 +38,14 @@ from typing import Any
 
 from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
+from graphtape.store import journal
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, EventRow, StoreNotFound, WriteBatch
 from graphtape.store.codec import dump_meta, pack_blob, pack_event_compact, pack_event_plain, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
+
+_log = logging.getLogger(__name__)
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -447,6 +451,8 @@ class SqliteTapeStore(SqlTapeStore):
                 "(a store is created by recording a run, or by graphtape import)"
             )
         self._lock = threading.RLock()
+        #: set when a call journal could not be created beside the file (see open_journal)
+        self._no_journal = False
         #: event kind -> its code in gt_event_rows (codes never change; see _kind_codes)
         self._kinds: dict[str, int] = {}
         try:
@@ -464,6 +470,7 @@ class SqliteTapeStore(SqlTapeStore):
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
+            self.import_journals()
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
             raise self._translate(exc) from exc
@@ -970,7 +977,81 @@ class SqliteTapeStore(SqlTapeStore):
 
         return self._transaction(go)
 
+    # -- call journals (see graphtape.store.journal) -----------------------------------
+
+    def open_journal(self, run_id: str, fence: tuple[str, int] | None) -> journal.CallJournal | None:
+        if not journal.supported() or self._no_journal:  # pragma: no cover - Windows
+            return None
+        try:
+            return journal.CallJournal(journal.journal_dir(self.path), run_id, fence)
+        except OSError as exc:
+            # once per store: a folder that cannot be written stays so
+            self._no_journal = True
+            _log.warning("graphtape: no call journal beside %s (%s); each call is written at once", self.path, exc)
+            return None
+
+    def import_journals(self) -> int:
+        """Write the rows of every journal whose writer died, if its lease token is still the lease's.
+
+        Called when the store opens, before a lease is taken and when a lease
+        is found free: the moments a reader or a new writer would otherwise
+        miss calls a dead process had completed. A journal that cannot be
+        imported now (the file is busy, or the disk full) stays for the next
+        attempt; the error is logged, not raised: the caller's own work does
+        not depend on it.
+        """
+        added = 0
+        for path, fd, rows in journal.dead_journals(journal.journal_dir(self.path)):
+            try:
+                if rows is not None:
+                    added += self._import_journal(rows)
+            except (StoreError, sqlite3.Error, ValueError, KeyError, TypeError) as exc:
+                os.close(fd)
+                _log.warning("graphtape: could not import the call journal %s yet: %s", path, exc)
+                continue
+            journal.discard(path, fd)
+        return added
+
+    def _import_journal(self, rows: journal.JournalRows) -> int:
+        lease, token = rows.header.get("lease"), rows.header.get("token")
+        new_kinds: dict[str, int] = {}
+
+        def go(cur: sqlite3.Cursor) -> int:
+            if lease is not None:
+                row = cur.execute("SELECT token FROM gt_leases WHERE name=?", (lease,)).fetchone()
+                if row is None or row[0] != token:
+                    return 0  # the thread moved on: the dead writer's writes would have been refused
+            if rows.blobs:
+                cur.executemany(
+                    "INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)",
+                    [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in rows.blobs.items()],
+                )
+            if rows.chains:
+                cur.executemany(
+                    "INSERT OR IGNORE INTO gt_chain_rows(id, parent, item) VALUES (?,?,?)",
+                    [(_key(k), _key(p), _key(i)) for k, (p, i) in rows.chains.items()],
+                )
+            if not rows.events:
+                return 0
+            run_keys = {r: self._run_key(cur, r) for r in {e[0] for e in rows.events}}
+            codes = self._kind_codes(cur, {e[2] for e in rows.events}, new_kinds)
+            before = self._conn.total_changes
+            cur.executemany(
+                "INSERT OR IGNORE INTO gt_event_rows(run_key, seq, kind, ts, data) VALUES (?,?,?,?,?)",
+                [
+                    (run_keys[run_id], seq, codes[kind], ts, pack_event_compact(unpack_event(body)))
+                    for run_id, seq, kind, ts, body in rows.events
+                ],
+            )
+            return self._conn.total_changes - before
+
+        added = self._transaction(go)
+        self._kinds.update(new_kinds)
+        return int(added)
+
     def acquire_lease(self, name: str, owner: str, ttl: float) -> int | None:
+        self.import_journals()
+
         def go(cur):
             now = time.time()
             row = cur.execute("SELECT owner, expires_at, token FROM gt_leases WHERE name=?", (name,)).fetchone()
@@ -1003,6 +1084,8 @@ class SqliteTapeStore(SqlTapeStore):
     def lease_holder(self, name: str) -> tuple[str, float, int] | None:
         rows = self._query("SELECT owner, expires_at, token FROM gt_leases WHERE name=?", (name,))
         if not rows or rows[0][0] is None or rows[0][1] <= time.time():
+            # a free lease: its last writer may have died with calls in its journal
+            self.import_journals()
             return None
         return rows[0][0], rows[0][1], rows[0][2]
 
