@@ -716,11 +716,13 @@ class TapeWriter:
                         return False
                     try:
                         journal.append(rows)
-                    except OSError:
-                        # written to the store below, and every later call too; the file stays open
-                        # (and locked) until the run ends: what it holds may not be in the store yet
+                    except BaseException as exc:
                         rows.extend(self._batch)
                         self._batch = rows
+                        if not isinstance(exc, OSError):
+                            raise  # (a value the store could not encode either: the flush would raise it)
+                        # written to the store below, and every later call too; the file stays open
+                        # (and locked) until the run ends: what it holds may not be in the store yet
                         self._journal_off = True
                         break
                     self._secured.extend(rows)

@@ -248,18 +248,14 @@ def dead_journals(folder: Path) -> Iterator[tuple[Path, int, JournalRows | None]
         path = folder / name
         try:
             fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # its writer finished and deleted it meanwhile
+        except OSError:
+            continue  # its writer finished and deleted it meanwhile (or it cannot be read: left alone)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)  # a live writer holds it
-            continue
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
             data = path.read_bytes()
+        except OSError:
+            os.close(fd)  # a live writer holds it (or it cannot be read now: tried again next time)
+            continue
         except BaseException:
             os.close(fd)
             raise
@@ -269,7 +265,7 @@ def dead_journals(folder: Path) -> Iterator[tuple[Path, int, JournalRows | None]
 def discard(path: Path, fd: int) -> None:
     """Delete an imported (or refused) journal and let its lock go."""
     try:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # one that cannot be deleted is imported again: no row twice
             os.unlink(path)
     finally:
         os.close(fd)
