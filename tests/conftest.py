@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Any
 
 import pytest
 
@@ -136,3 +137,18 @@ def provider_server(_provider_server_session):
     _provider_server_session.reset()
     yield _provider_server_session
     _provider_server_session.reset()
+
+
+@pytest.fixture
+def listings(tape, monkeypatch) -> list[dict[str, Any]]:
+    """The keyword arguments of every ``tape.store.list_runs`` call from now on (which runs a test made
+    the recorder look up)."""
+    calls: list[dict[str, Any]] = []
+    real = tape.store.list_runs
+
+    def counting(**kw: Any) -> Any:
+        calls.append(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(tape.store, "list_runs", counting)
+    return calls

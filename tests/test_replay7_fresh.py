@@ -13,27 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from graphtape.replay import engine
 from tests import graphs
 from tests.graphs import forbid
-
-
-@pytest.fixture
-def listings(tape, monkeypatch) -> list[dict[str, Any]]:
-    """The keyword arguments of every ``store.list_runs`` call from now on."""
-    calls: list[dict[str, Any]] = []
-    real = tape.store.list_runs
-
-    def counting(**kw: Any) -> Any:
-        calls.append(kw)
-        return real(**kw)
-
-    monkeypatch.setattr(tape.store, "list_runs", counting)
-    return calls
 
 
 def _looked_up(listings: list[dict[str, Any]], thread_id: str) -> int:

@@ -8,26 +8,10 @@ recorder made up has no run before. Anything else is read from the store.
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graphtape.runtime.lease import lease_name
 from tests import graphs
-
-
-@pytest.fixture
-def listings(tape, monkeypatch) -> list[dict[str, Any]]:
-    calls: list[dict[str, Any]] = []
-    real = tape.store.list_runs
-
-    def counting(**kw: Any) -> Any:
-        calls.append(kw)
-        return real(**kw)
-
-    monkeypatch.setattr(tape.store, "list_runs", counting)
-    return calls
 
 
 def _parents(tape, thread_id: str) -> list[tuple[str, str | None]]:
