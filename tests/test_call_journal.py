@@ -231,6 +231,32 @@ def test_a_call_secured_while_a_flush_resolves_a_task_end_keeps_both(tmp_path):
         store.close()
 
 
+def test_securing_a_call_leaves_a_task_ends_lazy_writes_to_the_flush(tmp_path):
+    """A task end waiting for its writes to be resolved stays buffered: only a flush resolves it (a flush on
+    another thread could otherwise take the buffer while secure resolves, and store an unresolved field)."""
+    from graphtape.record.writer import Lazy, TapeWriter
+
+    store = SqliteTapeStore(tmp_path / "t.db")
+    try:
+        writer = TapeWriter(store, "run-m")
+        resolved: list[int] = []
+
+        def resolve() -> Any:
+            resolved.append(1)
+            return {"out": writer.put_json({"v": 2})}
+
+        writer.event("task_finished", {"task": "t", "writes": Lazy(resolve)})
+        writer.event("tool_call", {"call_id": "c2"})
+        assert writer.secure() is True
+        assert resolved == [] and [e.kind for e in writer._batch.events] == ["task_finished"]
+        writer.flush()
+        assert resolved == [1]
+        assert [e.kind for e in store.events("run-m")] == ["task_finished", "tool_call"]
+        writer.close_journal()
+    finally:
+        store.close()
+
+
 # -- importing a dead writer's journal ----------------------------------------------------------
 
 

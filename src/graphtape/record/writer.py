@@ -707,28 +707,26 @@ class TapeWriter:
             if journal is None:
                 self.flush()
                 return False
-        while True:
-            with self._lock:
-                lazy, self._lazy = self._lazy, []
-                if not lazy:
-                    rows = self._journalable()
-                    if not rows:
-                        return False
-                    try:
-                        journal.append(rows)
-                    except BaseException as exc:
-                        rows.extend(self._batch)
-                        self._batch = rows
-                        if not isinstance(exc, OSError):
-                            raise  # (a value the store could not encode either: the flush would raise it)
-                        # written to the store below, and every later call too; the file stays open
-                        # (and locked) until the run ends: what it holds may not be in the store yet
-                        self._journal_off = True
-                        break
-                    self._secured.extend(rows)
-                    self._journal_clean = False
-                    return True
-            self._resolve(lazy)
+        # Lazy fields are left to the flushes, which resolve them under their own lock: a resolution
+        # here would race with a flush taking the buffer meanwhile (rows with Lazy fields stay buffered)
+        with self._lock:
+            rows = self._journalable()
+            if not rows:
+                return False
+            try:
+                journal.append(rows)
+            except BaseException as exc:
+                rows.extend(self._batch)
+                self._batch = rows
+                if not isinstance(exc, OSError):
+                    raise  # (a value the store could not encode either: the flush would raise it)
+                # written to the store below, and every later call too; the file stays open (and
+                # locked) until the run ends: what it holds may not be in the store yet
+                self._journal_off = True
+            else:
+                self._secured.extend(rows)
+                self._journal_clean = False
+                return True
         self.flush()
         return False
 
@@ -741,7 +739,6 @@ class TapeWriter:
             journal = self.store.open_journal(self.run_id, self.lease.fence if self.lease is not None else None)
         except OSError:
             journal = None
-
         if journal is None:
             self._journal_off = True
         self._journal = journal
@@ -750,7 +747,7 @@ class TapeWriter:
     def _journalable(self) -> WriteBatch:
         """The buffer's events, blobs and chain nodes, taken out of it (under the lock), but for events
         that must wait for the store: checkpoint events (see secure) and events with a Lazy field (a
-        task's end whose writes a flush on another thread is resolving now: that flush writes it)."""
+        task's end whose writes the next flush resolves, or one on another thread is resolving now)."""
         batch = self._batch
         rows = WriteBatch(blobs=batch.blobs, chains=batch.chains)
         batch.blobs, batch.chains = {}, {}
