@@ -123,11 +123,15 @@ class TapeFlusher:
             return
         with self._cond:
             self._mark(key, start)
-            self._due[key] = (session, start)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="graphtape-tape-writer", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            self._schedule(key, session, start)
+
+    def _schedule(self, key: int, session: Session, start: float) -> None:
+        """Have ``session`` written at ``start`` (monotonic seconds); the caller holds ``_cond``."""
+        self._due[key] = (session, start)
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="graphtape-tape-writer", daemon=True)
+            self._thread.start()
+        self._cond.notify()
 
     def later(self, session: Session) -> None:
         """Calls of ``session``'s run (graphtape's saver) went to its journal: write them in
@@ -139,13 +143,8 @@ class TapeFlusher:
         """
         key = id(session)
         with self._cond:
-            if key in self._due:
-                return
-            self._due[key] = (session, time.monotonic() + FLUSH_INTERVAL)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="graphtape-tape-writer", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            if key not in self._due:
+                self._schedule(key, session, time.monotonic() + FLUSH_INTERVAL)
 
     def began(self, session: Session) -> None:
         """``session``'s run began without writing its start (it goes with the run's first write).

@@ -22,6 +22,7 @@ from graphtape.calls import CallSite, RecordedCall, site_from_metadata
 from graphtape.errors import Divergence
 from graphtape.record import context
 from graphtape.record.answer import RECORD, Answerer
+from graphtape.record.checkpoints import FLUSHER
 from graphtape.record.errors_codec import error_info, rebuild_error
 from graphtape.record.writer import TapeWriter
 from graphtape.store.base import EventRow, RunRecord, WriteBatch
@@ -497,8 +498,6 @@ class Session:
         elif self.durable and self.writer.secure():
             # safe before the run goes on (recovery serves it instead of sending it again) by a
             # journal append; its rows ride with the next checkpoint, or are written in a moment
-            from graphtape.record.checkpoints import FLUSHER
-
             FLUSHER.later(self)
         if self.answerer.replays:
             with self._lock:

@@ -181,8 +181,8 @@ class CallJournal:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            header = {"v": VERSION, "run": run_id, "lease": fence[0] if fence else None}
-            header["token"] = fence[1] if fence else None
+            lease, token = fence if fence else (None, None)
+            header = {"v": VERSION, "run": run_id, "lease": lease, "token": token}
             self._header_size = self._write(fd, _frame(json.dumps(header).encode("utf-8")))
             os.rename(temp, self.path)
         except BaseException:

@@ -418,6 +418,19 @@ def _parent(stored: bytes | str | None) -> str | None:
     return None if stored is None else _address(stored)
 
 
+def _insert_blobs_and_chains(
+    cur: sqlite3.Cursor, blob_rows: list[tuple[Any, ...]], chains: dict[str, tuple[str | None, str]]
+) -> None:
+    """Blobs (packed) and chain nodes, each only if absent (content addressed): a write's, an import's."""
+    if blob_rows:
+        cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", blob_rows)
+    if chains:
+        cur.executemany(
+            "INSERT OR IGNORE INTO gt_chain_rows(id, parent, item) VALUES (?,?,?)",
+            [(_key(k), _key(p), _key(i)) for k, (p, i) in chains.items()],
+        )
+
+
 def _copied_from(c: CheckpointRow) -> str | None:
     """The checkpoint a copy outside any run was made from (graphtape's fork), as a listed column."""
     if c.run_id is not None:
@@ -589,13 +602,7 @@ class SqliteTapeStore(SqlTapeStore):
                             f"lease {fence[0]} now belongs to another process (our token {fence[1]}, "
                             f"current {'none' if token is None else token}); this run must stop: the thread moved on"
                         )
-                if blob_rows:
-                    cur.executemany("INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)", blob_rows)
-                if batch.chains:
-                    cur.executemany(
-                        "INSERT OR IGNORE INTO gt_chain_rows(id, parent, item) VALUES (?,?,?)",
-                        [(_key(k), _key(p), _key(i)) for k, (p, i) in batch.chains.items()],
-                    )
+                _insert_blobs_and_chains(cur, blob_rows, batch.chains)
                 for run in batch.new_runs:
                     # a row holding only the id (events came first) takes the run; a run row refuses
                     cur.execute(
@@ -1021,16 +1028,8 @@ class SqliteTapeStore(SqlTapeStore):
                 row = cur.execute("SELECT token FROM gt_leases WHERE name=?", (lease,)).fetchone()
                 if row is None or row[0] != token:
                     return 0  # the thread moved on: the dead writer's writes would have been refused
-            if rows.blobs:
-                cur.executemany(
-                    "INSERT OR IGNORE INTO gt_blob_rows(hash, enc, data) VALUES (?,?,?)",
-                    [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in rows.blobs.items()],
-                )
-            if rows.chains:
-                cur.executemany(
-                    "INSERT OR IGNORE INTO gt_chain_rows(id, parent, item) VALUES (?,?,?)",
-                    [(_key(k), _key(p), _key(i)) for k, (p, i) in rows.chains.items()],
-                )
+            blob_rows = [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in rows.blobs.items()]
+            _insert_blobs_and_chains(cur, blob_rows, rows.chains)
             if not rows.events:
                 return 0
             run_keys = {r: self._run_key(cur, r) for r in {e[0] for e in rows.events}}
