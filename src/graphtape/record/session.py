@@ -10,7 +10,6 @@ checkpoint. What happens to each call is asked of the run's answerer
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import threading
@@ -160,6 +159,11 @@ class Session:
         self.types: typepolicy.TypePolicy = typepolicy.DEFAULT
         #: a strict replay keeps its checkpoints' rows until the run's next explicit flush (see flush)
         self.holding = mode == "strict" and answerer.replays and not answerer.pauses
+        #: a recording with graphtape's saver under LangGraph's ``durability="async"`` hands each
+        #: checkpoint to its writer's buffer: the run's next write (a completed call's, the background
+        #: writer's within ``FLUSH_INTERVAL``, the run's end) stores it (see flush). Not under the
+        #: debugger: a paused run's state is read by the Studio while it waits.
+        self.defers_checkpoints = mode == "record" and not answerer.replays and not answerer.pauses
         # a strict replay's events repeat the replayed run's with new ids: stored plain, not deflated
         self.writer.plain_events = mode == "strict" and answerer.replays
         #: whether the answerer looks at checkpoints at all (a recording's does not): asked once, not per step
@@ -187,8 +191,21 @@ class Session:
 
     # -- writing ---------------------------------------------------------------
 
-    def flush(self, extra: WriteBatch | None = None) -> None:
+    def flush(self, extra: WriteBatch | None = None, *, deferrable: bool = False) -> None:
         """Write the run's buffered rows, with ``extra`` (a checkpoint from graphtape's saver) if given.
+
+        ``deferrable``: ``extra`` was saved under ``durability="async"``, where
+        LangGraph already lets a checkpoint's save overlap the next steps and
+        only promises every checkpoint stored when the run ends. A recording
+        (``defers_checkpoints``) then buffers it instead of a transaction per
+        super-step: the background writer stores it within ``FLUSH_INTERVAL``
+        (50 ms), sooner if a completed call or the run's end writes first. The
+        calls' own safety is unchanged (the journal, or a write per call): a
+        crash loses at most those 50 ms of checkpoints, and recovery resumes
+        from the last stored one, serving the calls the tape holds. A
+        ``checkpointer=True`` subgraph's checkpoint is written at once (it is
+        read back during the run), and so is every one after a background
+        write failed (the next one raises its error, in line).
 
         A strict replay holds its checkpoints instead: they are written with
         the run's next flush without ``extra`` (its end, or the state read
@@ -209,18 +226,26 @@ class Session:
                     self.writer.defer(extra)
                     return
                 self._held = 0
+        elif deferrable and extra is not None and self.defers_checkpoints:
+            if not any(_read_back(row.checkpoint_ns) for row in extra.checkpoints):
+                self.writer.defer(extra)
+                FLUSHER.later(self)
+                return
         self.writer.flush(extra)
 
     def background_flush(self) -> None:
         """The background writer's write (``record/checkpoints.py``): beside a foreign saver whatever is
-        buffered; with graphtape's saver only calls still waiting in the journal for a checkpoint."""
+        buffered; with graphtape's saver calls still waiting in the journal for a checkpoint, and
+        deferred checkpoints (see flush)."""
         if not self.durable:
             self.flush()
-        elif self.writer.journal_pending():
+        elif self.writer.journal_pending() or self.writer.holds_checkpoints():
             # a failure keeps the rows buffered (and in the journal): the run's next write retries
-            # them and raises it there, in line
-            with contextlib.suppress(Exception):
+            # them and raises it there, in line (its next checkpoint is no longer deferred)
+            try:
                 self.flush()
+            except Exception:
+                self.defers_checkpoints = False
 
     def maybe_flush(self) -> None:
         """Flush if the last flush is old (beside a foreign saver; a strict replay holds its rows)."""

@@ -730,6 +730,10 @@ class TapeWriter:
         self.flush()
         return False
 
+    def holds_checkpoints(self) -> bool:
+        """Whether checkpoint rows wait in the buffer (deferred: see ``Session.flush``)."""
+        return bool(self._batch.checkpoints)
+
     def journal_pending(self) -> bool:
         """Whether the journal holds rows the store has not committed yet."""
         return not self._journal_clean

@@ -71,6 +71,11 @@ _SMALL_SCALARS = frozenset({type(None), bool, int, str})
 #: on its checkpoint: 3.7 -> 1.4 us for a step's LLM and tool call)
 _calls_json = one_shot(json.JSONEncoder(separators=(",", ":"), default=str))
 
+#: the key under which LangGraph puts a run's durability mode in the config it hands ``put``
+#: (``langgraph._internal._constants.CONFIG_KEY_DURABILITY``; ``"sync"``, ``"async"`` or ``"exit"``), when
+#: the run was given one: without it the run is ``"async"``, LangGraph's default
+DURABILITY_KEY = "__pregel_durability"
+
 #: threads (with namespace) whose last checkpoint a saver keeps for the next one's reuse of unchanged values;
 #: past it the least recently written half is dropped (a dropped thread's next checkpoint serialises its
 #: values again). A server's saver lives as long as its store: kept for every thread ever written, the
@@ -191,7 +196,13 @@ class GraphtapeSaver(BaseCheckpointSaver):
         return session_for_run((config.get("metadata") or {}).get(RUN_META_KEY))
 
     def _write(
-        self, session: Any, batch: WriteBatch, checkpoint_event: tuple | None = None, *, defer: bool = False
+        self,
+        session: Any,
+        batch: WriteBatch,
+        checkpoint_event: tuple | None = None,
+        *,
+        defer: bool = False,
+        deferrable: bool = False,
     ) -> None:
         if session is None:
             self.store.write(batch)
@@ -215,7 +226,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             return
         if checkpoint_event is not None:
             session.on_checkpoint(*checkpoint_event)
-        session.flush(extra=batch)
+        session.flush(extra=batch, deferrable=deferrable)
 
     @staticmethod
     def _listed(
@@ -418,7 +429,10 @@ class GraphtapeSaver(BaseCheckpointSaver):
             calls,
         )
         batch.checkpoints.append(row)
-        self._write(session, batch, (config, checkpoint, full_metadata))
+        # under durability="async" the run may store it with its next write (Session.flush)
+        self._write(
+            session, batch, (config, checkpoint, full_metadata), deferrable=conf.get(DURABILITY_KEY, "async") == "async"
+        )
         if batch.chains:
             self._lists.handed(session, batch)
         key = (thread_id, checkpoint_ns)
