@@ -208,9 +208,10 @@ def test_a_strict_replay_writes_its_checkpoints_with_its_end(tape: graphtape.Tap
     assert sum(len(b.checkpoints) for b in writes) == recorded_checkpoints
     assert len(tape.store.list_checkpoints(thread_id=result.thread_id)) == recorded_checkpoints
     assert tape.store.get_run(result.run_id).status == "finished"  # type: ignore[union-attr]
-    # a recording still writes each checkpoint as it is made (recovery resumes from it)
+    # a recording with durability="sync" still writes each checkpoint as it is made (recovery resumes
+    # from it); under "async" it stores them in batches (tests/test_async_checkpoints.py)
     writes.clear()
-    rec.invoke({"topic": "refunds", "notes": []}, {"configurable": {"thread_id": "t2"}})
+    rec.invoke({"topic": "refunds", "notes": []}, {"configurable": {"thread_id": "t2"}}, durability="sync")
     assert len(writes) > recorded_checkpoints
 
 
