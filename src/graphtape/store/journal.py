@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphtape.jsontext import one_shot
 from graphtape.store.base import WriteBatch
 from graphtape.store.codec import pack_event_plain
 
@@ -88,6 +89,11 @@ def journal_dir(store_path: Path) -> Path:
     return store_path.with_name(store_path.name + "-calls")
 
 
+#: ``json.dumps(head, separators=(",", ":"))`` with its C encoder built once (every completed call
+#: appends a frame: 9-16 -> 7-15 us an append)
+_head_json = one_shot(json.JSONEncoder(separators=(",", ":")))
+
+
 def _frame(payload: bytes) -> bytes:
     return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
 
@@ -99,15 +105,15 @@ def encode_rows(batch: WriteBatch) -> bytes:
     (plain JSON, as :func:`~graphtape.store.codec.pack_event_plain` writes
     them) and the blobs' bytes, back to back in the header's order.
     """
-    bodies = [pack_event_plain(e.data) for e in batch.events]
-    blobs = list(batch.blobs.items())
+    events, blobs = batch.events, batch.blobs
+    bodies = [pack_event_plain(e.data) for e in events]
     head = {
-        "e": [[e.run_id, e.seq, e.kind, e.ts, len(b)] for e, b in zip(batch.events, bodies)],
-        "b": [[h, len(d)] for h, d in blobs],
+        "e": [[e.run_id, e.seq, e.kind, e.ts, len(b)] for e, b in zip(events, bodies)],
+        "b": [[h, len(d)] for h, d in blobs.items()],
         "c": [[k, p, i] for k, (p, i) in batch.chains.items()],
     }
-    text = json.dumps(head, separators=(",", ":")).encode("utf-8")
-    return _frame(b"".join([_HEAD.pack(len(text)), text, *bodies, *(d for _, d in blobs)]))
+    text = _head_json(head).encode("utf-8")
+    return _frame(b"".join([_HEAD.pack(len(text)), text, *bodies, *blobs.values()]))
 
 
 @dataclass
