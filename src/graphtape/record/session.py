@@ -160,9 +160,9 @@ class Session:
         #: a strict replay keeps its checkpoints' rows until the run's next explicit flush (see flush)
         self.holding = mode == "strict" and answerer.replays and not answerer.pauses
         #: a recording with graphtape's saver under LangGraph's ``durability="async"`` hands each
-        #: checkpoint to its writer's buffer: the run's next write (a completed call's, the background
-        #: writer's within ``FLUSH_INTERVAL``, the run's end) stores it (see flush). Not under the
-        #: debugger: a paused run's state is read by the Studio while it waits.
+        #: checkpoint to its writer's buffer: the run's next write (the background writer's within
+        #: ``FLUSH_INTERVAL``, a call written at once, the run's end) stores it (see flush). Not under
+        #: the debugger: a paused run's state is read by the Studio while it waits.
         self.defers_checkpoints = mode == "record" and not answerer.replays and not answerer.pauses
         # a strict replay's events repeat the replayed run's with new ids: stored plain, not deflated
         self.writer.plain_events = mode == "strict" and answerer.replays
@@ -199,13 +199,13 @@ class Session:
         only promises every checkpoint stored when the run ends. A recording
         (``defers_checkpoints``) then buffers it instead of a transaction per
         super-step: the background writer stores it within ``FLUSH_INTERVAL``
-        (50 ms), sooner if a completed call or the run's end writes first. The
-        calls' own safety is unchanged (the journal, or a write per call): a
-        crash loses at most those 50 ms of checkpoints, and recovery resumes
-        from the last stored one, serving the calls the tape holds. A
+        (50 ms), sooner if a call written at once or the run's end writes
+        first. The calls' own safety is unchanged (the journal, or a write per
+        call): a crash loses at most those 50 ms of checkpoints, and recovery
+        resumes from the last stored one, serving the calls the tape holds. A
         ``checkpointer=True`` subgraph's checkpoint is written at once (it is
         read back during the run), and so is every one after a background
-        write failed (the next one raises its error, in line).
+        write failed (in line: a store that still fails raises there).
 
         A strict replay holds its checkpoints instead: they are written with
         the run's next flush without ``extra`` (its end, or the state read
