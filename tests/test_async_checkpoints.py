@@ -148,3 +148,28 @@ def test_after_a_failed_background_write_checkpoints_are_written_in_line(tape, m
     # the checkpoints of nodes 2.. (taken after the failure) were each written by the saver itself
     in_line = [n for name, n in writes if n and name != "graphtape-tape-writer"]
     assert len(in_line) >= N_NODES - 2, writes
+
+
+def test_the_saves_that_only_buffer_run_on_the_graphs_thread(tape, monkeypatch):
+    """LangGraph hands every save to a thread of its own; a save that only buffers rows runs in line."""
+    from graphtape.runtime.saver import GraphtapeSaver
+
+    threads: dict[str, set[str]] = {"put": set(), "put_writes": set()}
+    for name in threads:
+        original = getattr(GraphtapeSaver, name)
+
+        def spy(self: Any, *args: Any, _original: Any = original, _name: str = name, **kw: Any) -> Any:
+            threads[_name].add(threading.current_thread().name)
+            return _original(self, *args, **kw)
+
+        monkeypatch.setattr(GraphtapeSaver, name, spy)
+    slow_background_writer(monkeypatch)
+    rec = tape.record(chain(), name="chain")
+    rec.invoke({"n": 0}, {"configurable": {"thread_id": "i"}})
+    here = threading.current_thread().name
+    assert threads == {"put": {here}, "put_writes": {here}}
+    # a sync run's checkpoints are written as they are taken, on LangGraph's threads as before
+    threads["put"].clear()
+    rec.invoke({"n": 0}, {"configurable": {"thread_id": "j"}}, durability="sync")
+    assert here not in threads["put"] and threads["put"]
+    assert stored_checkpoints(tape, "i") == stored_checkpoints(tape, "j") == N_NODES + 2

@@ -96,12 +96,14 @@ def test_a_failing_save_fails_the_replay(tape, monkeypatch):
 
 
 def test_other_savers_still_save_on_langgraph_threads(tape, monkeypatch):
-    # graphtape's saver in a recording, and a user's saver: LangGraph's executor as before
+    # graphtape's saver writing a sync recording's checkpoints, and a user's saver: LangGraph's executor
+    # as before (an async recording's saves only buffer rows: in line, tests/test_async_checkpoints.py)
     seen = _threads_of(monkeypatch, GraphtapeSaver)
     graph = build()
     rec = tape.record(graph)
-    rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
-    assert seen and not any(on_main for _, on_main in seen)
+    rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}}, durability="sync")
+    puts = [on_main for name, on_main in seen if name == "put"]
+    assert puts and not any(puts)
     mem = InMemorySaver()
     seen_mem = _threads_of(monkeypatch, InMemorySaver)
     build(checkpointer=mem).invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "m"}})
