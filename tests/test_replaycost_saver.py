@@ -129,3 +129,32 @@ async def test_async_strict_replay_saves_without_a_thread(tape, monkeypatch):
     result = await tape.areplay(rec.last_run_id, graph, mode="strict")
     assert result.status == "finished" and result.output_matches
     assert seen and all(on_main for _, on_main in seen), seen
+
+
+def test_a_recording_beside_an_in_memory_saver_saves_in_line(tape, monkeypatch, tmp_path):
+    """Its saves are dictionary updates: in line, as graphtape's buffering saves; a saver doing I/O
+    (here LangGraph's SqliteSaver) keeps LangGraph's threads, and so does an unrecorded run."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    seen = _threads_of(monkeypatch, InMemorySaver)
+    graph = build()
+    rec = tape.record(graph, checkpointer=InMemorySaver())
+    out = rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "m"}})
+    assert len(out["notes"]) == 3
+    assert {name for name, _ in seen} == {"put", "put_writes"} and all(on_main for _, on_main in seen)
+    assert len(list(rec.get_state_history({"configurable": {"thread_id": "m"}}))) == 5
+    seen.clear()
+    build(checkpointer=InMemorySaver()).invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "u"}})
+    assert seen and not any(on_main for _, on_main in seen)
+    conn = sqlite3.connect(tmp_path / "user.db", check_same_thread=False)
+    try:
+        seen_sqlite = _threads_of(monkeypatch, SqliteSaver)
+        tape.record(graph, checkpointer=SqliteSaver(conn)).invoke(
+            {"topic": "t", "notes": []}, {"configurable": {"thread_id": "s"}}
+        )
+        puts = [on_main for name, on_main in seen_sqlite if name == "put"]
+        assert puts and not any(puts)
+    finally:
+        conn.close()

@@ -138,12 +138,12 @@ class RecordedGraph:
         from graphtape.runtime.saver import GraphtapeSaver
 
         self.durable = isinstance(inner, GraphtapeSaver)
-        if self.durable:
-            # the saves that only buffer the run's rows run in line, not on LangGraph's threads
-            from graphtape.replay import saver as replay_saver
-
-            replay_saver.install()
         saver = inner if self.durable else TapSaver(inner)
+        # the saves that cost less than a hand-over to one of LangGraph's threads run in line
+        from graphtape.replay import saver as replay_saver
+
+        if replay_saver.in_line_saves(saver):
+            replay_saver.install()
         self.graph = graph.copy(update={"checkpointer": saver})
         #: seconds to wait for a thread another process is running (0: fail fast with ThreadBusy)
         self.wait = wait

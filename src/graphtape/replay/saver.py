@@ -26,7 +26,10 @@ A recording with graphtape's saver under ``durability="async"`` buffers its
 checkpoints too (``Session.flush``), and every recording buffers its tasks'
 pending writes: those saves run in line the same way (:func:`_deferred_on_saver`;
 benchmark 1's async run with graphtape's saver, 0.65-0.69 -> 0.37-0.49 ms a
-super-step, old and new code in alternating processes).
+super-step, old and new code in alternating processes). So do the saves of a
+recording beside LangGraph's ``InMemorySaver`` (:func:`_in_memory_tap`): a
+dictionary update and the tape's note of the checkpoint, cheaper than the
+hand-over, with nothing to wait for that another thread could overlap.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.memory import InMemorySaver
 
+from graphtape.record.checkpoints import TapSaver
 from graphtape.record.intercept import Interceptor, Patch, PatchOnDemand
 from graphtape.runtime.saver import GraphtapeSaver
 
@@ -160,13 +165,29 @@ def _deferred_on_saver(fn: Any, args: tuple[Any, ...]) -> bool:
     return session is not None and session.defers_checkpoints
 
 
+def _in_memory_tap(fn: Any) -> bool:
+    """Whether ``fn`` is a save on the tap of a recording beside LangGraph's own ``InMemorySaver``
+    (exactly that class: a subclass may do I/O that another thread should overlap)."""
+    owner = getattr(fn, "__self__", None)
+    if owner is None:
+        return False
+    saver = owner if type(owner) is TapSaver else getattr(owner, "checkpointer", None)
+    return type(saver) is TapSaver and type(saver.inner) is InMemorySaver
+
+
+def in_line_saves(saver: Any) -> bool:
+    """Whether a recording with ``saver`` (graphtape's, or the tap around the user's) has saves that
+    run in line once :func:`install` is called."""
+    return isinstance(saver, GraphtapeSaver) or (type(saver) is TapSaver and type(saver.inner) is InMemorySaver)
+
+
 def _inline_submit(original: Any) -> Any:
     def submit(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         tasks = getattr(self, "tasks", None)
         if (
             kwargs.get("__next_tick__")  # a start deferred to the next tick keeps the thread
             or not isinstance(tasks, dict)  # not the executor this was written against: leave it be
-            or not (_on_replay_saver(fn) or _deferred_on_saver(fn, args))
+            or not (_on_replay_saver(fn) or _deferred_on_saver(fn, args) or _in_memory_tap(fn))
         ):
             return original(self, fn, *args, **kwargs)
         flags = {k: kwargs.pop(k) for k in _SUBMIT_FLAGS if k in kwargs}
@@ -220,7 +241,8 @@ PATCH = PatchOnDemand(_build)
 
 def install() -> None:
     """Make LangGraph's sync executor run the calls on a :class:`ReplaySaver`, and a recording's saves
-    that only buffer rows (:func:`_deferred_on_saver`), in line (idempotent).
+    that only buffer rows (:func:`_deferred_on_saver`) or go to an ``InMemorySaver``
+    (:func:`_in_memory_tap`), in line (idempotent).
 
     Inert for everything else. If LangGraph's executor is not where it is
     expected, nothing is installed and the calls go to its threads as before.
