@@ -150,8 +150,9 @@ def test_after_a_failed_background_write_checkpoints_are_written_in_line(tape, m
     assert len(in_line) >= N_NODES - 2, writes
 
 
-def test_the_saves_that_only_buffer_run_on_the_graphs_thread(tape, monkeypatch):
-    """LangGraph hands every save to a thread of its own; a save that only buffers rows runs in line."""
+def test_a_recordings_saves_run_on_the_graphs_thread(tape, monkeypatch):
+    """LangGraph hands every save to a thread of its own; a recording's run in line: under "async"
+    they only buffer rows, under "sync" the graph waits for them anyway."""
     from graphtape.runtime.saver import GraphtapeSaver
 
     threads: dict[str, set[str]] = {"put": set(), "put_writes": set()}
@@ -168,8 +169,11 @@ def test_the_saves_that_only_buffer_run_on_the_graphs_thread(tape, monkeypatch):
     rec.invoke({"n": 0}, {"configurable": {"thread_id": "i"}})
     here = threading.current_thread().name
     assert threads == {"put": {here}, "put_writes": {here}}
-    # a sync run's checkpoints are written as they are taken, on LangGraph's threads as before
     threads["put"].clear()
     rec.invoke({"n": 0}, {"configurable": {"thread_id": "j"}}, durability="sync")
-    assert here not in threads["put"] and threads["put"]
+    assert threads["put"] == {here}
     assert stored_checkpoints(tape, "i") == stored_checkpoints(tape, "j") == N_NODES + 2
+    # the same saver in an unrecorded run: LangGraph's threads, as before
+    threads["put"].clear()
+    chain().copy(update={"checkpointer": rec.graph.checkpointer}).invoke({"n": 0}, {"configurable": {"thread_id": "k"}})
+    assert threads["put"] and here not in threads["put"]

@@ -96,14 +96,13 @@ def test_a_failing_save_fails_the_replay(tape, monkeypatch):
 
 
 def test_other_savers_still_save_on_langgraph_threads(tape, monkeypatch):
-    # graphtape's saver writing a sync recording's checkpoints, and a user's saver: LangGraph's executor
-    # as before (an async recording's saves only buffer rows: in line, tests/test_async_checkpoints.py)
+    # graphtape's saver in an unrecorded run, and a user's saver: LangGraph's executor as before (a
+    # recording's saves on graphtape's saver run in line: tests/test_async_checkpoints.py)
+    from graphtape.runtime.saver import saver_for
+
     seen = _threads_of(monkeypatch, GraphtapeSaver)
-    graph = build()
-    rec = tape.record(graph)
-    rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}}, durability="sync")
-    puts = [on_main for name, on_main in seen if name == "put"]
-    assert puts and not any(puts)
+    build(checkpointer=saver_for(tape.store)).invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
+    assert seen and not any(on_main for _, on_main in seen)
     mem = InMemorySaver()
     seen_mem = _threads_of(monkeypatch, InMemorySaver)
     build(checkpointer=mem).invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "m"}})

@@ -24,7 +24,8 @@ followed live by the Studio) keeps graphtape's ordinary saver.
 
 A recording with graphtape's saver under ``durability="async"`` buffers its
 checkpoints too (``Session.flush``), and every recording buffers its tasks'
-pending writes: those saves run in line the same way (:func:`_deferred_on_saver`;
+pending writes: those saves run in line the same way, and so do a sync
+recording's, which the graph waits for anyway (:func:`_recording_save`;
 benchmark 1's async run with graphtape's saver, 0.65-0.69 -> 0.37-0.49 ms a
 super-step, old and new code in alternating processes). So do the saves of a
 recording beside LangGraph's ``InMemorySaver`` (:func:`_in_memory_tap`): a
@@ -139,14 +140,16 @@ def _on_replay_saver(fn: Any) -> bool:
     return type(owner) is ReplaySaver or type(getattr(owner, "checkpointer", None)) is ReplaySaver
 
 
-def _deferred_on_saver(fn: Any, args: tuple[Any, ...]) -> bool:
-    """Whether ``fn`` is a save on graphtape's saver that only buffers its rows (``Session.flush``):
-    a recording's ``put`` under ``durability="async"``, or any ``put_writes`` of a recording (a task's
-    pending writes always ride with the run's next write).
+def _recording_save(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``fn`` is a save a recording makes on graphtape's saver (not under the debugger).
 
-    Such a save costs less than handing it to one of LangGraph's threads (the hand-over wakes a
-    thread that the graph's thread then waits behind for the interpreter lock), so it runs in line,
-    as a strict replay's do.
+    Under ``durability="async"`` such a ``put`` only buffers the checkpoint
+    (``Session.flush``), and every ``put_writes`` of a recording buffers the
+    task's writes: cheaper than handing it to one of LangGraph's threads (the
+    hand-over wakes a thread that the graph's thread then waits behind for the
+    interpreter lock). Under ``"sync"`` the graph waits for the ``put`` before
+    its next step anyway: on its own thread it is the same write without the
+    hand-over. So these run in line, as a strict replay's saves do.
     """
     owner = getattr(fn, "__self__", None)
     if owner is None:
@@ -156,7 +159,7 @@ def _deferred_on_saver(fn: Any, args: tuple[Any, ...]) -> bool:
             return False
         config = args[0]
     elif isinstance(getattr(owner, "checkpointer", None), GraphtapeSaver):
-        if getattr(owner, "durability", None) != "async" or len(args) < 3:
+        if len(args) < 3:
             return False
         config = args[2]  # (previous save, the step's write saves, config, checkpoint, ...)
     else:
@@ -187,7 +190,7 @@ def _inline_submit(original: Any) -> Any:
         if (
             kwargs.get("__next_tick__")  # a start deferred to the next tick keeps the thread
             or not isinstance(tasks, dict)  # not the executor this was written against: leave it be
-            or not (_on_replay_saver(fn) or _deferred_on_saver(fn, args) or _in_memory_tap(fn))
+            or not (_on_replay_saver(fn) or _recording_save(fn, args) or _in_memory_tap(fn))
         ):
             return original(self, fn, *args, **kwargs)
         flags = {k: kwargs.pop(k) for k in _SUBMIT_FLAGS if k in kwargs}
@@ -241,7 +244,7 @@ PATCH = PatchOnDemand(_build)
 
 def install() -> None:
     """Make LangGraph's sync executor run the calls on a :class:`ReplaySaver`, and a recording's saves
-    that only buffer rows (:func:`_deferred_on_saver`) or go to an ``InMemorySaver``
+    on graphtape's saver (:func:`_recording_save`) or to an ``InMemorySaver``
     (:func:`_in_memory_tap`), in line (idempotent).
 
     Inert for everything else. If LangGraph's executor is not where it is
