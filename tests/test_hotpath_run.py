@@ -87,7 +87,9 @@ def test_no_background_write_after_the_run_returns(tape: graphtape.Tape, monkeyp
         real(batch, **kw)
 
     monkeypatch.setattr(tape.store, "write", slow)
-    rec = tape.record(line(4), name="line", checkpointer=InMemorySaver())
+    # long enough for background writes to start (a write asked for waits HOLD, 5 ms, and the run's
+    # end drops one that has not started: its saves to the InMemorySaver run in line, in microseconds)
+    rec = tape.record(line(4, pause=0.01), name="line", checkpointer=InMemorySaver())
     for i in range(3):
         rec.invoke({"n": 0}, {"configurable": {"thread_id": f"t{i}"}})
         done.set()
