@@ -2,52 +2,38 @@
 
 LangGraph lets an async checkpoint's save overlap the next super-steps and
 promises them all stored when the run ends; the recording buffers them and
-writes them with its next write (a call's, the background writer's within
-``FLUSH_INTERVAL``, the run's end) instead of one transaction per step.
-``durability="sync"`` still stores each before the next step.
+writes them with its next write (the background writer's within
+``FLUSH_INTERVAL``, a call written at once, the run's end) instead of one
+transaction per step. ``durability="sync"`` still stores each before the next
+step. A recording's saves run on the graph's thread (``graphtape.replay.saver``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
-from langgraph.graph import END, START, StateGraph
 
 import graphtape
 from graphtape.errors import StoreError
 from graphtape.record import checkpoints as checkpoints_mod
 from graphtape.record import writer as writer_mod
 from graphtape.store.base import WriteBatch
+from tests.graphs import counter_line
 
 N_NODES = 6
-
-
-class Count(TypedDict):
-    n: int
 
 
 def chain(n_nodes: int = N_NODES, *, wait: threading.Event | None = None, at: int = -1) -> Any:
     """``n_nodes`` nodes adding one each; node ``at`` waits for ``wait`` first (up to 20 s)."""
 
-    def node(i: int):
-        def step(state: Count) -> dict[str, Any]:
-            if i == at and wait is not None:
-                wait.wait(20)
-            return {"n": state["n"] + 1}
+    def probe(n: int) -> None:
+        if n == at and wait is not None:
+            wait.wait(20)
 
-        return step
-
-    builder = StateGraph(Count)
-    prev = START
-    for i in range(n_nodes):
-        builder.add_node(f"n{i}", node(i))
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder.compile()
+    return counter_line(n_nodes, probe=probe)
 
 
 def record_writes(store: Any, monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> list[tuple[str, int]]:
