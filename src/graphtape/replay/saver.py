@@ -168,20 +168,24 @@ def _recording_save(fn: Any, args: tuple[Any, ...]) -> bool:
     return session is not None and session.defers_checkpoints
 
 
-def _in_memory_tap(fn: Any) -> bool:
-    """Whether ``fn`` is a save on the tap of a recording beside LangGraph's own ``InMemorySaver``
-    (exactly that class: a subclass may do I/O that another thread should overlap)."""
-    owner = getattr(fn, "__self__", None)
-    if owner is None:
-        return False
-    saver = owner if type(owner) is TapSaver else getattr(owner, "checkpointer", None)
+def _taps_memory(saver: Any) -> bool:
+    """Whether ``saver`` is the tap of a recording beside LangGraph's own ``InMemorySaver`` (exactly
+    that class: a subclass may do I/O that another thread should overlap)."""
     return type(saver) is TapSaver and type(saver.inner) is InMemorySaver
+
+
+def _in_memory_tap(fn: Any) -> bool:
+    """Whether ``fn`` is a save on such a tap (its ``put_writes``, or a loop's ``put`` through it)."""
+    owner = getattr(fn, "__self__", None)
+    return owner is not None and _taps_memory(
+        owner if type(owner) is TapSaver else getattr(owner, "checkpointer", None)
+    )
 
 
 def in_line_saves(saver: Any) -> bool:
     """Whether a recording with ``saver`` (graphtape's, or the tap around the user's) has saves that
     run in line once :func:`install` is called."""
-    return isinstance(saver, GraphtapeSaver) or (type(saver) is TapSaver and type(saver.inner) is InMemorySaver)
+    return isinstance(saver, GraphtapeSaver) or _taps_memory(saver)
 
 
 def _inline_submit(original: Any) -> Any:
