@@ -2,8 +2,9 @@
 
 The rows must be the ones graphtape's saver writes (tests/test_shapes.py compares
 the replay's history with the recording's); these tests pin what changed: where
-the calls run, that a failure still stops the run, that every other saver's calls
-still go to LangGraph's threads, and which replays use the replay saver.
+the calls run, that a failure still stops the run, which replays use the replay
+saver, that a recording beside an ``InMemorySaver`` saves in line too, and that
+savers doing I/O and unrecorded runs still save on LangGraph's threads.
 """
 
 from __future__ import annotations
