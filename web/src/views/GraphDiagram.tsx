@@ -1,7 +1,16 @@
 // The diagram of a run's graph (React Flow, laid out by dagre): conditional edges dashed with their labels,
 // the running node highlighted; a click on a node toggles a breakpoint on it (used by the debugger).
-import { useMemo, useState } from "react";
-import { Background, Controls, Handle, Position, ReactFlow, type Node, type NodeProps } from "@xyflow/react";
+import { useEffect, useMemo, useState } from "react";
+import {
+  Background,
+  Controls,
+  Handle,
+  Position,
+  ReactFlow,
+  useUpdateNodeInternals,
+  type Node,
+  type NodeProps,
+} from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { api } from "../api";
 import { layoutGraph, type NodeData } from "../layout";
@@ -23,6 +32,17 @@ function StepNode({ data }: NodeProps<Node<NodeData>>) {
 
 const nodeTypes = { step: StepNode };
 
+/** Has React Flow measure the nodes' handles again whenever the node objects are made anew (the run's
+ * timeline reloaded, a node started or a breakpoint set): their DOM keeps its size, so no resize is
+ * observed, and without handle positions React Flow draws none of the edges. */
+function Remeasure({ nodes }: { nodes: Node<NodeData>[] }) {
+  const update = useUpdateNodeInternals();
+  useEffect(() => {
+    update(nodes.map((n) => n.id));
+  }, [nodes, update]);
+  return null;
+}
+
 export function GraphDiagram({
   graph,
   running,
@@ -38,9 +58,13 @@ export function GraphDiagram({
   const shape = useLoad(() => api.graph(graph, expanded), `graph:${graph}:${expanded}`);
   const hasSubgraphs = (shape.data?.nodes ?? []).some((n) => n.id.includes(":"));
   const { theme } = useTheme();
+  // keyed by what the sets hold, not by the sets: a timeline reload makes an equal set anew
+  const runningKey = [...running].sort().join("\n");
+  const breakpointsKey = breakpoints ? [...breakpoints].sort().join("\n") : "";
   const { nodes, edges } = useMemo(
     () => (shape.data ? layoutGraph(shape.data, running, breakpoints) : { nodes: [], edges: [] }),
-    [shape.data, running, breakpoints],
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- the keys stand for running and breakpoints
+    [shape.data, runningKey, breakpointsKey],
   );
   return (
     <div className="graph-view" aria-label={`Graph ${graph}`}>
@@ -64,6 +88,7 @@ export function GraphDiagram({
       >
         <Background />
         <Controls showInteractive={false} />
+        <Remeasure nodes={nodes} />
       </ReactFlow>
       {onToggleBreakpoint && <p className="muted">Click a node to set or clear a breakpoint before it.</p>}
     </div>
