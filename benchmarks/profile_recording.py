@@ -8,7 +8,9 @@ as shipped (benchmark 1's failing configuration):
 
 * **Ablations**: the recording with one graphtape component switched off
   (monkeypatched in this process only), interleaved with the baseline; the
-  difference to the full recording is what that component costs per step.
+  difference to the full recording is what that component costs per step,
+  in wall time and in process CPU (all threads: steadier than the wall,
+  which follows the disk's fsync latency).
 * **Per-function wall time** across all threads (LangGraph writes
   checkpoints from a background thread, which ``cProfile`` does not see):
   graphtape's entry points are wrapped with timers.
@@ -91,6 +93,8 @@ NO_TASK_EVENTS = (task_runner_mod, "_recorders_for", lambda task: ())
 NO_TAP = (TapSaver, "_tap", lambda self, *a: None)
 TAP_NO_FLUSH = (TapSaver, "_tap", _tap_without_flush)
 NO_STATUS = (recorder_mod.RecordedGraph, "_status", lambda self, config: ("finished", []))
+#: nothing reaches the tape file (background writes and the run's end alike); the lease is still taken
+NO_STORE_WRITES = (SqliteTapeStore, "write", lambda self, batch, fence=None: None)
 
 ABLATIONS: dict[str, tuple[tuple[Any, str, Any], ...]] = {
     "graphtape full": (),
@@ -98,17 +102,36 @@ ABLATIONS: dict[str, tuple[tuple[Any, str, Any], ...]] = {
     "- background tape writes (events kept)": (TAP_NO_FLUSH,),
     "- checkpoint tap (no event, no flush)": (NO_TAP,),
     "- end-of-run get_state (_status)": (NO_STATUS,),
+    "- tape store writes (nothing written)": (NO_STORE_WRITES,),
     "- task events, tap and _status": (NO_TASK_EVENTS, NO_TAP, NO_STATUS),
+    "- all of the above (the wrapper alone)": (NO_TASK_EVENTS, NO_TAP, NO_STATUS, NO_STORE_WRITES),
 }
 
 
-def ablations(tmp: Path, reps: int, durability: str) -> dict[str, float]:
+def ablations(tmp: Path, reps: int, durability: str) -> dict[str, tuple[float, float]]:
+    """Median wall and median process CPU (every thread: LangGraph's savers, the tape writer) per
+    super-step, in ms, of the baseline and of each ablation.
+
+    Process CPU does not wait for the disk, so it is much steadier than wall time on a shared
+    machine whose fsync latency moves from one minute to the next; the wall is what a user feels.
+    """
     builder = bench.linear_graph()
     plain = builder.compile()
     baseline = builder.compile(checkpointer=bench.sqlite_saver(tmp / f"abl-base-{durability}.db"))
     tape = graphtape.connect(f"sqlite:///{tmp}/abl-tape-{durability}.db")
     rec = tape.record(plain, checkpointer=bench.sqlite_saver(tmp / f"abl-user-{durability}.db"))
     missing: set[str] = set()
+    cpu: dict[str, list[float]] = defaultdict(list)
+
+    def cpu_timed(name: str, run: Any) -> Any:
+        def go() -> Any:
+            c0 = time.process_time()
+            try:
+                return run()
+            finally:
+                cpu[name].append(time.process_time() - c0)
+
+        return go
 
     def variant(patches: tuple[tuple[Any, str, Any], ...]):
         def go() -> Any:
@@ -118,17 +141,22 @@ def ablations(tmp: Path, reps: int, durability: str) -> dict[str, float]:
 
         return go
 
+    base_name = "baseline (SqliteSaver as shipped)"
     variants = {
-        "baseline (SqliteSaver as shipped)": lambda: baseline.invoke(
-            bench.LINEAR_INPUT, bench.new_thread(), durability=durability
+        base_name: cpu_timed(
+            base_name, lambda: baseline.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
         )
     }
-    variants.update({name: variant(p) for name, p in ABLATIONS.items()})
+    variants.update({name: cpu_timed(name, variant(p)) for name, p in ABLATIONS.items()})
     samples = bench.interleave(variants, reps)
     tape.close()
     if missing:
         print(f"  note: not found, ablation incomplete: {sorted(missing)}")
-    return {k: statistics.median(v) * 1000 / STEPS for k, v in samples.items()}
+    # the warm-up runs are timed by cpu_timed too: only the last ``reps`` are the interleaved ones
+    return {
+        k: (statistics.median(v) * 1000 / STEPS, statistics.median(cpu[k][-reps:]) * 1000 / STEPS)
+        for k, v in samples.items()
+    }
 
 
 # -- per-function wall time across threads -------------------------------------------
@@ -321,13 +349,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="graphtape-prof-") as d:
         tmp = Path(d)
         for durability in ("sync", "async"):
-            print(f"\n== Ablations, durability={durability} ({args.reps} interleaved reps, median ms/super-step)")
+            print(
+                f"\n== Ablations, durability={durability} ({args.reps} interleaved reps, median ms/super-step: "
+                "wall, and process CPU of every thread)"
+            )
             res = ablations(tmp, args.reps, durability)
-            base = res["baseline (SqliteSaver as shipped)"]
-            full = res["graphtape full"]
-            for name, v in res.items():
-                saved = f"   saves {full - v:+.3f} ms/step" if name.startswith("-") else ""
-                print(f"  {name:42s} {v:7.3f} ms  {v / base:5.2f}x{saved}")
+            base, base_cpu = res["baseline (SqliteSaver as shipped)"]
+            full, full_cpu = res["graphtape full"]
+            for name, (v, c) in res.items():
+                saved = f"   saves {full - v:+.3f} ms wall, {full_cpu - c:+.3f} ms CPU" if name.startswith("-") else ""
+                print(f"  {name:42s} {v:7.3f} ms {v / base:5.2f}x   CPU {c:7.3f} ms {c / base_cpu:5.2f}x{saved}")
         for durability in ("sync", "async"):
             print(f"\n== Per-function wall time, all threads, durability={durability} (µs per super-step, inclusive)")
             out, wall_rec, wall_base = timed_functions(tmp, args.reps, durability)

@@ -13,16 +13,21 @@ What is measured (details in ``docs/benchmarks.md``):
    as shipped (baseline) versus the same graph recorded by graphtape, once
    with a ``SqliteSaver`` as shipped passed as the checkpointer and once with
    graphtape's default checkpointer. Both ``durability="sync"`` and the
-   default ``"async"``. The graph without a checkpointer is shown for context.
+   default ``"async"``. The graph without a checkpointer is shown for context,
+   and so is an A/A control: the baseline against a copy of itself on another
+   file, timed in the same loop (how far apart two equal configurations land).
 2. **Strict replay vs a live run.** A 10-node graph, each node making one chat
    model call (zero-latency deterministic fake) and one tool call. Baseline:
    a live recorded run; subject: ``tape.replay(run_id, graph, mode="strict")``.
 3. **Tape bytes for a 200-turn conversation** (``add_messages`` state, one
    chat node, one thread, one ``invoke`` per turn) versus the bytes of the
    distinct messages.
+4. **An agent run** (``create_agent``, 3 LLM + 2 tool calls) against a local
+   fake OpenAI server: the recording's overhead in ms per run, beside an A/A
+   control (a second unrecorded agent).
 
-Timings interleave every variant within each repetition (the order rotates
-from one repetition to the next) and report medians; every ratio is computed
+Timings interleave every variant within each repetition (in an order shuffled
+for each repetition) and report medians; every ratio is computed
 against a baseline measured in the same process, in the same loop. Exit
 status is 0 unless ``--check`` is given and a target is missed.
 """
@@ -256,6 +261,8 @@ def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
     builder = linear_graph()
     plain = builder.compile()
     baseline = builder.compile(checkpointer=sqlite_saver(tmp / "baseline.db"))
+    # the A/A control: the baseline again on a file of its own, timed like every variant
+    control = builder.compile(checkpointer=sqlite_saver(tmp / "baseline-again.db"))
     normal = builder.compile(checkpointer=sqlite_saver(tmp / "normal.db", synchronous="NORMAL"))
     tape_user = graphtape.connect(f"sqlite:///{tmp}/tape-user-saver.db")
     tape_default = graphtape.connect(f"sqlite:///{tmp}/tape-default.db")
@@ -272,6 +279,7 @@ def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
     variants: dict[str, Callable[[], Any]] = {"plain": lambda: plain.invoke(LINEAR_INPUT)}
     for d in ("sync", "async"):
         variants[f"baseline/{d}"] = run(baseline, d)
+        variants[f"baseline again/{d}"] = run(control, d)
         variants[f"graphtape+SqliteSaver/{d}"] = run(rec_user, d)
         variants[f"graphtape default/{d}"] = run(rec_default, d)
         variants[f"SqliteSaver NORMAL/{d}"] = run(normal, d)
@@ -311,6 +319,21 @@ def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
                     delta=True,
                 )
             )
+    for d in ("sync", "async"):
+        rows.append(
+            comparison_row(
+                f"1. (A/A) {d}: the baseline against itself",
+                "ms/super-step",
+                stats,
+                f"baseline again/{d}",
+                f"baseline/{d}",
+                None,
+                samples=samples,
+                baseline_name=f"SqliteSaver as shipped ({d})",
+                subject_name=f"the same, another file ({d})",
+                delta=True,
+            )
+        )
     for d in ("sync", "async"):
         base, subject = f"SqliteSaver NORMAL/{d}", f"graphtape default/{d}"
         title = f"1. {d}: default vs same-settings saver"
@@ -836,6 +859,7 @@ def bench_agent(tmp: Path, reps: int) -> dict[str, Any]:
         model = ChatOpenAI(model="gpt-4o-mini", base_url=url, api_key="sk-bench", max_retries=0)
         tools = [order_status, refund_policy]
         unrecorded = create_agent(model, tools, checkpointer=InMemorySaver())
+        control = create_agent(model, tools, checkpointer=InMemorySaver())  # the A/A control
         tape = graphtape.connect(f"sqlite:///{tmp}/tape-agent.db")
         recorded = tape.record(create_agent(model, tools), name="agent", checkpointer=InMemorySaver())
         question = {"messages": [HumanMessage("Where is my order A-17, and can I get a refund if it is late?")]}
@@ -850,16 +874,34 @@ def bench_agent(tmp: Path, reps: int) -> dict[str, Any]:
 
         try:
             samples = interleave(
-                {"unrecorded (InMemorySaver)": run(unrecorded), "recorded": run(recorded)},
+                {
+                    "unrecorded (InMemorySaver)": run(unrecorded),
+                    "recorded": run(recorded),
+                    "unrecorded again": run(control),
+                },
                 reps,
-                check={"unrecorded (InMemorySaver)": check, "recorded": check},
+                check={"unrecorded (InMemorySaver)": check, "recorded": check, "unrecorded again": check},
             )
         finally:
             tape.close()
     stats = {k: summary(v, 1000.0) for k, v in samples.items()}
     base, subj = "unrecorded (InMemorySaver)", "recorded"
     title = "4. agent run: recording overhead"
-    rows = [comparison_row(title, "ms/run", stats, subj, base, None, samples=samples, delta=True, target_delta=2.0)]
+    rows = [
+        comparison_row(title, "ms/run", stats, subj, base, None, samples=samples, delta=True, target_delta=2.0),
+        comparison_row(
+            "4. (A/A) agent run: unrecorded against itself",
+            "ms/run",
+            stats,
+            "unrecorded again",
+            base,
+            None,
+            samples=samples,
+            subject_name="another unrecorded agent (InMemorySaver)",
+            delta=True,
+            delta_first=True,
+        ),
+    ]
     return {"rows": rows, "stats": stats, "reps": reps}
 
 
@@ -901,6 +943,11 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "bytes":
         return f"{value:,.0f} B"
     return f"{value:.3f} {unit.split('/')[0]}" if value < 10 else f"{value:.1f} {unit.split('/')[0]}"
+
+
+def shows_delta(row: dict[str, Any]) -> bool:
+    """Whether the row is read as a difference (ms of overhead) rather than a ratio."""
+    return row.get("target_delta") is not None or bool(row.get("delta_first"))
 
 
 def verdict(row: dict[str, Any]) -> str:
@@ -946,7 +993,8 @@ def render(results: dict[str, Any]) -> None:
             row["benchmark"],
             f"{fmt(row['baseline'], row['unit'])}\n[dim]{row['baseline_name']}[/dim]",
             f"{fmt(row['subject'], row['unit'])}\n[dim]{row['subject_name']}[/dim]",
-            f"{row['ratio']:.2f}x"
+            (f"{row['delta']:+.2f} {row['unit'].split('/')[0]}\n" if shows_delta(row) else "")
+            + f"{row['ratio']:.2f}x"
             + (f"\n[dim]paired {row['paired_ratio']:.2f}x[/dim]" if row.get("paired_ratio") else ""),
             target_text(row),
             f"[{style}]{v}[/{style}]",
@@ -958,6 +1006,8 @@ def render(results: dict[str, Any]) -> None:
         "1: ms per super-step, 50-node linear graph, ~1 KB state; 'SqliteSaver as shipped' = WAL + "
         "synchronous=FULL; 'default checkpointer' = graphtape's SqliteSaver on the tape file with "
         "synchronous=NORMAL; 'same-settings saver' = a plain SqliteSaver with synchronous=NORMAL (no graphtape). "
+        "'(A/A)' rows time the baseline against an identical copy of itself in the same loop: how far apart "
+        "two equal configurations land in this run, the noise to read the other ratios against. "
         "2: ms per run of 10 nodes x (1 LLM call + 1 tool call), zero-latency model. "
         "3: distinct msg bytes = sum of UTF-8 len(json({role, content})) over distinct messages; "
         "tape bytes = sum(length(data)) of gt_blob_rows + id/parent/item lengths of gt_chain_rows (addresses "
@@ -1048,7 +1098,7 @@ def combine(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     rows = [dict(r) for r in runs[-1]]
     for i, row in enumerate(rows):
         row["run_ratios"] = [r[i]["ratio"] for r in runs]
-        if row.get("target_delta") is not None:
+        if shows_delta(row):
             row["run_deltas"] = [r[i]["delta"] for r in runs]
         row["verdict"] = verdict(row)
     return rows
@@ -1071,8 +1121,8 @@ def markdown(results: dict[str, Any], command: str) -> str:
     for row in results["rows"]:
         paired = f" ({row['paired_ratio']:.2f}x)" if row.get("paired_ratio") else ""
         if row.get("run_deltas"):
-            spread = " / ".join(f"+{d:.2f}" for d in row["run_deltas"])
-            ratio = f"+{row['delta']:.2f} ms ({row['ratio']:.2f}x)"
+            spread = " / ".join(f"{d:+.2f}" for d in row["run_deltas"])
+            ratio = f"{row['delta']:+.2f} ms ({row['ratio']:.2f}x)"
         else:
             spread = " / ".join(f"{x:.2f}" for x in row.get("run_ratios", [row["ratio"]]))
             ratio = f"{row['ratio']:.2f}x{paired}"

@@ -44,6 +44,9 @@ def test_check_and_write_docs_run(tmp_path: Path) -> None:
     assert "old table" not in text and "kept before" in text and "kept after" in text
     table = text.split(bench.DOCS_BEGIN)[1].split(bench.DOCS_END)[0]
     assert "| 2. strict replay vs live unrecorded |" in table and "| 4. agent run: recording overhead |" in table
+    # the A/A control sits beside the overhead it is read against, as a difference in ms, never judged
+    control = next(line for line in table.splitlines() if line.startswith("| 4. (A/A) agent run"))
+    assert control.endswith("| - | context |") and " ms (" in control
     failed = "| FAIL |" in table
     # --check's exit status is the table's verdict
     assert done.returncode == (1 if failed else 0)
@@ -59,3 +62,11 @@ def test_verdicts() -> None:
     assert bench.verdict({**row, "target": None, "target_delta": 0.1}) == "FAIL"
     combined = bench.combine([[{**row, "ratio": 1.0}], [row]])
     assert combined[0]["run_ratios"] == [1.0, 1.2] and combined[0]["verdict"] == "FAIL"
+
+
+def test_a_control_row_is_read_as_a_difference() -> None:
+    row = {"ratio": 1.01, "target": None, "delta": -0.4, "unit": "ms/run", "delta_first": True}
+    assert bench.shows_delta(row) and bench.verdict(row) == "context"
+    assert not bench.shows_delta({"ratio": 1.0, "target": 1.1, "delta": 0.1})
+    combined = bench.combine([[{**row, "delta": 0.3}], [row]])
+    assert combined[0]["run_deltas"] == [0.3, -0.4] and combined[0]["verdict"] == "context"
