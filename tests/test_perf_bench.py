@@ -62,6 +62,11 @@ def test_verdicts() -> None:
     assert bench.verdict({**row, "target": None, "target_delta": 0.1}) == "FAIL"
     combined = bench.combine([[{**row, "ratio": 1.0}], [row]])
     assert combined[0]["run_ratios"] == [1.0, 1.2] and combined[0]["verdict"] == "FAIL"
+    # one run that missed is a miss, even if the last one met the target
+    combined = bench.combine([[row], [{**row, "ratio": 1.0}]])
+    assert combined[0]["run_ratios"] == [1.2, 1.0] and combined[0]["verdict"] == "FAIL"
+    combined = bench.combine([[{**row, "ratio": 1.05}], [{**row, "ratio": 1.0}]])
+    assert combined[0]["verdict"] == "PASS"
 
 
 def test_a_control_row_is_read_as_a_difference() -> None:
