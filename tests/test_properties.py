@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 import graphtape
 from graphtape import serde
 from graphtape.store.base import EventRow, RunRecord, WriteBatch
+from graphtape.store.codec import EVENT_TEMPLATES_3
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False) | st.text()
 json_values = st.recursive(
@@ -88,9 +89,21 @@ run_records = st.builds(
 )
 
 
+#: values as the hot events hold them (ids and addresses, which formats 2 and 3 store as 16 bytes)
+id_like = (
+    st.uuids().map(str)
+    | st.uuids().map(lambda u: u.hex)
+    | st.tuples(st.text(max_size=5), st.uuids()).map(lambda t: f"{t[0]}:{t[1]}")
+)
+#: an event body: any JSON under one key, or a body with a format-3 template's keys (any values)
+event_bodies = json_values.map(lambda v: {"d": v}) | st.sampled_from(EVENT_TEMPLATES_3).flatmap(
+    lambda keys: st.tuples(*[json_values | id_like] * len(keys)).map(lambda vs: dict(zip(keys, vs)))
+)
+
+
 @given(
     run=run_records,
-    events=st.lists(st.tuples(st.text(min_size=1, max_size=10), json_values), max_size=6),
+    events=st.lists(st.tuples(st.text(min_size=1, max_size=10), event_bodies), max_size=6),
     blobs=st.lists(st.binary(max_size=3000), max_size=5),
 )
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -99,7 +112,7 @@ def test_store_round_trip(new_store_url, run, events, blobs):
     try:
         batch = WriteBatch(new_runs=[run])
         for seq, (kind, data) in enumerate(events):
-            batch.events.append(EventRow(run.run_id, seq, kind, 1.5 + seq, {"d": data}))
+            batch.events.append(EventRow(run.run_id, seq, kind, 1.5 + seq, data))
         for b in blobs:
             batch.blobs[serde.digest(b)] = b
         parent = None

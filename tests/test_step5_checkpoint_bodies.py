@@ -65,7 +65,7 @@ def test_a_v11_file_migrates_with_its_checkpoints(tmp_path: Path, monkeypatch: p
 
     store = SqliteTapeStore(path)
     try:
-        assert store.schema_version == len(MIGRATIONS) == 12
+        assert store.schema_version == len(MIGRATIONS) >= 12
         rows = {r.checkpoint_id: r for r in store.list_checkpoints()}
         assert set(rows) == {"c1", "c2", "c3"}
         assert rows["c1"].body == b"B1" * 900 and rows["c1"].writers == "n" and rows["c1"].metadata == {"step": 0}

@@ -40,7 +40,7 @@ from graphtape.errors import DatabaseLocked, LeaseLost, SchemaTooNew, StoreError
 from graphtape.events import refs as event_refs
 from graphtape.store import journal
 from graphtape.store.base import RUN_UPDATABLE, ArchiveEntry, CheckpointRow, EventRow, StoreNotFound, WriteBatch
-from graphtape.store.codec import dump_meta, pack_blob, pack_event_compact, pack_event_plain, unpack_event
+from graphtape.store.codec import dump_meta, pack_blob, pack_event_plain, pack_event_templated, unpack_event
 from graphtape.store.gc import mark_live
 from graphtape.store.listing import CheckpointMatch, ListedEvent, listed_event
 from graphtape.store.sql import RUN_COLUMNS, Dialect, SqlTapeStore, checkpoint_filters, decode_blob, row_to_checkpoint
@@ -342,6 +342,12 @@ MIGRATIONS: list[str] = [
         DELETE FROM gt_checkpoint_data WHERE id = old.data_id;
     END;
     """,
+    # v13: no table changes. A task's start and end and a checkpoint's event may now be stored in event
+    # format 3 (graphtape.store.codec.pack_event_templated), which a graphtape that knows v12 would
+    # misread: the version makes it refuse the file instead.
+    """
+    SELECT 1
+    """,
 ]
 
 #: Blobs larger than this are stored deflated when that makes them smaller (see
@@ -570,7 +576,7 @@ class SqliteTapeStore(SqlTapeStore):
         # events and blobs are deflated here, and another writer of the file (or a read of this
         # store from the run's thread) need not wait for that.
         blob_rows = [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in batch.blobs.items()]
-        pack = pack_event_plain if batch.plain_events else pack_event_compact
+        pack = pack_event_plain if batch.plain_events else pack_event_templated
         event_bodies = [pack(e.data) for e in batch.events]
         with self._lock:
             try:
@@ -1038,7 +1044,7 @@ class SqliteTapeStore(SqlTapeStore):
             cur.executemany(
                 "INSERT OR IGNORE INTO gt_event_rows(run_key, seq, kind, ts, data) VALUES (?,?,?,?,?)",
                 [
-                    (run_keys[run_id], seq, codes[kind], ts, pack_event_compact(unpack_event(body)))
+                    (run_keys[run_id], seq, codes[kind], ts, pack_event_templated(unpack_event(body)))
                     for run_id, seq, kind, ts, body in rows.events
                 ],
             )
