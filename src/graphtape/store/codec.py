@@ -96,9 +96,10 @@ def pack_event_compact(data: dict[str, Any]) -> bytes:
 
     About 40% smaller than format 1 for the events a run writes (checkpoint ids, task ids,
     addresses), for 2-3 microseconds more. Read by :func:`unpack_event` like every format.
-    Written for every event of a run (three per super-step), inside the store's write
-    transaction: hence the shared encoder and the primed deflate stream, which give the same
-    bytes as :func:`pack_event`'s steps (``tests/test_stepcost_events.py`` pins them).
+    The SQLite store writes it for every event that format 3 does not take (see
+    :func:`pack_event_templated`): hence the shared encoder and the primed deflate stream,
+    which give the same bytes as :func:`pack_event`'s steps (``tests/test_stepcost_events.py``
+    pins them).
     """
     raw = _event_json(data).encode("utf-8")
     c = _PRIMED_2.copy()
