@@ -24,6 +24,7 @@ from graphtape.store.codec import (
     unpack_event,
 )
 from graphtape.store.sqlite import SqliteTapeStore
+from tests.test_stepcost_events import _events
 
 
 def _reference(data: dict) -> bytes:
@@ -39,18 +40,18 @@ def _reference(data: dict) -> bytes:
 
 
 def _hot_events() -> list[dict]:
-    out: list[dict] = []
-    for i in range(40):
-        task = f"n{i:02d}:{uuid.UUID(int=i * 7919 + 1)}"
-        out.append({"node_path": f"n{i:02d}", "step": i, "task": task})
-        out.append({"task": task, "duration": 0.000183 + i, "writes": f"{i:032x}"})
+    """format 2's test events with a template's keys, and checkpoints of a subgraph and of a run's input"""
+    out = [d for d in _events() if tuple(d) in EVENT_TEMPLATES_3]
+    for i in range(3):
+        parent = None if i == 0 else str(uuid.UUID(int=i - 1 + 10**31))
+        ns = f"sub:{uuid.UUID(int=i)}"
         out.append(
             {
-                "checkpoint_id": str(uuid.UUID(int=i + 10**30)),
-                "parent_id": None if i == 0 else str(uuid.UUID(int=i - 1 + 10**30)),
-                "ns": "" if i % 3 else f"sub:{uuid.UUID(int=i)}",
+                "checkpoint_id": str(uuid.UUID(int=i + 10**31)),
+                "parent_id": parent,
+                "ns": ns,
                 "step": i - 1,
-                "source": "loop",
+                "source": "input",
             }
         )
     return out
