@@ -573,7 +573,7 @@ class SqliteTapeStore(SqlTapeStore):
             return
         new_kinds: dict[str, int] = {}
         # Rows are packed before the transaction (and the store's lock) is taken: a super-step's
-        # events and blobs are deflated here, and another writer of the file (or a read of this
+        # events and blobs are packed here, and another writer of the file (or a read of this
         # store from the run's thread) need not wait for that.
         blob_rows = [(_key(h), *pack_blob(data, over=COMPRESS_OVER)) for h, data in batch.blobs.items()]
         pack = pack_event_plain if batch.plain_events else pack_event_templated
