@@ -9,7 +9,6 @@ the bytes of one body per template, and read every body back as it was written.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -24,19 +23,14 @@ from graphtape.store.codec import (
     unpack_event,
 )
 from graphtape.store.sqlite import SqliteTapeStore
-from tests.test_stepcost_events import _events
+from tests.test_stepcost_events import _events, ids_as_bytes
 
 
 def _reference(data: dict) -> bytes:
     """Format 3 as documented: 0x03, the template's number, the values' compact JSON with ids squeezed."""
     number = EVENT_TEMPLATES_3.index(tuple(data)) + 1
     raw = json.dumps(list(data.values()), separators=(",", ":"), sort_keys=True).encode("utf-8")
-    ids = re.compile(rb"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})")
-    parts = ids.split(raw)
-    for i in range(1, len(parts), 2):
-        text = parts[i].decode()
-        parts[i] = (b"\x02" if len(text) == 36 else b"\x01") + bytes.fromhex(text.replace("-", ""))
-    return bytes((3, number)) + b"".join(parts)
+    return bytes((3, number)) + ids_as_bytes(raw)
 
 
 def _hot_events() -> list[dict]:

@@ -16,11 +16,11 @@ import zlib
 from graphtape.store.codec import EVENT_ZDICT_1, pack_event_compact, unpack_event
 
 
-def _reference(data: dict) -> bytes:
-    """Format 2 as documented: sorted compact JSON, ids as marker + 16 bytes, deflated with the dictionary."""
+def ids_as_bytes(raw: bytes) -> bytes:
+    """JSON text with every lowercase UUID as 0x02 + its 16 bytes and every 32-digit address as 0x01 +
+    its 16 bytes, as formats 2 and 3 document it."""
     import re
 
-    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
     ids = re.compile(rb"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})")
     parts = ids.split(raw)
     for i in range(1, len(parts), 2):
@@ -29,8 +29,14 @@ def _reference(data: dict) -> bytes:
             parts[i] = b"\x02" + bytes.fromhex(text.replace("-", ""))
         else:
             parts[i] = b"\x01" + bytes.fromhex(text)
+    return b"".join(parts)
+
+
+def _reference(data: dict) -> bytes:
+    """Format 2 as documented: sorted compact JSON, ids as marker + 16 bytes, deflated with the dictionary."""
+    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
     c = zlib.compressobj(6, zlib.DEFLATED, -10, 2, zdict=EVENT_ZDICT_1)
-    packed = b"\x02" + c.compress(b"".join(parts)) + c.flush()
+    packed = b"\x02" + c.compress(ids_as_bytes(raw)) + c.flush()
     return packed if len(packed) < len(raw) else raw
 
 
