@@ -2,6 +2,7 @@
 
     python benchmarks/profile_recording.py            # ablations + per-function timings + cProfile
     python benchmarks/profile_recording.py --reps 40  # more repetitions for the ablations
+    python benchmarks/profile_recording.py --ablations-only --reps 60
 
 Three views of the same 50-node linear graph recorded with a ``SqliteSaver``
 as shipped (benchmark 1's failing configuration):
@@ -89,7 +90,15 @@ def _tap_without_flush(self: TapSaver, config: dict[str, Any], checkpoint: Any, 
         session.on_checkpoint(config, checkpoint, metadata)
 
 
+def _finished_without_writes(self: TaskRecorder, opened: Any, outputs: Any) -> None:
+    """``TaskRecorder.finished`` without the task's writes: the node's output is neither viewed,
+    serialised and hashed (at the next flush) nor stored as a blob; the event itself is kept."""
+    started, ns, _, _ = opened
+    self._row("task_finished", {"task": ns, "duration": round(self._clock() - started, 6), "writes": None})
+
+
 NO_TASK_EVENTS = (task_runner_mod, "_recorders_for", lambda task: ())
+NO_TASK_WRITES = (TaskRecorder, "finished", _finished_without_writes)
 NO_TAP = (TapSaver, "_tap", lambda self, *a: None)
 TAP_NO_FLUSH = (TapSaver, "_tap", _tap_without_flush)
 NO_STATUS = (recorder_mod.RecordedGraph, "_status", lambda self, config: ("finished", []))
@@ -99,6 +108,7 @@ NO_STORE_WRITES = (SqliteTapeStore, "write", lambda self, batch, fence=None: Non
 ABLATIONS: dict[str, tuple[tuple[Any, str, Any], ...]] = {
     "graphtape full": (),
     "- task events (TaskRecorder)": (NO_TASK_EVENTS,),
+    "- the task's writes (its output's blob)": (NO_TASK_WRITES,),
     "- background tape writes (events kept)": (TAP_NO_FLUSH,),
     "- checkpoint tap (no event, no flush)": (NO_TAP,),
     "- end-of-run get_state (_status)": (NO_STATUS,),
@@ -344,6 +354,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--ablations-only", action="store_true", help="only the ablations (a few minutes)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory(prefix="graphtape-prof-") as d:
@@ -359,6 +370,8 @@ def main() -> int:
             for name, (v, c) in res.items():
                 saved = f"   saves {full - v:+.3f} ms wall, {full_cpu - c:+.3f} ms CPU" if name.startswith("-") else ""
                 print(f"  {name:42s} {v:7.3f} ms {v / base:5.2f}x   CPU {c:7.3f} ms {c / base_cpu:5.2f}x{saved}")
+        if args.ablations_only:
+            return 0
         for durability in ("sync", "async"):
             print(f"\n== Per-function wall time, all threads, durability={durability} (µs per super-step, inclusive)")
             out, wall_rec, wall_base = timed_functions(tmp, args.reps, durability)
