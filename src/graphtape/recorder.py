@@ -132,6 +132,15 @@ class RecordedGraph:
             inner = saver_for(tape.store)
         if isinstance(inner, TapSaver):
             inner = inner.inner
+        # With LANGGRAPH_STRICT_MSGPACK, compiling a graph gives its saver a msgpack allowlist of the
+        # graph's own types, and LangGraph reads a value of any other type back as a dict. The saver
+        # set here (the user's, graphtape's own) gets the graph's list too: the copy below does not
+        # keep it (``Pregel.copy`` drops ``_serde_allowlist``), and a recorded run must read its
+        # state back as the unrecorded one does. Applied once: LangGraph would otherwise clone the
+        # saver on every invoke.
+        apply_allowlist = getattr(graph, "_apply_checkpointer_allowlist", None)
+        if callable(apply_allowlist):
+            inner = apply_allowlist(inner)
         self.checkpointer = inner
         # graphtape's own saver links checkpoints to runs itself, in the same
         # transaction; any other saver is wrapped to do it beside the write.

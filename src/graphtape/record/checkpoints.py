@@ -221,6 +221,13 @@ class TapSaver(BaseCheckpointSaver):
     def config_specs(self) -> list:
         return self.inner.config_specs
 
+    def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver:
+        """The saver with LangGraph's msgpack allowlist (``LANGGRAPH_STRICT_MSGPACK``) on the inner saver,
+        which is the one that reads values back; the base class would set it on this wrapper's unused
+        serializer (a subgraph sharing its parent's saver asks for its own types this way)."""
+        inner = self.inner.with_allowlist(extra_allowlist)
+        return self if inner is self.inner else TapSaver(inner)
+
     def _tap(self, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
         # Savers merge the config's metadata into the stored metadata themselves,
         # so the run id is found on the config, not on ``metadata``.

@@ -188,6 +188,19 @@ class GraphtapeSaver(BaseCheckpointSaver):
         #: checkpoint's channel value (serialised and hashed once, not two or three times a step)
         self._scalars: dict[tuple[type, Any], tuple[str, bytes]] = {}
 
+    def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver:
+        """A clone reading with LangGraph's msgpack allowlist (``LANGGRAPH_STRICT_MSGPACK``).
+
+        The base class's clone keeps the message lists' reader, made with the old serializer: it
+        gets one of its own. The caches of the last checkpoints and of small values are shared
+        with this saver, as they are by everyone writing through it (what is written does not
+        depend on the allowlist, only what is read back).
+        """
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is not self and isinstance(clone, GraphtapeSaver):
+            clone._lists = ChainedLists(clone.serde, _typed_blob)
+        return clone
+
     # -- helpers --------------------------------------------------------------------
 
     @staticmethod
