@@ -76,6 +76,12 @@ SCRIPT = textwrap.dedent(
     results["beside InMemorySaver"] = two_turns(tape.record(builder.compile(), checkpointer=InMemorySaver()), "m")
     recorded = tape.record(builder.compile())
     results["graphtape saver"] = two_turns(recorded, "g")
+    # as the Studio serves a graph compiled without a store: a copy of it with one
+    from langgraph.store.memory import InMemoryStore
+    from graphtape.store.kv import attach_store
+
+    with_store = attach_store(builder.compile(), InMemoryStore())
+    results["store attached"] = two_turns(tape.record(with_store), "s")
     replay = tape.replay(recorded.last_run_id, builder.compile())
     results["replay"] = {"status": replay.status, "divergence": replay.divergence is not None, "live": replay.live}
     tape.close()
@@ -98,6 +104,7 @@ def test_recorded_threads_read_their_own_types_back_under_strict_msgpack(store_u
     assert results["unrecorded"] == {"qty": 3}
     assert results["beside InMemorySaver"] == {"qty": 3}
     assert results["graphtape saver"] == {"qty": 3}
+    assert results["store attached"] == {"qty": 3}
     assert results["replay"] == {"status": "finished", "divergence": False, "live": 0}
 
 
@@ -120,6 +127,23 @@ def test_tap_saver_puts_the_allowlist_on_the_saver_it_wraps():
     assert isinstance(allowed, TapSaver) and allowed is not tap
     assert allowed.inner.serde.loads_typed(allowed.inner.serde.dumps_typed(Item(2))) == Item(2)
     assert tap.inner.serde.loads_typed(tap.inner.serde.dumps_typed(Item(3))) != Item(3)  # the original is unchanged
+
+
+def test_attaching_a_store_keeps_the_graphs_allowlist():
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.memory import InMemoryStore
+
+    from graphtape.store.kv import attach_store
+
+    builder = StateGraph(dict)
+    builder.add_node("n", lambda state: state)
+    builder.add_edge(START, "n")
+    builder.add_edge("n", END)
+    graph = builder.compile()
+    graph._serde_allowlist = {ITEM}  # what compile sets under LANGGRAPH_STRICT_MSGPACK
+    served = attach_store(graph, InMemoryStore())
+    assert served is not graph and served.store is not None
+    assert served._serde_allowlist == {ITEM}
 
 
 def test_graphtape_saver_clone_reads_message_lists_with_the_new_serializer(tmp_path):

@@ -89,7 +89,13 @@ def attach_store(graph: Any, store: BaseStore) -> Any:
     """
     if getattr(graph, "store", None) is not None:
         return graph
-    return graph.copy(update={"store": store})
+    copy = graph.copy(update={"store": store})
+    # ``Pregel.copy`` drops the msgpack allowlist compile gave the graph (LANGGRAPH_STRICT_MSGPACK):
+    # kept, so a recording of the copy reads the graph's own types back (graphtape.recorder)
+    allowlist = getattr(graph, "_serde_allowlist", None)
+    if allowlist is not None and getattr(copy, "_serde_allowlist", None) is None:
+        copy._serde_allowlist = allowlist
+    return copy
 
 
 class LazyStore(BaseStore):
