@@ -3,8 +3,9 @@
     python benchmarks/profile_recording.py            # ablations + per-function timings + cProfile
     python benchmarks/profile_recording.py --reps 40  # more repetitions for the ablations
     python benchmarks/profile_recording.py --ablations-only --reps 60
+    python benchmarks/profile_recording.py --in-situ-only --reps 40
 
-Three views of the same 50-node linear graph recorded with a ``SqliteSaver``
+Four views of the same 50-node linear graph recorded with a ``SqliteSaver``
 as shipped (benchmark 1's failing configuration):
 
 * **Ablations**: the recording with one graphtape component switched off
@@ -12,6 +13,11 @@ as shipped (benchmark 1's failing configuration):
   difference to the full recording is what that component costs per step,
   in wall time and in process CPU (all threads: steadier than the wall,
   which follows the disk's fsync latency).
+* **In situ**: the baseline and the recording interleaved, timed from
+  inside: the run's thread's CPU per step, LangGraph's ``run_with_retry``
+  per task (the node with LangGraph's wrapping and graphtape's task hooks)
+  and the user's saver per call (the same code either way: a difference is
+  contention with the recording's other threads).
 * **Per-function wall time** across all threads (LangGraph writes
   checkpoints from a background thread, which ``cProfile`` does not see):
   graphtape's entry points are wrapped with timers.
@@ -54,6 +60,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 import graphtape
 import graphtape.recorder as recorder_mod
 from graphtape.record import context as context_mod
+from graphtape.record import llm as llm_mod
+from graphtape.record import session as session_mod
 from graphtape.record import task_runner as task_runner_mod
 from graphtape.record import writer as writer_mod
 from graphtape.record.checkpoints import TapSaver
@@ -188,22 +196,6 @@ TIMED = [
 def timed_functions(tmp: Path, runs: int, durability: str) -> tuple[dict[str, tuple[float, float]], float, float]:
     totals: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    lock = threading.Lock()
-
-    def wrap(fn: Any, label: str) -> Any:
-        @functools.wraps(fn)
-        def timed(*a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                dt = time.perf_counter() - t0
-                with lock:
-                    totals[label] += dt
-                    counts[label] += 1
-
-        return timed
-
     builder = bench.linear_graph()
     plain = builder.compile()
     baseline = builder.compile(checkpointer=bench.sqlite_saver(tmp / f"fn-base-{durability}.db"))
@@ -212,7 +204,7 @@ def timed_functions(tmp: Path, runs: int, durability: str) -> tuple[dict[str, tu
     for _ in range(2):  # warm up unpatched
         rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
         baseline.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
-    patches = [(o, n, wrap(getattr(o, n), label)) for o, n, label in TIMED if hasattr(o, n)]
+    patches = [(o, n, _timer(getattr(o, n), label, totals, counts)) for o, n, label in TIMED if hasattr(o, n)]
     wall_rec = wall_base = 0.0
     with Patch(*patches):
         for _ in range(runs):
@@ -237,6 +229,73 @@ def timed_functions(tmp: Path, runs: int, durability: str) -> tuple[dict[str, tu
         if label in base_totals:
             out[f"[baseline] {label}"] = (base_totals[label] * per_step, base_counts[label] / runs)
     return out, wall_rec * per_step, wall_base * per_step
+
+
+IN_SITU = (
+    "the run's thread CPU, µs/step",
+    "run_with_retry, µs/task",
+    "SqliteSaver.put, µs/call",
+    "SqliteSaver.put_writes, µs/call",
+    "wall, µs/step",
+)
+
+
+def in_situ(tmp: Path, reps: int, durability: str) -> dict[str, tuple[float, float]]:
+    """The recording's cost where it lands, timed from inside interleaved runs: ``(baseline, recorded)``
+    medians of each figure in :data:`IN_SITU`.
+
+    ``run_with_retry`` (LangGraph's runner calls it once per task) holds the node, LangGraph's own
+    wrapping of it and, recorded, graphtape's task hooks: its difference is what the hooks cost on the
+    run's thread as it runs, not as ``timeit`` measures them in a loop (several times more). The
+    user's saver calls are the same code either way: a difference there is contention (the
+    interpreter lock, the disk) with the recording's other threads.
+    """
+    from langgraph.pregel import _runner
+
+    builder = bench.linear_graph()
+    baseline = builder.compile(checkpointer=bench.sqlite_saver(tmp / f"situ-base-{durability}.db"))
+    tape = graphtape.connect(f"sqlite:///{tmp}/situ-tape-{durability}.db")
+    rec = tape.record(builder.compile(), checkpointer=bench.sqlite_saver(tmp / f"situ-user-{durability}.db"))
+    rec.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)  # graphtape's runner patch is in
+    acc: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    per_run: dict[bool, list[tuple[float, ...]]] = {False: [], True: []}
+
+    def variant(target: Any, recorded: bool) -> Any:
+        def go() -> Any:
+            acc.clear()
+            calls.clear()
+            c0 = time.thread_time()
+            out = target.invoke(bench.LINEAR_INPUT, bench.new_thread(), durability=durability)
+            cpu = time.thread_time() - c0
+            unseen = [k for k in ("task", "put", "put_writes") if not calls[k]]
+            if unseen:  # a renamed LangGraph function: its timer would report nothing, not zero cost
+                raise RuntimeError(f"in situ: no call reached the timer of {unseen}")
+            per_run[recorded].append(
+                (
+                    cpu / STEPS,
+                    acc["task"] / calls["task"],
+                    acc["put"] / calls["put"],
+                    acc["put_writes"] / calls["put_writes"],
+                )
+            )
+            return out
+
+        return go
+
+    patches = (
+        (_runner, "run_with_retry", _timer(_runner.run_with_retry, "task", acc, calls)),
+        (SqliteSaver, "put", _timer(SqliteSaver.put, "put", acc, calls)),
+        (SqliteSaver, "put_writes", _timer(SqliteSaver.put_writes, "put_writes", acc, calls)),
+    )
+    with Patch(*patches):
+        samples = bench.interleave({"baseline": variant(baseline, False), "recorded": variant(rec, True)}, reps)
+    tape.close()
+    out = {}
+    for i, name in enumerate(IN_SITU[:4]):
+        out[name] = tuple(statistics.median(x[i] for x in per_run[r][-reps:]) * 1e6 for r in (False, True))
+    out[IN_SITU[4]] = tuple(statistics.median(samples[k]) * 1e6 / STEPS for k in ("baseline", "recorded"))
+    return out  # type: ignore[return-value]
 
 
 def cprofile_sync(tmp: Path, runs: int) -> str:
@@ -291,9 +350,24 @@ def cprofile_conversation(tmp: Path, turns: int) -> tuple[str, dict[str, float]]
     return _trim(buf.getvalue(), 20, "turn"), figures
 
 
+#: graphtape's entry points in a recorded agent run, timed in wall time (benchmark 4 is a figure in ms per run)
+AGENT_TIMED = [
+    (recorder_mod.RecordedGraph, "_open", "RecordedGraph._open (lease, run start)"),
+    (llm_mod, "begin_llm", "llm.begin_llm (request, messages, fingerprint)"),
+    (session_mod.Session, "end_live", "Session.end_live (a live call's response)"),
+    (TaskRecorder, "opened", "TaskRecorder.opened"),
+    (TaskRecorder, "finished", "TaskRecorder.finished"),
+    (TapSaver, "put", "TapSaver.put (with InMemorySaver.put, in line)"),
+    (TapSaver, "put_writes", "TapSaver.put_writes (with InMemorySaver's)"),
+    (writer_mod.TapeWriter, "flush", "TapeWriter.flush (background and the end's)"),
+    (recorder_mod.RecordedGraph, "_close", "RecordedGraph._close (run end, last write)"),
+]
+
+
 def agent_overhead(tmp: Path, runs: int) -> tuple[dict[str, float], str]:
     """Benchmark 4's agent run (``create_agent``, 3 LLM + 2 tool calls): wall and main-thread CPU per run,
-    recorded and unrecorded interleaved, then a cProfile of the recorded run (graphtape frames)."""
+    recorded and unrecorded interleaved, then graphtape's entry points timed (wall, every thread) and
+    a cProfile of the recorded run (graphtape frames)."""
     from langchain.agents import create_agent
     from langchain_openai import ChatOpenAI
 
@@ -314,6 +388,17 @@ def agent_overhead(tmp: Path, runs: int) -> tuple[dict[str, float], str]:
                 c0, t0 = time.thread_time(), time.perf_counter()
                 targets[k].invoke(question, bench.new_thread())
                 samples[k].append((time.perf_counter() - t0, time.thread_time() - c0))
+        totals: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        timers = [
+            (o, n, _timer(getattr(o, n), label, totals, counts) if hasattr(o, n) else None)
+            for o, n, label in AGENT_TIMED
+        ]
+        with Patch(*timers) as p:
+            if p.missing:
+                print(f"  note: not found, timers incomplete: {sorted(p.missing)}")
+            for _ in range(runs):
+                targets["recorded"].invoke(question, bench.new_thread())
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(runs):
@@ -324,9 +409,31 @@ def agent_overhead(tmp: Path, runs: int) -> tuple[dict[str, float], str]:
     for k, xs in samples.items():
         out[f"{k}: wall ms/run"] = statistics.median(x[0] for x in xs) * 1000
         out[f"{k}: main-thread CPU ms/run"] = statistics.median(x[1] for x in xs) * 1000
+    timed = [f"  {'entry point (inclusive, wall)':52s} {'ms/run':>8s}  calls/run"]
+    for _, _, label in AGENT_TIMED:
+        if counts[label]:
+            timed.append(f"  {label:52s} {totals[label] / runs * 1000:8.3f}  {counts[label] / runs:6.1f}")
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(r"graphtape/", 25)
-    return out, _trim(buf.getvalue(), runs, "run")
+    return out, "\n".join(timed) + "\n\n" + _trim(buf.getvalue(), runs, "run")
+
+
+def _timer(fn: Any, label: str, totals: dict[str, float], counts: dict[str, int]) -> Any:
+    """``fn`` adding its wall time to ``totals[label]`` and its calls to ``counts[label]`` (any thread)."""
+    lock = threading.Lock()
+
+    @functools.wraps(fn)
+    def timed(*a: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            dt = time.perf_counter() - t0
+            with lock:
+                totals[label] += dt
+                counts[label] += 1
+
+    return timed
 
 
 def _trim(text: str, per: int, unit: str) -> str:
@@ -355,11 +462,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--ablations-only", action="store_true", help="only the ablations (a few minutes)")
+    parser.add_argument("--in-situ-only", action="store_true", help="only the in-situ timings (about a minute)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory(prefix="graphtape-prof-") as d:
         tmp = Path(d)
-        for durability in ("sync", "async"):
+        for durability in ("sync", "async") if not args.in_situ_only else ():
             print(
                 f"\n== Ablations, durability={durability} ({args.reps} interleaved reps, median ms/super-step: "
                 "wall, and process CPU of every thread)"
@@ -371,6 +479,16 @@ def main() -> int:
                 saved = f"   saves {full - v:+.3f} ms wall, {full_cpu - c:+.3f} ms CPU" if name.startswith("-") else ""
                 print(f"  {name:42s} {v:7.3f} ms {v / base:5.2f}x   CPU {c:7.3f} ms {c / base_cpu:5.2f}x{saved}")
         if args.ablations_only:
+            return 0
+        for durability in ("sync", "async"):
+            print(
+                f"\n== In situ, durability={durability} ({args.reps} interleaved reps, medians; timed from inside "
+                "the runs)"
+            )
+            print(f"  {'':36s} {'baseline':>10s} {'recorded':>10s} {'difference':>11s}")
+            for name, (b, r) in in_situ(tmp, args.reps, durability).items():
+                print(f"  {name:36s} {b:10.1f} {r:10.1f} {r - b:+11.1f}")
+        if args.in_situ_only:
             return 0
         for durability in ("sync", "async"):
             print(f"\n== Per-function wall time, all threads, durability={durability} (µs per super-step, inclusive)")

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ["benchmarks/server.py", "--quick", "--viewers", "5"],
         ["benchmarks/server_queue.py", "--quick"],
         ["benchmarks/profile_recording.py", "--ablations-only", "--reps", "1"],
+        ["benchmarks/profile_recording.py", "--in-situ-only", "--reps", "1"],
     ],
 )
 def test_benchmark_runs(args, tmp_path):
