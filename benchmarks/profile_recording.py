@@ -15,7 +15,7 @@ as shipped (benchmark 1's failing configuration):
   which follows the disk's fsync latency).
 * **In situ**: the baseline and the recording interleaved, timed from
   inside: the run's thread's CPU per step, LangGraph's ``run_with_retry``
-  per task (the node with LangGraph's wrapping and graphtape's task hooks)
+  per task (the node with LangGraph's wrapping and graphtape's task wrapper)
   and the user's saver per call (the same code either way: a difference is
   contention with the recording's other threads).
 * **Per-function wall time** across all threads (LangGraph writes
@@ -245,10 +245,11 @@ def in_situ(tmp: Path, reps: int, durability: str) -> dict[str, tuple[float, flo
     medians of each figure in :data:`IN_SITU`.
 
     ``run_with_retry`` (LangGraph's runner calls it once per task) holds the node, LangGraph's own
-    wrapping of it and, recorded, graphtape's task hooks: its difference is what the hooks cost on the
-    run's thread as it runs, not as ``timeit`` measures them in a loop (several times more). The
-    user's saver calls are the same code either way: a difference there is contention (the
-    interpreter lock, the disk) with the recording's other threads.
+    wrapping of it and, recorded, graphtape's part: its wrapper, the task's copy and the task hooks.
+    Its difference is what that part costs on the run's thread as it runs, several times what
+    ``timeit`` gives for the same code in a loop. The user's saver calls are the same code either
+    way: a difference there is contention (the interpreter lock, the disk) with the recording's
+    other threads.
     """
     from langgraph.pregel import _runner
 
