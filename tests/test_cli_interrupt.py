@@ -78,6 +78,16 @@ def slow(tmp_path, monkeypatch):
     return path
 
 
+def _sigint_as_ctrl_c() -> None:
+    """Run in the child before exec: SIGINT back to its default disposition.
+
+    A process started in the background by a non-interactive shell (``cmd &``, ``nohup``) has
+    SIGINT ignored, and its children inherit that; Python then installs no KeyboardInterrupt
+    handler and the CLI would never see the Ctrl-C these tests send.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli_process(store_url: str, cwd: Path, *args: str) -> subprocess.Popen:
     env = {
         **os.environ,
@@ -93,6 +103,7 @@ def cli_process(store_url: str, cwd: Path, *args: str) -> subprocess.Popen:
         cwd=cwd,
         env=env,
         text=True,
+        preexec_fn=_sigint_as_ctrl_c,
     )
 
 
@@ -103,7 +114,12 @@ def ctrl_c_when_waiting(proc: subprocess.Popen, ready: Path) -> tuple[int, str, 
         assert time.monotonic() < deadline, "the graph never reached the waiting node"
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the CLI did not stop within 60 s of SIGINT; it printed:\n{out}\n{err}")
     return proc.returncode, out, err
 
 
