@@ -22,6 +22,7 @@ import graphtape
 from graphtape.cli import main
 from graphtape.runtime.lease import ThreadLease
 from graphtape.store.base import RunRecord, WriteBatch
+from tests.live_server import sigint_as_ctrl_c
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 
@@ -78,16 +79,6 @@ def slow(tmp_path, monkeypatch):
     return path
 
 
-def _sigint_as_ctrl_c() -> None:
-    """Run in the child before exec: SIGINT back to its default disposition.
-
-    A process started in the background by a non-interactive shell (``cmd &``, ``nohup``) has
-    SIGINT ignored, and its children inherit that; Python then installs no KeyboardInterrupt
-    handler and the CLI would never see the Ctrl-C these tests send.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def cli_process(store_url: str, cwd: Path, *args: str) -> subprocess.Popen:
     env = {
         **os.environ,
@@ -103,7 +94,7 @@ def cli_process(store_url: str, cwd: Path, *args: str) -> subprocess.Popen:
         cwd=cwd,
         env=env,
         text=True,
-        preexec_fn=_sigint_as_ctrl_c,
+        preexec_fn=sigint_as_ctrl_c,
     )
 
 
