@@ -12,6 +12,7 @@ the reason shown, elsewhere.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from typing import Any
 
@@ -24,6 +25,19 @@ POSTGRES_URL = os.environ.get("GRAPHTAPE_TEST_POSTGRES_URL", "postgresql://postg
 REDIS_URL = os.environ.get("GRAPHTAPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 _reachable: dict[str, str | None] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the suite's children see a Ctrl-C even when the suite itself was started with SIGINT ignored.
+
+    A job that a non-interactive shell starts in the background (``cmd &``, ``nohup``) has SIGINT
+    ignored, and an ignored signal stays ignored across ``exec``: the CLI, ``graphtape dev`` and the
+    demo, which tests stop with SIGINT, would then install no KeyboardInterrupt handler and never
+    stop. A handled signal is reset to its default in a child, so handling it here is enough, with
+    no ``preexec_fn`` (not safe in a process with threads) at each ``Popen``.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _unreachable_reason(backend: str) -> str | None:

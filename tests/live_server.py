@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["SDK_KEY_VARS", "free_port", "interrupt", "serve_app", "sigint_as_ctrl_c", "without_sdk_keys"]
+__all__ = ["SDK_KEY_VARS", "free_port", "interrupt", "serve_app", "without_sdk_keys"]
 
 #: the variables ``langgraph-sdk`` reads an API key from (and would send to the server under test)
 SDK_KEY_VARS = ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
@@ -54,16 +54,6 @@ def serve_app(app: Any, name: str = "test-uvicorn", **config: Any) -> Iterator[s
         server.should_exit = True
         thread.join(timeout=20)
     assert not thread.is_alive(), "uvicorn did not stop"
-
-
-def sigint_as_ctrl_c() -> None:
-    """A ``preexec_fn`` for a child that :func:`interrupt` (or a test) stops with SIGINT: SIGINT back to its default.
-
-    A process started in the background by a non-interactive shell (``cmd &``, ``nohup``) has
-    SIGINT ignored, and its children inherit that; Python then installs no KeyboardInterrupt
-    handler and the child would never see the Ctrl-C it is sent.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def interrupt(proc: subprocess.Popen[str], timeout: float = 20) -> None:

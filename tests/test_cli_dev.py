@@ -19,7 +19,7 @@ from graphtape.cli import main
 from graphtape.cli.base import http_address
 from graphtape.errors import GraphLoadError
 from graphtape.server.studio.project import is_loopback, parse_graph_option, read_project, token_for
-from tests.live_server import free_port, interrupt, sigint_as_ctrl_c
+from tests.live_server import free_port, interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,7 +138,7 @@ def test_dev_serves_the_examples_langgraph_json(tmp_path):
         "dev",
     ]
     cmd += ["--config", str(ROOT / "examples" / "langgraph.json"), "--port", str(port), "--no-browser"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_ctrl_c)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()

@@ -22,7 +22,6 @@ import graphtape
 from graphtape.cli import main
 from graphtape.runtime.lease import ThreadLease
 from graphtape.store.base import RunRecord, WriteBatch
-from tests.live_server import sigint_as_ctrl_c
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 
@@ -94,7 +93,6 @@ def cli_process(store_url: str, cwd: Path, *args: str) -> subprocess.Popen:
         cwd=cwd,
         env=env,
         text=True,
-        preexec_fn=sigint_as_ctrl_c,
     )
 
 

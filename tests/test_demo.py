@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import graphtape
-from tests.live_server import free_port, interrupt, sigint_as_ctrl_c
+from tests.live_server import free_port, interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = {"doc_pipeline", "refund_agent", "research_assistant"}
@@ -52,7 +52,6 @@ def _serve_demo(url: str, port: int) -> tuple[list[str], dict[str, list[dict]]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=sigint_as_ctrl_c,
     )
     lines: list[str] = []
     try:
