@@ -87,6 +87,10 @@ def test_recovery_after_sigkill_repeats_nothing(crash, store_url, tmp_path, refe
     try:
         crashed_run = tape.run(result["crashed_run_id"])
         assert crashed_run.status == "crashed" and crashed_run.meta["recovered_by"] == result["run_id"]
+        # its row counts what it did before the crash (its session never wrote the counts)
+        made = len(tape.store.events(crashed_run.run_id, ["llm_call", "tool_call", "effect_call"]))
+        assert crashed_run.llm_calls >= 1  # every crash point comes after the draft's model call
+        assert crashed_run.llm_calls + crashed_run.tool_calls + crashed_run.effect_calls == made
         new_run = tape.run(result["run_id"])
         assert new_run.mode == "recover" and new_run.meta["recovers"] == crashed_run.run_id
         assert tape.orphaned_runs() == []

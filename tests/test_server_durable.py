@@ -193,7 +193,7 @@ def test_a_run_started_on_one_process_is_seen_joined_and_cancelled_from_another(
 
 
 def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeating_calls(
-    servers, shared_url, tmp_path
+    servers, shared_url, tmp_path, monkeypatch
 ):
     a = servers()
     tid, run_id = a.start_run("k", ["updates", "values"])
@@ -222,8 +222,30 @@ def test_a_process_killed_mid_run_has_its_run_finished_by_another_without_repeat
         assert recovery.status == "finished" and recovery.mode == "recover"
         assert recovery.served_calls == 1 and recovery.live_calls == 1
         assert resumed[0]["graphtape_run_id"] == recovery.run_id
+        assert_replays_by_its_own_id(tape, run_id, tmp_path, "k", monkeypatch)
     finally:
         tape.close()
+
+
+def assert_replays_by_its_own_id(tape, run_id: str, tmp_path: Path, topic: str, monkeypatch) -> None:
+    """The id the client was given replays (and exports) the whole run, crash and recovery, with no live call;
+    the crashed run's row counts the call it made before the crash."""
+    from tests.durable_graph import build
+
+    monkeypatch.setenv("GRAPHTAPE_DURABLE_DIR", str(tmp_path))  # the node waits for its gate file there
+    crashed = tape.store.get_run(run_id)
+    assert crashed.status == "crashed" and crashed.llm_calls == 1 and crashed.tokens == 0
+    made = calls(tmp_path)
+    result = tape.replay(run_id, build(), mode="strict")
+    assert (result.status, result.live, result.divergence) == ("finished", 0, None), result.divergence
+    assert result.served == 2 and result.output_matches is True
+    assert result.output == {"topic": topic, "first": f"answer to one {topic}", "second": f"answer to two {topic}"}
+    assert calls(tmp_path) == made  # no model call
+    exported = tmp_path / "run.jsonl"
+    tape.export_run(run_id, exported)
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    ids = [line["run_id"] for line in lines if line.get("type") == "run"]
+    assert ids == [run_id, crashed.meta["recovered_by"]]
 
 
 def test_a_process_stopped_gracefully_hands_its_run_over_at_once(servers, shared_url, tmp_path):
@@ -251,7 +273,7 @@ def test_a_process_stopped_gracefully_hands_its_run_over_at_once(servers, shared
         tape.close()
 
 
-def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path):
+def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path}/tape.db"
     graphtape.connect(url).close()
     first = Server(url, tmp_path, 1).wait_ready()
@@ -269,6 +291,7 @@ def test_sqlite_a_killed_server_started_again_finishes_its_run(tmp_path):
         assert events[-1][2]["second"] == "answer to two s"
         assert calls(tmp_path) == ["one s", "two s"]
         assert second.client.get(f"/threads/{tid}/runs/{run_id}").json()["status"] == "success"
+        assert_replays_by_its_own_id(tape, run_id, tmp_path, "s", monkeypatch)
     finally:
         tape.close()
         first.stop()

@@ -527,10 +527,15 @@ class Tape:
     # -- moving tapes --------------------------------------------------------------
 
     def export_run(self, run_id: str, path: str | Path) -> int:
-        """Write one run (and everything it references) to a JSONL file; returns lines written."""
-        from graphtape.export import export_runs
+        """Write one run (and everything it references) to a JSONL file; returns lines written.
 
-        return export_runs(self, [self.run(run_id)], path, kind="run")
+        A run that crashed and was recovered is written with its recoveries, so that the file
+        replays it whole (:mod:`graphtape.replay.lineage`).
+        """
+        from graphtape.export import export_runs
+        from graphtape.replay.lineage import recovered_line
+
+        return export_runs(self, recovered_line(self.store, self.run(run_id)), path, kind="run")
 
     def export_thread(self, thread_id: str, path: str | Path) -> int:
         """Write every run of a thread to a JSONL file."""

@@ -226,6 +226,11 @@ def run_tree(run: RunRecord, rows: list[EventRow], payload: Callable[[str], Any]
     info.add_row("started", f"{fmt_time(run.started_at)}  ({fmt_duration(run.duration)})")
     if run.parent_run_id:
         info.add_row("previous run", run.parent_run_id)
+    meta = run.meta or {}
+    if meta.get("recovers"):
+        info.add_row("recovers", f"{meta['recovers']} (crashed; this run finished it)")
+    if meta.get("recovered_by"):
+        info.add_row("recovered by", f"{meta['recovered_by']} (replay and export follow it)")
     info.add_row(
         "calls",
         f"{run.llm_calls} llm, {run.tool_calls} tool, {run.effect_calls} effect; {run.tokens} tokens"

@@ -43,6 +43,7 @@ from graphtape import clock, events, serde
 from graphtape.errors import Divergence, ReplayError, StoreError
 from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
+from graphtape.replay.lineage import recovered_line
 from graphtape.replay.matcher import Matcher, RecordedCall, index_calls
 from graphtape.replay.statecheck import TASK_KINDS, StateCheck
 from graphtape.replay.steps import ASYNC_APIS, ReplayLoop, Step, adrive, drive, loop_running
@@ -324,8 +325,12 @@ def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
 
 
 def _plan(tape: Tape, run_id: str, from_checkpoint: str | None) -> tuple[RunRecord, list[RunRecord], int]:
-    """The target run, its chain and the index of the first run to re-execute."""
-    target = tape.run(run_id)
+    """The target run, its chain and the index of the first run to re-execute.
+
+    A run that crashed and was recovered is replayed through its last recovery, whose chain holds
+    it: the id a user or API client was given replays the whole run (:mod:`graphtape.replay.lineage`).
+    """
+    target = recovered_line(tape.store, tape.run(run_id))[-1]
     chain = run_chain(tape, target)
     start_index = _checkpoint_segment(tape, chain, from_checkpoint) if from_checkpoint is not None else 0
     return target, chain, start_index

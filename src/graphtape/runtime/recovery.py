@@ -114,6 +114,33 @@ def stopped_by_user(run: RunRecord) -> bool:
     )
 
 
+def crashed_update(store: Any, run: RunRecord) -> dict[str, Any]:
+    """The run row's update that closes ``run`` as ``crashed``, with the counts its session never wrote.
+
+    A session writes its call counts and tokens when its run ends, which a
+    killed process never reaches: summed here from the calls on the tape, by
+    the session's own rule (``served_calls`` / ``live_calls`` count only in a
+    run that answers calls from a tape, as a recovery does; a recording's
+    calls are all live by definition, and it keeps both at 0).
+    """
+    rows = store.events(run.run_id, list(events.CALL_EVENT_KINDS))
+    calls = [events.parse(row) for row in rows]
+    counts = dict.fromkeys(events.CALL_KINDS, 0)
+    for call in calls:
+        counts[call.CALL_KIND] += 1
+    update: dict[str, Any] = {
+        "status": "crashed",
+        "llm_calls": counts["llm"],
+        "tool_calls": counts["tool"],
+        "effect_calls": counts["effect"],
+        "tokens": sum(int(call.tokens or 0) for call in calls),
+    }
+    if run.mode != "record":
+        stats = events.replay_stats(calls)
+        update["served_calls"], update["live_calls"] = stats.served, stats.live
+    return update
+
+
 def orphaned_runs(tape: Tape) -> list[RunRecord]:
     """Runs to finish: still ``running`` with nobody holding their thread (their process is gone),
     or stopped by Ctrl-C while they were the newest run of their thread."""
@@ -210,7 +237,7 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     # The crashed run is closed first, so that a recovery that crashes in turn
     # is the one picked up next time (and serves this run's calls too).
     if run.status == "running":  # a run stopped by Ctrl-C keeps ``interrupted``; ``recovered_by`` marks it done
-        store.write(WriteBatch(run_updates=[(run.run_id, {"status": "crashed"})]))
+        store.write(WriteBatch(run_updates=[(run.run_id, crashed_update(store, run))]))
     matcher = Matcher.from_store(store, list(reversed(chain)))
     recorder = tape.record(graph, name=run.graph)
     recorder.plan = ReplayPlan(RecoveryAnswerer(matcher, chain), "recover", meta={"recovers": run.run_id})

@@ -32,9 +32,10 @@ from langgraph.types import Command
 
 from graphtape import events
 from graphtape.record.answer import ReplayPlan
+from graphtape.replay.lineage import recovered_line
 from graphtape.replay.matcher import Matcher
-from graphtape.runtime.recovery import RecoveryAnswerer, recovery_chain, stopped_by_user
-from graphtape.store.base import RunRecord, WriteBatch
+from graphtape.runtime.recovery import RecoveryAnswerer, crashed_update, recovery_chain, stopped_by_user
+from graphtape.store.base import WriteBatch
 
 if TYPE_CHECKING:
     from graphtape.server.studio.assistants import AssistantEntry
@@ -57,18 +58,6 @@ class Resumption:
     from_checkpoint: bool = True
 
 
-def _latest(store: Any, run: RunRecord) -> RunRecord:
-    """The newest run of the recovery chain that starts at ``run`` (``meta.recovered_by``)."""
-    seen = {run.run_id}
-    while True:
-        nxt_id = (run.meta or {}).get("recovered_by")
-        nxt = store.get_run(nxt_id) if nxt_id and nxt_id not in seen else None
-        if nxt is None:
-            return run
-        seen.add(nxt.run_id)
-        run = nxt
-
-
 async def resumption(runs: Runs, row: QueuedRun, assistant: AssistantEntry) -> Resumption | None:
     """What to do with ``row`` (None: execute it as a new run); see the module docstring."""
     if row.attempt <= 1:
@@ -78,7 +67,7 @@ async def resumption(runs: Runs, row: QueuedRun, assistant: AssistantEntry) -> R
         return None
     await runs._thread_free(row.thread_id, None)  # the dead process's claim on the thread expires
     first = store.get_run(row.run_id)
-    latest = _latest(store, first) if first is not None else None
+    latest = recovered_line(store, first)[-1] if first is not None else None
     if latest is None:
         return None
     if latest.status not in ("running", "crashed") and not stopped_by_user(latest):
@@ -87,7 +76,7 @@ async def resumption(runs: Runs, row: QueuedRun, assistant: AssistantEntry) -> R
     new_id = str(uuid.uuid4())
     update: dict[str, Any] = {"meta": {**(latest.meta or {}), "recovered_by": new_id}}
     if latest.status == "running":
-        update["status"] = "crashed"
+        update.update(crashed_update(store, latest))
     # marked before the recovery starts: if it dies too, the next attempt finds it through the chain
     store.write(WriteBatch(run_updates=[(latest.run_id, update)]))
     recorded = runs.tape.record(assistant.graph, name=row.graph_id, lease_ttl=runs.lease_seconds)
