@@ -664,3 +664,25 @@ def test_subgraphs_expand_on_the_diagram(page, server, recorded):
     expect(page.locator('.react-flow__node[data-id="analyze"]')).to_have_count(0)
     page.get_by_role("button", name="Collapse subgraphs").click()
     expect(page.locator('.react-flow__node[data-id="analyze"]')).to_be_visible()
+
+
+def test_a_crashed_run_links_to_the_recovery_that_finished_it(page, tmp_path):
+    from tests.test_recovery import worker
+
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    assert worker(url, tmp_path / "ledger", "t-crash", "after-draft-llm").returncode == -9
+    time.sleep(0.7)  # the killed process's lease expires
+    recovered = worker(url, tmp_path / "ledger", "t-crash", mode="recover")
+    assert recovered.returncode == 0, recovered.stderr
+    (result,) = json.loads(recovered.stdout)
+    srv = Server(url, _free_port(), tmp_path / "server.log")
+    srv.start()
+    try:
+        _open_run(page, srv, result["crashed_run_id"])
+        note = page.get_by_role("note").filter(has_text="finished by its recovery")
+        expect(note).to_be_visible()
+        note.get_by_role("link").click()
+        page.wait_for_url(f"**/ui/runs/{result['run_id']}")
+        expect(page.get_by_role("region", name="Run")).to_contain_text("recovery")
+    finally:
+        srv.stop()

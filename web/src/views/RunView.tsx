@@ -197,6 +197,13 @@ export function RunView() {
             <dd>{count(run.tokens)}</dd>
           </dl>
           {run.error && <p className="error">{run.error}</p>}
+          {typeof run.meta?.recovered_by === "string" && (
+            <p className="recovery-note" role="note">
+              This run crashed and was finished by its recovery{" "}
+              <Link to={`/ui/runs/${run.meta.recovered_by}`}>{shortId(run.meta.recovered_by)}</Link>: replaying or
+              exporting it takes both.
+            </p>
+          )}
           <div className="actions" role="toolbar" aria-label="Run actions">
             <button type="button" disabled={busy} onClick={() => act(() => api.replay(run.run_id, "strict"))}>
               Replay strict
