@@ -6,7 +6,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-record test lint bench web-check
+.PHONY: demo demo-record test lint bench web-check front-end-e2e
 
 $(BIN)/graphtape: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -49,3 +49,10 @@ web-check:
 	  echo "the committed web UI build is not what web/ builds: run 'cd web && npm ci && npm run build' and commit src/graphtape/ui"; \
 	  exit 1; \
 	fi
+
+# a LangGraph front end in a real browser against `graphtape dev`: e2e/front_end is a chat page on
+# @langchain/langgraph-sdk's useStream (built with npm and esbuild from its lock file), driven by Playwright in
+# Chromium (/usr/bin/chromium); about a minute, so not part of `make test` (the test skips without the build)
+front-end-e2e: $(BIN)/graphtape
+	cd e2e/front_end && npm ci --no-audit --no-fund --loglevel=error && npm run build
+	$(BIN)/python -m pytest tests/test_front_end_browser.py -q

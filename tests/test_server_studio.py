@@ -350,7 +350,7 @@ async def test_patch_count_and_copy_threads(client):
     tid = await new_thread(client)
     await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "c"}})
     patched = (await client.patch(f"/threads/{tid}", json={"metadata": {"owner": "me"}})).json()
-    assert patched["metadata"] == {"graph_id": "doc", "owner": "me"}
+    assert patched["metadata"] == {"graph_id": "doc", "assistant_id": assistant_id_for("doc"), "owner": "me"}
     assert (await client.post("/threads/count", json={"metadata": {"owner": "me"}})).json() == 1
     copy = (await client.post(f"/threads/{tid}/copy")).json()
     assert copy["thread_id"] != tid and copy["status"] == "interrupted"

@@ -26,6 +26,7 @@ __all__ = [
     "Run",
     "RunCreate",
     "RunsCancel",
+    "SelectedThread",
     "ServerInfo",
     "StateAtCheckpoint",
     "Thread",
@@ -125,10 +126,44 @@ class Thread(_Response):
     thread_id: str
     created_at: str
     updated_at: str
+    state_updated_at: str | None = Field(None, description="when the thread's latest checkpoint was written")
     metadata: dict[str, Any] = {}
     status: ThreadStatus = "idle"
+    config: dict[str, Any] = {}
+    values: Any = Field(None, description="the values of the thread's latest checkpoint")
+    interrupts: dict[str, Any] = Field({}, description="the pending interrupts by task id: [{id, value}]")
+    error: dict[str, Any] | None = Field(None, description="{error, message} of the last run, when it failed")
+
+
+class SelectedThread(_Response):
+    """A thread as ``POST /threads/search`` answers it: every field of a thread, or those ``select`` names."""
+
+    thread_id: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    state_updated_at: str | None = None
+    metadata: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
+    config: dict[str, Any] | None = None
     values: Any = None
-    interrupts: dict[str, Any] = {}
+    interrupts: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+#: the fields ``POST /threads/search`` can ``select`` (LangGraph's, ``context`` as the SDK names it, ``error``)
+ThreadField = Literal[
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "config",
+    "context",
+    "status",
+    "values",
+    "interrupts",
+    "error",
+]
 
 
 class ThreadCreate(_Request):
@@ -153,6 +188,7 @@ class ThreadSearch(_Request):
     ids: list[str] | None = None
     limit: int = Field(10, ge=0, le=1000)
     offset: int = Field(0, ge=0)
+    select: list[ThreadField] | None = Field(None, description="the fields to answer (all when not given)")
 
 
 class Checkpoint(_Response):

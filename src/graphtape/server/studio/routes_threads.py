@@ -10,6 +10,7 @@ from langgraph.errors import InvalidUpdateError
 from graphtape.server.studio.assistants import AssistantEntry
 from graphtape.server.studio.models import (
     HistoryRequest,
+    SelectedThread,
     StateAtCheckpoint,
     Thread,
     ThreadCount,
@@ -58,15 +59,26 @@ async def read_state(
     return state_body(snap)
 
 
-async def describe_thread(request: Request, thread: ThreadEntry) -> dict[str, Any]:
-    if thread.graph_id is not None and request.app.state.studio.assistants.find(thread.graph_id) is None:
-        return thread.describe()  # recorded with a graph this server does not serve: no state to read
-    state = await read_state(request, thread)
-    interrupts = {}
-    for task in state["tasks"]:
-        if task["interrupts"]:
-            interrupts[task["id"]] = task["interrupts"]
-    return thread.describe(values=state["values"], interrupts=interrupts)
+#: the fields of a thread read from its latest checkpoint
+_STATE_FIELDS = frozenset({"values", "interrupts", "state_updated_at"})
+
+
+async def describe_thread(request: Request, thread: ThreadEntry, fields: set[str] | None = None) -> dict[str, Any]:
+    """The thread as LangGraph's server answers it, with the ``values`` and ``interrupts`` of its latest
+    checkpoint (one checkpoint read, never its history). ``fields``: only these (a search's ``select``);
+    the checkpoint is read only when one of them comes from it."""
+    studio = request.app.state.studio
+    error = None
+    if thread.status == "error" and (fields is None or "error" in fields):
+        error = studio.threads.last_error(thread.thread_id)
+    unserved = thread.graph_id is not None and studio.assistants.find(thread.graph_id) is None
+    if unserved or (fields is not None and not fields & _STATE_FIELDS):
+        body = thread.describe(error=error)  # unserved: recorded with a graph this server does not serve
+    else:
+        state = await read_state(request, thread)
+        interrupts = {task["id"]: task["interrupts"] for task in state["tasks"] if task["interrupts"]}
+        body = thread.describe(state["values"], interrupts, error=error, state_updated_at=state["created_at"])
+    return body if fields is None else {k: v for k, v in body.items() if k in fields}
 
 
 @router.post("/threads", response_model=Thread)
@@ -78,10 +90,12 @@ async def create_thread(request: Request, body: ThreadCreate) -> dict[str, Any]:
     return await describe_thread(request, thread)
 
 
-@router.post("/threads/search", response_model=list[Thread])
+@router.post("/threads/search", response_model=list[SelectedThread], response_model_exclude_unset=True)
 async def search_threads(request: Request, body: ThreadSearch) -> list[dict[str, Any]]:
     found = request.app.state.studio.threads.search(body.metadata, body.status, body.ids, body.limit, body.offset)
-    return [t.describe() for t in found]
+    fields = {str(name) for name in body.select} if body.select else None
+    # one latest-checkpoint read per thread of the page, as Agent Chat UI's history lists threads by their first message
+    return [await describe_thread(request, thread, fields) for thread in found]
 
 
 @router.post("/threads/count", response_model=int)
@@ -147,10 +161,13 @@ async def get_state_at(request: Request, thread_id: str, checkpoint_id: str, sub
 
 @router.post("/threads/{thread_id}/state/checkpoint", response_model=ThreadState)
 async def post_state_at(request: Request, thread_id: str, body: StateAtCheckpoint) -> dict[str, Any]:
+    """The state at ``checkpoint.checkpoint_id``, or the latest state without one (as ``RemoteGraph.get_state``
+    with only a thread id asks for it)."""
     checkpoint_id = body.checkpoint.get("checkpoint_id")
-    if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise BadRequest("checkpoint.checkpoint_id is required (a checkpoint id from /history)")
-    return await read_state(request, request.app.state.studio.threads.get(thread_id), checkpoint_id, body.subgraphs)
+    if checkpoint_id is not None and not isinstance(checkpoint_id, str):
+        raise BadRequest("checkpoint.checkpoint_id must be a checkpoint id from /history (a string), or left out")
+    thread = request.app.state.studio.threads.get(thread_id)
+    return await read_state(request, thread, checkpoint_id or None, body.subgraphs)
 
 
 @router.post("/threads/{thread_id}/state", response_model=UpdateStateResponse)

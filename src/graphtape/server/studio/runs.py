@@ -416,7 +416,11 @@ class Runs:
         fields: dict[str, Any] = {"status": "busy"}
         if thread.graph_id is None:
             fields["graph_id"] = assistant.graph_id
-            fields["metadata"] = {"graph_id": assistant.graph_id, **thread.metadata}
+        # as LangGraph's server does: the thread carries the graph and the assistant of its latest run,
+        # so a front end configured with either (Agent Chat UI: a graph name or a UUID) finds it
+        ran_by = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+        if any(thread.metadata.get(k) != v for k, v in ran_by.items()):
+            fields["metadata"] = {**thread.metadata, **ran_by}
         self.threads.update(thread, **fields)
         queued = self.queue.enqueue(row, strategy=body.multitask_strategy, cancel_result=CANCELLED_BEFORE_START)
         if queued.run is None:

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphtape.server.studio.assistants import now_iso
+from graphtape.server.studio.assistants import assistant_id_for, now_iso
 from graphtape.server.studio.problems import Conflict, NotFound
 from graphtape.store.runqueue import RunQueue, ThreadRow
 
@@ -42,15 +42,28 @@ class ThreadEntry:
     def from_row(cls, row: ThreadRow) -> ThreadEntry:
         return cls(row.thread_id, row.graph_id, row.metadata, row.status, iso(row.created_at), iso(row.updated_at))
 
-    def describe(self, values: Any = None, interrupts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def describe(
+        self,
+        values: Any = None,
+        interrupts: dict[str, Any] | None = None,
+        *,
+        error: dict[str, Any] | None = None,
+        state_updated_at: str | None = None,
+    ) -> dict[str, Any]:
+        """The thread as LangGraph's server answers it: ``values`` and ``interrupts`` (by task id) of
+        its latest checkpoint, the ``error`` of its last run when that failed, and
+        ``state_updated_at``, when its latest checkpoint was written."""
         return {
             "thread_id": self.thread_id,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "state_updated_at": state_updated_at or self.updated_at,
             "metadata": self.metadata,
             "status": self.status,
+            "config": {},
             "values": values,
             "interrupts": interrupts or {},
+            "error": error,
         }
 
 
@@ -91,7 +104,10 @@ class Threads:
         status = {"interrupted": "interrupted", "failed": "error", "diverged": "error"}.get(last_run.status, "idle")
         graph = last_run.graph
         started = iso(last_run.started_at)
-        return ThreadEntry(last_run.thread_id, graph, {"graph_id": graph}, status, started, started)
+        # the graph's own assistant ran it (as far as the API can tell): a front end configured with
+        # that assistant's UUID finds the thread as it finds the ones its runs made
+        metadata = {"graph_id": graph, "assistant_id": assistant_id_for(graph)}
+        return ThreadEntry(last_run.thread_id, graph, metadata, status, started, started)
 
     def find(self, thread_id: str) -> ThreadEntry | None:
         row = self.queue.get_thread(thread_id)
@@ -126,6 +142,19 @@ class Threads:
                 self.update(entry, status=status)
         elif not row.deleted:
             self.queue.update_thread(thread_id, status=status)
+
+    def last_error(self, thread_id: str) -> dict[str, Any] | None:
+        """``{"error": type, "message": ...}`` of the thread's newest run, if that run failed."""
+        queued = self.queue.list_runs(thread_id=thread_id, limit=1)
+        if queued:
+            result = queued[0].result
+            failure = result.get("__error__") if isinstance(result, dict) else None
+            return failure if isinstance(failure, dict) and queued[0].status == "error" else None
+        recorded = self.tape.runs(thread_id=thread_id, limit=1)  # a thread recorded from Python
+        if recorded and recorded[0].status in ("failed", "diverged") and recorded[0].error:
+            kind, _, message = recorded[0].error.partition(":")  # "Type: first line of the message"
+            return {"error": kind, "message": message.strip()}
+        return None
 
     def delete(self, thread_id: str) -> None:
         entry = self.get(thread_id)
