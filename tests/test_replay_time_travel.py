@@ -269,3 +269,16 @@ async def test_a_graph_with_a_checkpointer_needs_a_thread_id_when_recorded(tape,
         await _call(rec, api, config)
     assert str(recorded.value) == str(unrecorded.value)
     assert tape.runs() == []
+
+
+def test_a_start_in_a_subgraph_namespace_is_refused_with_what_to_do(tape):
+    # a run invoked with a subgraph's checkpoint (its `checkpoint_ns`): the replay says it cannot start there
+    from graphtape.errors import ReplayError
+    from graphtape.replay.startpoint import StartPoints
+
+    starts = StartPoints(tape, lambda source, checkpoint: None, [], [])
+    config: dict[str, Any] = {"configurable": {"thread_id": "replay-x"}}
+    recorded = {"configurable": {"thread_id": "t", "checkpoint_ns": "sub:1", "checkpoint_id": "c-1"}}
+    with pytest.raises(ReplayError, match=r"subgraph namespace 'sub:1'.*from_checkpoint"):
+        starts.start_config(recorded, "t", config)
+    assert config == {"configurable": {"thread_id": "replay-x"}}
