@@ -28,7 +28,7 @@ class Ask(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
 
 
-def build_ask() -> Any:
+def build_ask(checkpointer: Any = None) -> Any:
     """``a`` (a model call) -> ``human`` (an interrupt) -> ``b`` (a model call with the answer)."""
     m = RandomModel(prefix="ask")
 
@@ -49,7 +49,7 @@ def build_ask() -> Any:
     g.add_edge("a", "human")
     g.add_edge("human", "b")
     g.add_edge("b", END)
-    return g.compile()
+    return g.compile(checkpointer=checkpointer)
 
 
 def cfg(thread: str) -> dict[str, Any]:
@@ -271,8 +271,8 @@ async def test_a_graph_with_a_checkpointer_needs_a_thread_id_when_recorded(tape,
     assert tape.runs() == []
 
 
-def test_a_start_in_a_subgraph_namespace_is_refused_with_what_to_do(tape):
-    # a run invoked with a subgraph's checkpoint (its `checkpoint_ns`): the replay says it cannot start there
+def test_a_subgraph_start_the_replay_did_not_re_play_is_refused_with_what_to_do(tape):
+    # a run invoked with a subgraph's checkpoint that no re-played run wrote: not copied, and said so
     from graphtape.errors import ReplayError
     from graphtape.replay.startpoint import StartPoints
 
@@ -282,3 +282,71 @@ def test_a_start_in_a_subgraph_namespace_is_refused_with_what_to_do(tape):
     with pytest.raises(ReplayError, match=r"subgraph namespace 'sub:1'.*from_checkpoint"):
         starts.start_config(recorded, "t", config)
     assert config == {"configurable": {"thread_id": "replay-x"}}
+
+
+def test_autorecording_keeps_the_update_state_calls_of_a_graph(tmp_path):
+    # LangGraph's own tests call update_state on the compiled graph: routed to its recorder as runs are
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.pregel import Pregel
+
+    from graphtape.testing.cassette import Cassette
+
+    methods = dict(Pregel.__dict__)
+    cassette = Cassette(tmp_path / "fork.jsonl", "all")
+    try:
+        with cassette.autorecording():
+            graph = build_ask(InMemorySaver())
+            graph.invoke({"log": []}, cfg("auto"))
+            past = snapshot_before(graph, "auto", "human").config
+            graph.invoke(None, graph.update_state(past, {"log": ["edited"]}, as_node="human"))
+        last = cassette.run_ids[-1]
+        (update,) = cassette.tape.events(last, ["state_update"])
+        assert update.data["checkpoint_id"] == past["configurable"]["checkpoint_id"]
+        with forbid():
+            result = cassette.tape.replay(last, graph)
+        assert result.status == "finished" and result.live == 0 and result.output_matches is True, result.error
+        assert result.output["log"][-2] == "edited"
+    finally:
+        cassette.close()
+    assert {k: Pregel.__dict__[k] for k in methods} == methods  # put back after the block
+
+
+@pytest.mark.parametrize("own_history", [True, False], ids=["checkpointer-true", "per-task"])
+def test_time_travel_to_a_subgraph_checkpoint_and_a_fork_there(tape, own_history):
+    # the subgraph's checkpoint (`checkpoint_ns` "sub", or "sub:<task id>", which differs in the
+    # replay) and LangGraph's `checkpoint_map` are mapped to the replay's, for the run and the update
+    m = RandomModel(prefix="sub")
+
+    def step_a(s: Ask) -> Ask:
+        return {"log": [m.invoke([HumanMessage("a")]).content]}
+
+    def ask(s: Ask) -> Ask:
+        return {"log": [f"ask:{interrupt('q')}"]}
+
+    def build() -> Any:
+        sub = StateGraph(Ask)
+        sub.add_node(step_a)
+        sub.add_node(ask)
+        sub.add_edge(START, "step_a")
+        sub.add_edge("step_a", "ask")
+        outer = StateGraph(Ask)
+        outer.add_node("sub", sub.compile(checkpointer=True if own_history else None))
+        outer.add_edge(START, "sub")
+        return outer.compile()
+
+    rec = tape.record(build())
+    rec.invoke({"log": []}, cfg("nested"))
+    at_ask = rec.get_state(cfg("nested"), subgraphs=True).tasks[0].state.config
+    assert at_ask["configurable"]["checkpoint_ns"].startswith("sub")
+    rec.invoke(Command(resume="first"), cfg("nested"))
+    rec.invoke(None, at_ask)  # back to the subgraph's checkpoint: ask interrupts again, step_a does not re-run
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    before = sum(LIVE.values())
+    with forbid():
+        result = tape.replay(rec.last_run_id, build())
+    assert_exact(tape, rec, "nested", result, before)
+    rec.invoke(None, rec.update_state(at_ask, {"log": ["forked"]}))  # a fork in the subgraph
+    before = sum(LIVE.values())
+    with forbid():
+        result = tape.replay(rec.last_run_id, build())
+    assert_exact(tape, rec, "nested", result, before)

@@ -392,6 +392,9 @@ class StateUpdate(Event):
         str | None, Key("the checkpoint the call was given (null: the thread's latest)", always=True)
     ] = None
     ns: Annotated[str | None, Key("the call's checkpoint namespace, when not the root graph's")] = None
+    checkpoint_map: Annotated[
+        dict[str, Any] | None, Key("the call's checkpoint_map (namespace -> checkpoint id), when given")
+    ] = None
     values: Annotated[str | None, Key("the update's values, encoded", always=True, ref="value")] = None
     as_node: Annotated[
         str | None, Key("the node the update is applied as (null: LangGraph infers it)", always=True)

@@ -37,6 +37,7 @@ class UpdateCall:
     api: str
     checkpoint_id: str | None
     ns: str
+    checkpoint_map: dict[str, Any] | None
     supersteps: list[list[tuple[Any, str | None, str | None]]]
     result: str | None
 
@@ -48,6 +49,7 @@ class UpdateCall:
             api=api,
             checkpoint_id=conf.get("checkpoint_id"),
             ns=str(conf.get("checkpoint_ns") or ""),
+            checkpoint_map=dict(conf["checkpoint_map"]) if isinstance(conf.get("checkpoint_map"), dict) else None,
             supersteps=[[_update(u) for u in superstep] for superstep in supersteps],
             result=returned.get("checkpoint_id"),
         )
@@ -71,6 +73,7 @@ def emit(session: Session, calls: Sequence[UpdateCall]) -> None:
                         superstep=index,
                         checkpoint_id=call.checkpoint_id,
                         ns=call.ns or None,
+                        checkpoint_map=call.checkpoint_map,
                         values=session.put_json(session.encode(values)),
                         as_node=as_node,
                         task_id=task_id,

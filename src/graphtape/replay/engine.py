@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 MODES = ("strict", "flight", "live")
+#: the configurable keys naming where a run started: the replay's own (graphtape.replay.startpoint)
+_START_KEYS = ("checkpoint_id", "checkpoint_ns", "checkpoint_map")
 #: recorded call arguments the replay leaves out: they only print
 _NOT_REPLAYED = ("debug", "print_mode")
 
@@ -452,7 +454,7 @@ def _core(
                 status = "failed"
                 break
         for key, v in (rec_config.get("configurable") or {}).items():
-            if key not in ("thread_id", "checkpoint_id", "checkpoint_ns") and v != serde.REDACTED:
+            if key not in ("thread_id", *_START_KEYS) and v != serde.REDACTED:
                 config["configurable"][key] = v
         if "recursion_limit" in rec_config:
             config["recursion_limit"] = rec_config["recursion_limit"]

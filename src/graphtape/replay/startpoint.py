@@ -49,48 +49,81 @@ class StartPoints:
         self.tape = tape
         self.copy = copy
         self.ids: dict[str, str] = {}
+        #: recorded subgraph namespaces -> the replay's (``node:<task id>`` differs between executions)
+        self.namespaces: dict[str, str] = {}
         self._recorded = recorded
         self._replayed = replayed
         #: how many of the replayed runs' checkpoints are mapped (read when a start needs them)
         self._read = 0
 
-    def resolve(self, checkpoint_id: str, source_thread: str) -> str:
-        """The replay's checkpoint for the recorded ``checkpoint_id`` of ``source_thread``."""
+    def resolve(self, checkpoint_id: str, source_thread: str, ns: str = "") -> str:
+        """The replay's checkpoint for the recorded ``checkpoint_id`` (of namespace ``ns``) of ``source_thread``."""
+        found = self._mapped(checkpoint_id)
+        if found is None and not ns:
+            self.copy(source_thread, checkpoint_id)
+            found = self.ids[checkpoint_id] = checkpoint_id
+        if found is None:
+            raise ReplayError(
+                f"checkpoint {checkpoint_id} of subgraph namespace {ns!r} was not re-played by this replay, and a "
+                "subgraph's checkpoint is not copied; replay the run from its thread's first run (no from_checkpoint)"
+            )
+        return found
+
+    def _mapped(self, checkpoint_id: str) -> str | None:
         found = self.ids.get(checkpoint_id)
         while found is None and self._read < min(len(self._recorded), len(self._replayed)):
             self._map(self._recorded[self._read], self._replayed[self._read])
             self._read += 1
             found = self.ids.get(checkpoint_id)
-        if found is None:
-            self.copy(source_thread, checkpoint_id)
-            found = self.ids[checkpoint_id] = checkpoint_id
         return found
 
     def _map(self, recorded_run_id: str, replay_run_id: str) -> None:
+        """Map a recorded run's checkpoints (and subgraph namespaces) to its replay's: one for one and in
+        order within each namespace (the namespaces compared without their task ids, which differ)."""
         if not replay_run_id:
             return
-        recorded = _root_checkpoints(self.tape, recorded_run_id)
-        replayed = _root_checkpoints(self.tape, replay_run_id)
-        for rec, new in zip(recorded, replayed):
-            if (rec.step, rec.source) != (new.step, new.source):
-                break  # (the replay went elsewhere from here: a divergence reports it)
-            if rec.checkpoint_id and new.checkpoint_id:
-                self.ids[rec.checkpoint_id] = new.checkpoint_id
+        recorded = _checkpoints_by_ns(self.tape, recorded_run_id)
+        replayed = _checkpoints_by_ns(self.tape, replay_run_id)
+        for key, recs in recorded.items():
+            for rec, new in zip(recs, replayed.get(key, ())):
+                if (rec.step, rec.source) != (new.step, new.source):
+                    break  # (the replay went elsewhere from here: a divergence reports it)
+                if rec.checkpoint_id and new.checkpoint_id:
+                    self.ids[rec.checkpoint_id] = new.checkpoint_id
+                if rec.ns and new.ns:
+                    self.namespaces.setdefault(rec.ns, new.ns)
+
+    def target(self, configurable: dict[str, Any], source_thread: str) -> dict[str, Any]:
+        """The configurable keys that point at the replay's copy of the checkpoint a recorded config
+        names (``checkpoint_id``, ``checkpoint_ns``, ``checkpoint_map``); none when it names none."""
+        checkpoint_id = configurable.get("checkpoint_id")
+        if not isinstance(checkpoint_id, str) or checkpoint_id == serde.REDACTED:
+            return {}
+        ns = str(configurable.get("checkpoint_ns") or "")
+        out: dict[str, Any] = {"checkpoint_id": self.resolve(checkpoint_id, source_thread, ns)}
+        out["checkpoint_ns"] = self._namespace(ns)
+        recorded_map = configurable.get("checkpoint_map")
+        if isinstance(recorded_map, dict):
+            out["checkpoint_map"] = {
+                self._namespace(k): self.resolve(v, source_thread, k) if isinstance(v, str) else v
+                for k, v in recorded_map.items()
+            }
+        return out
+
+    def _namespace(self, ns: str) -> str:
+        """The replay's name of a recorded namespace (a task id in it differs; a stable one does not)."""
+        if not ns:
+            return ns
+        if ns not in self.namespaces and ":" in ns:
+            raise ReplayError(
+                f"subgraph namespace {ns!r} was not re-played by this replay; replay the run from its "
+                "thread's first run (no from_checkpoint)"
+            )
+        return self.namespaces.get(ns, ns)
 
     def start_config(self, rec_config: dict[str, Any], source_thread: str, config: dict[str, Any]) -> None:
         """Point ``config`` (the replayed run's) at the replay's copy of the recorded run's start, if it had one."""
-        recorded = rec_config.get("configurable") or {}
-        checkpoint_id = recorded.get("checkpoint_id")
-        if not isinstance(checkpoint_id, str) or checkpoint_id == serde.REDACTED:
-            return
-        if recorded.get("checkpoint_ns"):
-            raise ReplayError(
-                f"the run started from checkpoint {checkpoint_id} of subgraph namespace "
-                f"{recorded['checkpoint_ns']!r}, which a replay cannot start from; replay from a root checkpoint "
-                "(from_checkpoint=...)"
-            )
-        config["configurable"]["checkpoint_ns"] = ""
-        config["configurable"]["checkpoint_id"] = self.resolve(checkpoint_id, source_thread)
+        config["configurable"].update(self.target(rec_config.get("configurable") or {}, source_thread))
 
     def update_steps(
         self, rows: list[EventRow], recorder: Any, new_thread: str, source_thread: str
@@ -109,15 +142,15 @@ class StartPoints:
             first = updates[0]
             if first.api not in UPDATE_APIS:
                 raise ReplayError(f"a state_update event names an unknown method {first.api!r}: the tape is newer")
-            if first.ns:
-                raise ReplayError(
-                    f"the run followed an update_state of subgraph namespace {first.ns!r}, which a replay cannot "
-                    "repeat; replay from a checkpoint after it (from_checkpoint=...)"
-                )
             configurable: dict[str, Any] = {"thread_id": new_thread}
-            if first.checkpoint_id:
-                configurable["checkpoint_ns"] = ""
-                configurable["checkpoint_id"] = self.resolve(first.checkpoint_id, source_thread)
+            if first.checkpoint_id or first.ns:
+                recorded: dict[str, Any] = {"checkpoint_id": first.checkpoint_id, "checkpoint_ns": first.ns or ""}
+                if first.checkpoint_map is not None:
+                    recorded["checkpoint_map"] = first.checkpoint_map
+                if first.checkpoint_id:
+                    configurable.update(self.target(recorded, source_thread))
+                else:
+                    configurable["checkpoint_ns"] = self._namespace(first.ns or "")
             supersteps: list[list[tuple[Any, Any, Any]]] = []
             for update in updates:
                 while len(supersteps) <= (update.superstep or 0):
@@ -142,11 +175,12 @@ class StartPoints:
             self.ids[recorded_result] = new
 
 
-def _root_checkpoints(tape: Tape, run_id: str) -> list[events.Checkpoint]:
-    """The root graph's checkpoints of a run, in the order it saved them."""
-    out = []
+def _checkpoints_by_ns(tape: Tape, run_id: str) -> dict[str, list[events.Checkpoint]]:
+    """A run's checkpoints by namespace without task ids (``sub:<id>|inner:<id>`` -> ``sub|inner``),
+    each namespace's in the order the run saved them."""
+    out: dict[str, list[events.Checkpoint]] = {}
     for row in tape.store.events(run_id, [events.Checkpoint.KIND]):
         ev = events.Checkpoint.from_row(row)
-        if not ev.ns:
-            out.append(ev)
+        key = "|".join(part.split(":", 1)[0] for part in (ev.ns or "").split("|"))
+        out.setdefault(key, []).append(ev)
     return out
