@@ -79,6 +79,7 @@ def test_references_are_the_fields_garbage_collection_follows():
         "llm_call": (("request", "response"), ("messages",)),
         "tool_call": (("request", "response"), ("messages",)),
         "effect_call": (("request", "response"), ("messages",)),
+        "state_update": (("values",), ()),
     }
     values = {k: events.event_class(k).VALUE_FIELDS for k in events.KINDS if events.event_class(k).VALUE_FIELDS}
     assert values == {
@@ -87,6 +88,7 @@ def test_references_are_the_fields_garbage_collection_follows():
         "llm_call": ("response",),
         "tool_call": ("response",),
         "effect_call": ("response",),
+        "state_update": ("values",),
     }
     blobs: set[str] = set()
     chains: set[str] = set()

@@ -162,7 +162,15 @@ async def test_update_state_forks_and_a_run_continues_from_the_fork(client, tape
     assert out["final"] == "edited / ok"
     history = (await client.get(f"/threads/{tid}/history", params={"limit": 50})).json()
     assert after_draft in {h["checkpoint"]["checkpoint_id"] for h in history}
-    assert len(tape.runs(thread_id=tid)) == 3
+    runs = tape.runs(thread_id=tid)
+    assert len(runs) == 3
+    # the update is on the tape, with the run after it, and a replay of the thread repeats it
+    (after_update,) = [r for r in runs if tape.events(r.run_id, ["state_update"])]
+    (update,) = tape.events(after_update.run_id, ["state_update"])
+    assert update.data["checkpoint_id"] == after_draft and update.data["result"] == fork
+    result = await tape.areplay(runs[0].run_id, studio_graphs()["doc"])
+    assert result.status == "finished" and result.divergence is None and result.live == 0, result.error
+    assert result.output_matches is True and result.output["final"] == "edited / ok"
 
 
 async def test_background_run_join_list_and_cancel(client, tape):

@@ -73,6 +73,7 @@ __all__ = [
     "RunFailed",
     "RunFinished",
     "RunStarted",
+    "StateUpdate",
     "TaskFailed",
     "TaskFinished",
     "TaskInterrupted",
@@ -372,6 +373,34 @@ class Checkpoint(Event):
     ns: Annotated[str | None, Key("its checkpoint namespace ('' at the root)", always=True)] = None
     step: Annotated[int | None, Key("LangGraph's step number", always=True)] = None
     source: Annotated[str | None, Key("input, loop, update or fork", always=True)] = None
+
+
+@_event
+@dataclasses.dataclass(frozen=True, slots=True)
+class StateUpdate(Event):
+    """The state was changed by ``update_state`` (or ``bulk_update_state``, their async forms) before
+    the run, outside any run: one event per update, in the order LangGraph applied them, on the next
+    run of the thread. A replay repeats them on its thread before re-running the run."""
+
+    KIND = "state_update"
+    api: Annotated[
+        str | None, Key("the method called: update_state, aupdate_state, bulk_update_state, ...", always=True)
+    ] = None
+    call: Annotated[int | None, Key("the number of that call among those before the run (0 first)", always=True)] = None
+    superstep: Annotated[int | None, Key("the superstep of the update within its call (0 first)", always=True)] = None
+    checkpoint_id: Annotated[
+        str | None, Key("the checkpoint the call was given (null: the thread's latest)", always=True)
+    ] = None
+    ns: Annotated[str | None, Key("the call's checkpoint namespace, when not the root graph's")] = None
+    checkpoint_map: Annotated[
+        dict[str, Any] | None, Key("the call's checkpoint_map (namespace -> checkpoint id), when given")
+    ] = None
+    values: Annotated[str | None, Key("the update's values, encoded", always=True, ref="value")] = None
+    as_node: Annotated[
+        str | None, Key("the node the update is applied as (null: LangGraph infers it)", always=True)
+    ] = None
+    task_id: Annotated[str | None, Key("the task the update is applied as, when given")] = None
+    result: Annotated[str | None, Key("the checkpoint the call returned (the call's last one)", always=True)] = None
 
 
 # -- calls -----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from graphtape.record.checkpoints import FLUSHER, TapSaver
 from graphtape.record.context import RUN_META_KEY
 from graphtape.record.session import Session
 from graphtape.record.tasks import TaskCallbacks, TaskRecorder
+from graphtape.record.updates import UpdateCall
 from graphtape.runtime.lease import ThreadLease
 from graphtape.store.base import WriteBatch
 
@@ -176,6 +177,9 @@ class RecordedGraph:
         self._forms_drops = writer_mod.forms_drops
         #: Set by a replay, the debugger or recovery: how the next runs' calls are answered (None: recorded)
         self.plan: ReplayPlan | None = plan
+        #: thread id -> the ``update_state`` calls made on it since this graph's last run there, stored
+        #: with the thread's next run (graphtape.record.updates)
+        self._updates: dict[str, list[UpdateCall]] = {}
         #: threads a replay named for itself (``replay-<new id>``) on which this graph has not run yet: no
         #: run can be on them, so the first run there has no previous run to look up (see _open)
         self.new_threads: set[str] = set()
@@ -271,13 +275,20 @@ class RecordedGraph:
             # the start), for a replay, recovery or debugger (plan), and for a run whose caller chose
             # its id to follow it while it runs.
             write_now = self.durable or plan is not None or bool(config.get("run_id"))
-            session.start(run_input, config, call_kwargs=replayable_kwargs(kwargs), write_now=write_now)
+            session.start(
+                run_input,
+                config,
+                call_kwargs=replayable_kwargs(kwargs),
+                write_now=write_now,
+                updates=self._updates.get(thread_id, ()),
+            )
             if not write_now:
                 FLUSHER.began(session)
         except BaseException:
             task_runner.unregister(session.run_id)
             lease.release()
             raise
+        self._updates.pop(thread_id, None)  # (on the tape now, with this run's start)
         if lease.token is not None:
             if len(self._last_runs) >= LAST_RUNS_MAX:
                 self._last_runs.clear()
@@ -439,7 +450,51 @@ class RecordedGraph:
 
     # -- the graph API -------------------------------------------------------------
 
+    def update_state(
+        self, config: dict[str, Any], values: Any, as_node: str | None = None, task_id: str | None = None
+    ) -> Any:
+        """LangGraph's ``update_state``, kept for the thread's next run (a replay repeats it)."""
+        out = self.graph.update_state(config, values, as_node, task_id)
+        self._note_update("update_state", config, [[(values, as_node, task_id)]], out)
+        return out
+
+    async def aupdate_state(
+        self, config: dict[str, Any], values: Any, as_node: str | None = None, task_id: str | None = None
+    ) -> Any:
+        out = await self.graph.aupdate_state(config, values, as_node, task_id)
+        self._note_update("aupdate_state", config, [[(values, as_node, task_id)]], out)
+        return out
+
+    def bulk_update_state(self, config: dict[str, Any], supersteps: Any) -> Any:
+        out = self.graph.bulk_update_state(config, supersteps)
+        self._note_update("bulk_update_state", config, supersteps, out)
+        return out
+
+    async def abulk_update_state(self, config: dict[str, Any], supersteps: Any) -> Any:
+        out = await self.graph.abulk_update_state(config, supersteps)
+        self._note_update("abulk_update_state", config, supersteps, out)
+        return out
+
+    def _note_update(self, api: str, config: dict[str, Any], supersteps: Any, out: Any) -> None:
+        """Keep an update LangGraph applied until the thread's next run stores it (see record/updates.py)."""
+        thread_id = str(((config or {}).get("configurable") or {}).get("thread_id"))
+        self._updates.setdefault(thread_id, []).append(UpdateCall.of(api, config, supersteps, out))
+
+    def _no_thread(self, config: dict[str, Any] | None) -> bool:
+        """Whether a run is called without a thread on a graph compiled with its own checkpointer.
+
+        LangGraph refuses such a run (a ``ValueError`` asking for ``thread_id`` when the config has no
+        ``configurable``; the saver's own error otherwise), so it is handed to LangGraph as it is, not
+        recorded: a thread graphtape made up would run a graph that LangGraph does not. (A graph
+        compiled without a checkpointer gets a thread of its own, on graphtape's saver.)
+        """
+        if "thread_id" in ((config or {}).get("configurable") or {}):
+            return False
+        return isinstance(getattr(self.original, "checkpointer", None), BaseCheckpointSaver)
+
     def invoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        if self._no_thread(config):
+            return self.graph.invoke(input, config, **kwargs)
         session, config = self._open(input, config, "invoke", kwargs)
         session.activate()
         try:
@@ -460,6 +515,8 @@ class RecordedGraph:
         return out
 
     async def ainvoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        if self._no_thread(config):
+            return await self.graph.ainvoke(input, config, **kwargs)
         session, config = self._open(input, config, "ainvoke", kwargs)
         session.activate()
         try:
@@ -480,6 +537,9 @@ class RecordedGraph:
         return out
 
     def stream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
+        if self._no_thread(config):
+            yield from self.graph.stream(input, config, **kwargs)
+            return
         session, config = self._open(input, config, "stream", kwargs)
         session.register()
         try:
@@ -511,6 +571,10 @@ class RecordedGraph:
             yield item
 
     async def _astream_api(self, api: str, fn: Any, input: Any, config: dict[str, Any] | None, **kwargs: Any):
+        if self._no_thread(config):
+            async for item in fn(input, config, **kwargs):
+                yield item
+            return
         session, config = self._open(input, config, api, kwargs)
         session.register()
         try:

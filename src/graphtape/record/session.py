@@ -28,6 +28,9 @@ from graphtape.store.base import EventRow, RunRecord, WriteBatch
 from graphtape.store.listing import call_levels, listed_call
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from graphtape.record.updates import UpdateCall
     from graphtape.tape import Tape
 
 #: A strict replay writes its held checkpoints at least every this many checkpoints (see Session.flush).
@@ -280,8 +283,12 @@ class Session:
         call_kwargs: dict[str, Any] | None = None,
         *,
         write_now: bool = True,
+        updates: Sequence[UpdateCall] = (),
     ) -> None:
         """Buffer the run's row and start events; write them at once if ``write_now``.
+
+        ``updates``: the ``update_state`` calls made on the thread since its last run
+        (:mod:`graphtape.record.updates`), stored as this run's ``state_update`` events.
 
         Beside a foreign saver (``write_now`` False) they go with the run's
         first background tape write or with its end, in that transaction
@@ -318,6 +325,10 @@ class Session:
         )
         if _is_resume(run_input):
             self.emit(events.Resume(value=self.put_json(self.encode(run_input.resume))))
+        if updates:
+            from graphtape.record import updates as updates_mod
+
+            updates_mod.emit(self, updates)
         # Written at once with graphtape's own saver (recovery reads run_started), and by a strict
         # replay that holds its other rows too: a run listed as running keeps the run it replays from
         # garbage collection (graphtape.runtime.retention), and the replay's rows refer to that run's

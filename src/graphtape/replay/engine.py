@@ -45,6 +45,7 @@ from graphtape.record.answer import ReplayPlan
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.lineage import recovered_line
 from graphtape.replay.matcher import Matcher, RecordedCall, index_calls
+from graphtape.replay.startpoint import StartPoints
 from graphtape.replay.statecheck import TASK_KINDS, StateCheck
 from graphtape.replay.steps import ASYNC_APIS, ReplayLoop, Step, adrive, drive, loop_running
 from graphtape.store.base import EventRow, RunRecord
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from graphtape.tape import Tape
 
 MODES = ("strict", "flight", "live")
+#: the configurable keys naming where a run started: the replay's own (graphtape.replay.startpoint)
+_START_KEYS = ("checkpoint_id", "checkpoint_ns", "checkpoint_map")
 #: recorded call arguments the replay leaves out: they only print
 _NOT_REPLAYED = ("debug", "print_mode")
 
@@ -129,6 +132,7 @@ _RECORDED_KINDS = (
     events.RunStarted.KIND,
     events.RunFinished.KIND,
     events.Interrupt.KIND,
+    events.StateUpdate.KIND,
 )
 #: What a replay reads of each run it made, in one query per run: its interrupts, output and calls (totals).
 _REPLAYED_KINDS = (events.Interrupt.KIND, events.RunFinished.KIND, *events.CALL_EVENT_KINDS)
@@ -370,8 +374,10 @@ def _core(
     # earlier replay of the same run, :func:`_recorded_runs`)
     recorded = _recorded_runs(tape, chain)
     recorded_rows = {r.run_id: recorded[r.run_id].rows for r in chain}
+    # (the calls of the runs re-played: a run before ``from_checkpoint``'s is not, and its calls are
+    # never the answer to a later run's)
     matcher = Matcher(
-        [call for r in chain for call in recorded[r.run_id].calls],
+        [call for r in chain[start_index:] for call in recorded[r.run_id].calls],
         overrides=overrides,
         live_from=live_from,
         kinds=("effect",) if mode == "live" else None,
@@ -416,6 +422,13 @@ def _core(
     run_ids: list[str] = []
     replayed_rows: dict[str, list[EventRow]] = {}
     id_map: dict[str, str] = {}
+    # where each run starts: the replay's copies of the recorded checkpoints (graphtape.replay.startpoint)
+    starts = StartPoints(
+        tape,
+        lambda source, checkpoint: _copy_checkpoint(recorder.checkpointer, source, checkpoint, new_thread),
+        [r.run_id for r in chain[start_index:]],
+        run_ids,
+    )
     for index, original in enumerate(chain):
         if index < start_index:
             continue
@@ -423,6 +436,7 @@ def _core(
             tape, original, recorder.types, recorded_rows[original.run_id], recorded[original.run_id].inputs
         )
         value = _translate_resume(value, id_map)
+        config: dict[str, Any] = {"configurable": {"thread_id": new_thread}}
         if from_checkpoint is not None and index == start_index:
             _copy_checkpoint(recorder.checkpointer, original.thread_id, from_checkpoint, new_thread)
             value = None
@@ -430,9 +444,22 @@ def _core(
                 from graphtape.debug.edit import apply_edit
 
                 apply_edit(recorder, {"configurable": {"thread_id": new_thread}}, edit, as_node)
-        config: dict[str, Any] = {"configurable": {"thread_id": new_thread}}
+        else:
+            # the recorded update_state calls before the run, then the checkpoint it was invoked with
+            try:
+                for update, result in starts.update_steps(
+                    recorded_rows[original.run_id], recorder, new_thread, original.thread_id
+                ):
+                    starts.updated(result, (yield update))
+                starts.start_config(rec_config, original.thread_id, config)
+            except ReplayError:
+                raise
+            except Exception as exc:  # the replayed graph refused the update: a result, not a crash
+                error = f"{type(exc).__name__}: {exc} (repeating the update_state calls before run {original.run_id})"
+                status = "failed"
+                break
         for key, v in (rec_config.get("configurable") or {}).items():
-            if key not in ("thread_id", "checkpoint_id", "checkpoint_ns") and v != serde.REDACTED:
+            if key not in ("thread_id", *_START_KEYS) and v != serde.REDACTED:
                 config["configurable"][key] = v
         if "recursion_limit" in rec_config:
             config["recursion_limit"] = rec_config["recursion_limit"]

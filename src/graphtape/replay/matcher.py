@@ -85,6 +85,10 @@ class Matcher:
         if kinds is not None:
             calls = [c for c in calls if c.kind in kinds]
         self.calls = calls
+        #: each call's place in ``calls`` (the chain's runs in order, each run's calls in order): among
+        #: equal candidates the earliest wins. Not the event's ``seq``, which counts within its run only:
+        #: a later run's call could be served to an earlier run of the chain asking the same thing.
+        self._position = {c.call_id: i for i, c in enumerate(calls)}
         self._by_key: dict[tuple[str, str, str], list[RecordedCall]] = defaultdict(list)
         self._by_site: dict[tuple[str, str], list[RecordedCall]] = defaultdict(list)
         for c in calls:
@@ -136,7 +140,7 @@ class Matcher:
                 return None
             best = min(
                 cands,
-                key=lambda c: (c.ordinal != site.ordinal, c.branch != site.branch, c.seq),
+                key=lambda c: (c.ordinal != site.ordinal, c.branch != site.branch, self._position[c.call_id]),
             )
             self.consumed.add(best.call_id)
             return best
@@ -153,7 +157,7 @@ class Matcher:
                 c.ordinal != site.ordinal,
                 c.branch != site.branch,
                 abs((c.step or 0) - (site.step or 0)),
-                c.seq,
+                self._position[c.call_id],
             ),
         )
 

@@ -19,11 +19,15 @@ from typing import Any, TypeVar
 _R = TypeVar("_R")
 
 ASYNC_APIS = ("ainvoke", "astream", "astream_events")
+#: the ``update_state`` methods a replay repeats between runs (graphtape.record.updates), async ones last
+UPDATE_APIS = ("update_state", "bulk_update_state", "aupdate_state", "abulk_update_state")
 
 
 @dataclasses.dataclass
 class Step:
-    """One recorded run to re-execute, the way it was called (API and arguments)."""
+    """One recorded run to re-execute, the way it was called (API and arguments); or one recorded
+    ``update_state`` call to repeat before a run (an ``UPDATE_APIS`` api, ``value`` its supersteps of
+    ``(values, as_node, task_id)``), which returns the config LangGraph returns."""
 
     recorder: Any
     api: str
@@ -33,10 +37,14 @@ class Step:
 
     @property
     def is_async(self) -> bool:
-        return self.api in ASYNC_APIS
+        return self.api in ASYNC_APIS or self.api in UPDATE_APIS[2:]
 
     def run(self) -> Any:
         rec = self.recorder
+        if self.api == "update_state":
+            return rec.update_state(self.config, *self.value[0][0])
+        if self.api == "bulk_update_state":
+            return rec.bulk_update_state(self.config, _state_updates(self.value))
         if self.api == "stream":
             for _ in rec.stream(self.value, self.config, **self.kwargs):
                 pass
@@ -46,12 +54,22 @@ class Step:
 
     async def arun(self) -> Any:
         rec = self.recorder
+        if self.api == "aupdate_state":
+            return await rec.aupdate_state(self.config, *self.value[0][0])
+        if self.api == "abulk_update_state":
+            return await rec.abulk_update_state(self.config, _state_updates(self.value))
         if self.api in ("astream", "astream_events"):
             async for _ in getattr(rec, self.api)(self.value, self.config, **self.kwargs):
                 pass
             snap = await rec.aget_state(self.config)
             return snap.values if snap is not None else None
         return await rec.ainvoke(self.value, self.config, **self.kwargs)
+
+
+def _state_updates(supersteps: list[list[tuple[Any, Any, Any]]]) -> list[list[Any]]:
+    from langgraph.types import StateUpdate
+
+    return [[StateUpdate(*update) for update in superstep] for superstep in supersteps]
 
 
 def drive(core: Generator[Step, Any, _R], execute: Callable[[Step], Any]) -> _R:

@@ -162,7 +162,8 @@ class Cassette:
 
     @contextlib.contextmanager
     def autorecording(self) -> Iterator[None]:
-        """Route every top-level ``invoke``/``ainvoke``/``stream``/``astream`` of a compiled graph here.
+        """Route every top-level ``invoke``/``ainvoke``/``stream``/``astream`` of a compiled graph here,
+        and its ``update_state`` calls (and their bulk and async forms) between runs.
 
         LangGraph's ``Pregel`` methods are replaced for the block and put
         back after it. A graph invoked inside a running node (a subgraph) is
@@ -172,7 +173,9 @@ class Cassette:
         from langchain_core.runnables.config import var_child_runnable_config
         from langgraph.pregel import Pregel
 
-        names = ("invoke", "ainvoke", "stream", "astream")
+        from graphtape.record.updates import APIS as UPDATE_APIS
+
+        names: tuple[str, ...] = ("invoke", "ainvoke", "stream", "astream", *UPDATE_APIS)
         saved = {name: Pregel.__dict__[name] for name in names}
 
         def target(graph: Any) -> Any:
@@ -206,7 +209,17 @@ class Cassette:
                 else rec.astream(input, config, **kwargs)
             )
 
+        def updating(name: str) -> Any:
+            # an update_state between runs is kept for the thread's next run, which a replay repeats
+            def update(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                rec = target(graph)
+                return saved[name](graph, *args, **kwargs) if rec is None else getattr(rec, name)(*args, **kwargs)
+
+            return update
+
         patched = {"invoke": invoke, "ainvoke": ainvoke, "stream": stream, "astream": astream}
+        for name in UPDATE_APIS:
+            patched[name] = updating(name)
         for name in names:
             patched[name].__name__ = patched[name].__qualname__ = name
             patched[name].__doc__ = saved[name].__doc__

@@ -188,7 +188,8 @@ async def update_state(request: Request, thread_id: str, body: ThreadStateUpdate
         nodes = ", ".join(n for n in entry.graph.nodes if not n.startswith("__"))
         raise BadRequest(f"as_node {body.as_node!r} is not a node of graph {entry.graph_id!r}; its nodes: {nodes}")
     try:
-        config = await entry.recorded.graph.aupdate_state({"configurable": configurable}, body.values, body.as_node)
+        # through the recorded graph: the thread's next run keeps the update on the tape, and its replay repeats it
+        config = await entry.recorded.aupdate_state({"configurable": configurable}, body.values, body.as_node)
     except (InvalidUpdateError, ValueError, TypeError, KeyError) as exc:
         raise BadRequest(f"the state update was refused: {exc}") from exc
     studio.threads.update(thread, status="idle", **({"graph_id": entry.graph_id} if thread.graph_id is None else {}))
