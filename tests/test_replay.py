@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import operator
+import time
 from typing import Annotated, TypedDict
 
 import pytest
 from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 import graphtape
 from tests import graphs
@@ -126,6 +129,63 @@ def test_replay_of_an_interrupted_run_stops_at_the_same_interrupt(tape):
         result = tape.replay(rec.last_run_id, graphs.build_review())
     assert result.status == "interrupted"
     assert tape.run(result.run_id).status == "interrupted"
+
+
+#: seconds each of the two reviewers of build_parallel_reviews waits before its interrupt (finishing order)
+_REVIEW_DELAY = {"a": 0.0, "b": 0.0}
+
+
+class _Reviews(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def build_parallel_reviews():
+    """Two nodes of a subgraph interrupt in one step with the same question: the subgraph's
+    interrupts reach the parent in the order the nodes finished (``_REVIEW_DELAY``)."""
+
+    def reviewer(name: str):
+        def review(s: _Reviews) -> _Reviews:
+            time.sleep(_REVIEW_DELAY[name])
+            return {"log": [f"{name}:{interrupt('ok?')}"]}
+
+        return review
+
+    sub = StateGraph(_Reviews)
+    for name in ("a", "b"):
+        sub.add_node(name, reviewer(name))
+        sub.add_edge(START, name)
+        sub.add_edge(name, END)
+    parent = StateGraph(_Reviews)
+    parent.add_node("reviews", sub.compile())
+    parent.add_edge(START, "reviews")
+    parent.add_edge("reviews", END)
+    return parent.compile()
+
+
+def test_parallel_interrupts_are_matched_by_the_task_that_raised_them(tape, monkeypatch):
+    """Resume values go to the interrupt of the same node whatever order the nodes finish in, and the
+    ``__interrupt__`` list's order does not make an interrupted run's output differ."""
+    monkeypatch.setitem(_REVIEW_DELAY, "a", 0.05)
+    rec = tape.record(build_parallel_reviews(), name="reviews")
+    cfg = {"configurable": {"thread_id": "par"}}
+    rec.invoke({"log": []}, cfg)
+    first = rec.last_run_id
+    tasks = rec.get_state(cfg, subgraphs=True).tasks[0].state.tasks
+    answers = {i.id: f"yes-{t.name}" for t in tasks for i in t.interrupts}
+    assert len(answers) == 2
+    out = rec.invoke(Command(resume=answers), cfg)
+    assert sorted(out["log"]) == ["a:yes-a", "b:yes-b"]
+    last = rec.last_run_id
+    for slow in ("b", "a", "b", "a", "b", "a"):
+        monkeypatch.setitem(_REVIEW_DELAY, "a", 0.05 if slow == "a" else 0.0)
+        monkeypatch.setitem(_REVIEW_DELAY, "b", 0.05 if slow == "b" else 0.0)
+        with forbid():
+            interrupted = tape.replay(first, build_parallel_reviews())
+            finished = tape.replay(last, build_parallel_reviews())
+        assert (interrupted.status, interrupted.output_matches) == ("interrupted", True)
+        assert finished.divergence is None, finished.error
+        assert (finished.status, finished.output_matches, finished.live) == ("finished", True, 0)
+        assert sorted(finished.output["log"]) == ["a:yes-a", "b:yes-b"]
 
 
 def test_prompt_edit_diverges_in_strict_mode(tape, monkeypatch):
@@ -285,6 +345,52 @@ def test_run_id_from_config_and_failed_runs(tape):
     assert run.status == "failed" and "kaboom" in run.error
     assert [e.kind for e in tape.events(str(rid))][-1] == "run_failed"
     assert "task_failed" in [e.kind for e in tape.events(str(rid))]
+
+
+def test_a_failed_run_reproduced_in_a_chain_is_a_faithful_step(tape):
+    """Run 1 fails, run 2 retries it on the same thread and finishes: replaying run 2 replays run 1's
+    failure (the recorded error, served) and goes on to run 2; a failure that differs ends the chain."""
+    attempts: list[int] = []
+
+    @graphtape.effect
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("the service is down")
+        return "up"
+
+    def build(fail_with: str | None = None):
+        def work(s):
+            if fail_with is not None:
+                raise RuntimeError(fail_with)
+            return {"topic": flaky()}
+
+        b = StateGraph(graphs.Linear)
+        b.add_node("work", work)
+        b.add_edge(START, "work")
+        b.add_edge("work", END)
+        return b.compile()
+
+    rec = tape.record(build(), name="retried")
+    cfg = {"configurable": {"thread_id": "retry"}}
+    with pytest.raises(ConnectionError):
+        rec.invoke({"topic": ""}, cfg)
+    failed = rec.last_run_id
+    assert rec.invoke(None, cfg)["topic"] == "up"
+    retried = rec.last_run_id
+    assert tape.run(retried).parent_run_id == failed
+    with forbid():
+        result = tape.replay(retried, build())
+    assert result.error is None and result.divergence is None
+    assert (result.status, result.output_matches, result.live) == ("finished", True, 0)
+    assert len(result.run_ids) == 2 and [tape.run(r).status for r in result.run_ids] == ["failed", "finished"]
+    assert len(attempts) == 2  # served both times
+    # the failed run itself replays as failed, with its error
+    alone = tape.replay(failed, build())
+    assert (alone.status, alone.error) == ("failed", "ConnectionError: the service is down")
+    # a failure that is not the recorded one ends the chain there
+    other = tape.replay(retried, build(fail_with="another bug"))
+    assert (other.status, other.error, len(other.run_ids)) == ("failed", "RuntimeError: another bug", 1)
 
 
 def test_replay_from_a_checkpoint(tape):

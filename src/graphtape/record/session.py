@@ -370,7 +370,7 @@ class Session:
                 "served_calls": self.served_calls,
                 "live_calls": self.live_calls,
                 "tokens": self.tokens,
-                "error": _one_line(error) if error is not None else None,
+                "error": one_line_error(error) if error is not None else None,
                 "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids), **self.writer.write_ms()},
             }
         )
@@ -699,7 +699,8 @@ def _is_resume(value: Any) -> bool:
     return isinstance(value, Command) and value.resume is not None
 
 
-def _one_line(error: BaseException | None) -> str | None:
+def one_line_error(error: BaseException | None) -> str | None:
+    """An error as the run row keeps it: its type and the first line of its message."""
     if error is None:
         return None
     text = str(error).strip().splitlines()

@@ -85,6 +85,9 @@ class Matcher:
         if kinds is not None:
             calls = [c for c in calls if c.kind in kinds]
         self.calls = calls
+        #: call id -> its place on the tape: the chain's runs oldest first, each in its order (an event's
+        #: ``seq`` counts within its run: a retry's call would otherwise come before the failed run's)
+        self._order = {c.call_id: i for i, c in enumerate(calls)}
         self._by_key: dict[tuple[str, str, str], list[RecordedCall]] = defaultdict(list)
         self._by_site: dict[tuple[str, str], list[RecordedCall]] = defaultdict(list)
         for c in calls:
@@ -136,7 +139,7 @@ class Matcher:
                 return None
             best = min(
                 cands,
-                key=lambda c: (c.ordinal != site.ordinal, c.branch != site.branch, c.seq),
+                key=lambda c: (c.ordinal != site.ordinal, c.branch != site.branch, self._order[c.call_id]),
             )
             self.consumed.add(best.call_id)
             return best
@@ -153,7 +156,7 @@ class Matcher:
                 c.ordinal != site.ordinal,
                 c.branch != site.branch,
                 abs((c.step or 0) - (site.step or 0)),
-                c.seq,
+                self._order[c.call_id],
             ),
         )
 
