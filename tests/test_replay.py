@@ -427,6 +427,30 @@ def test_users_own_checkpointer_keeps_working(tape):
     assert result.status == "interrupted"
 
 
+def test_a_saver_without_task_path_gets_the_arguments_it_takes(tape):
+    """LangGraph passes ``task_path`` to ``put_writes``/``aput_writes`` only when the saver's method
+    takes it (an older saver has three arguments): recorded, the saver is called the same way."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class OlderSaver(InMemorySaver):
+        def put_writes(self, config, writes, task_id):  # type: ignore[override]
+            super().put_writes(config, writes, task_id)
+
+        async def aput_writes(self, config, writes, task_id):  # type: ignore[override]
+            super().put_writes(config, writes, task_id)
+
+    graph = graphs.build_review().copy(update={"checkpointer": OlderSaver()})
+    rec = tape.record(graph, name="older-saver")
+    rec.invoke({}, {"configurable": {"thread_id": "older"}})
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    asyncio.run(rec.ainvoke({}, {"configurable": {"thread_id": "older-async"}}))
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    assert len(rec.get_state({"configurable": {"thread_id": "older-async"}}).interrupts) == 2
+    with forbid():
+        result = tape.replay(rec.last_run_id, graph)
+    assert (result.status, result.output_matches, result.divergence) == ("interrupted", True, None)
+
+
 def test_batch_calls_are_each_recorded(tape):
     from langgraph.graph import END, START, StateGraph
 
