@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 import time
 from typing import Annotated, TypedDict
@@ -304,6 +305,56 @@ def test_streaming_apis_are_recorded_and_replayable(tape, api):
     with forbid():
         result = tape.replay(run.run_id, graphs.build_linear())
     assert result.status == "finished" and result.live == 0 and result.output_matches
+
+
+class _Parallel(TypedDict, total=False):
+    fast: str
+    slow: str
+
+
+def build_fast_and_slow(log: list[str]):
+    """A fast node and a slow one in the same step; ``log`` says whether the slow one was cancelled."""
+
+    async def fast(s: _Parallel) -> _Parallel:
+        return {"fast": "x"}
+
+    async def slow(s: _Parallel) -> _Parallel:
+        try:
+            await asyncio.sleep(0.3)
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+        log.append("done")
+        return {"slow": "y"}
+
+    b = StateGraph(_Parallel)
+    b.add_node("fast", fast)
+    b.add_node("slow", slow)
+    for name in ("fast", "slow"):
+        b.add_edge(START, name)
+        b.add_edge(name, END)
+    return b.compile()
+
+
+def test_closing_a_recorded_astream_cancels_the_run_as_langgraph_does(tape):
+    """``break`` out of ``aclosing(astream(...))``: LangGraph cancels the step's other tasks before the
+    close returns; recorded, the close reaches LangGraph's stream the same way (not later, from the
+    garbage collector, or never while something holds the stream)."""
+
+    async def break_after_first_event(recorded: bool) -> tuple[list[str], list[str]]:
+        log: list[str] = []
+        graph = build_fast_and_slow(log)
+        target = tape.record(graph, name="fast-slow") if recorded else graph
+        cfg = {"configurable": {"thread_id": f"close-{recorded}"}}
+        async with contextlib.aclosing(target.astream({}, cfg, stream_mode="updates")) as events:
+            async for _event in events:
+                break
+        at_close = list(log)
+        await asyncio.sleep(0.5)
+        return at_close, log
+
+    assert asyncio.run(break_after_first_event(False)) == (["cancelled"], ["cancelled"])
+    assert asyncio.run(break_after_first_event(True)) == (["cancelled"], ["cancelled"])
 
 
 def test_secrets_are_redacted_on_capture(tape):
