@@ -189,6 +189,34 @@ def test_parallel_interrupts_are_matched_by_the_task_that_raised_them(tape, monk
         assert sorted(finished.output["log"]) == ["a:yes-a", "b:yes-b"]
 
 
+def test_strict_resume_refusing_an_answer_is_replayed_as_recorded(tape):
+    """LangGraph's ``__pregel_strict_resume`` (set in ``configurable``) refuses an answer to an
+    interrupt already answered; the replay passes it as recorded, so it refuses it again."""
+    from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
+    from langgraph.errors import UnknownInterruptError
+
+    rec = tape.record(graphs.build_review(), name="review")
+    cfg = {"configurable": {"thread_id": "strict", CONFIG_KEY_STRICT_RESUME: True}}
+    rec.invoke({}, cfg)
+    answers = {i.id: "ok" for i in rec.get_state(cfg).interrupts}
+    rec.invoke(Command(resume=answers), cfg)
+    with pytest.raises(UnknownInterruptError):
+        rec.invoke(Command(resume=answers), cfg)  # the same answers again: already consumed
+    refused = tape.run(rec.last_run_id)
+    assert refused.status == "failed" and refused.error.startswith("UnknownInterruptError")
+    with forbid():
+        result = tape.replay(refused.run_id, graphs.build_review())
+    assert len(result.run_ids) == 3 and result.divergence is None
+    assert result.status == "failed" and tape.run(result.run_id).status == "failed"
+    assert result.error.startswith("UnknownInterruptError: Unknown or already-consumed interrupt")
+    # the refusal, reproduced, is a step of the chain: the run that then answers the pending one replays
+    out = rec.invoke(Command(resume={i.id: "publish" for i in rec.get_state(cfg).interrupts}), cfg)
+    with forbid():
+        result = tape.replay(rec.last_run_id, graphs.build_review())
+    assert len(result.run_ids) == 4 and result.error is None and result.divergence is None
+    assert (result.status, result.output_matches, result.output) == ("finished", True, out)
+
+
 def test_prompt_edit_diverges_in_strict_mode(tape, monkeypatch):
     rec = tape.record(graphs.build_linear())
     rec.invoke({"topic": ""})

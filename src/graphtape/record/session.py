@@ -665,6 +665,14 @@ def _read_back(ns: str) -> bool:
     return bool(ns) and any(":" not in part for part in ns.split("|"))
 
 
+#: LangGraph's own ``configurable`` keys (``langgraph._internal._constants``) a caller sets to choose how
+#: a run behaves: kept on the tape with a plain value, so that a replay runs the same way (strict resume
+#: refuses an answer it cannot match, durability, v2 message streaming). LangGraph's other ``__`` keys
+#: hold its objects (senders, readers, scratchpads) or ids of a nested call: left out.
+_LANGGRAPH_BEHAVIOUR_KEYS = frozenset(("__pregel_strict_resume", "__pregel_durability", "__pregel_stream_messages_v2"))
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
     """The run's config as worth keeping: no callbacks, internals or per-run ids.
 
@@ -672,7 +680,11 @@ def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
     blob, stored once.
     """
     out = {k: v for k, v in config.items() if k not in ("callbacks", "run_id")}
-    out["configurable"] = {k: v for k, v in (config.get("configurable") or {}).items() if not k.startswith("__")}
+    out["configurable"] = {
+        k: v
+        for k, v in (config.get("configurable") or {}).items()
+        if not k.startswith("__") or (k in _LANGGRAPH_BEHAVIOUR_KEYS and isinstance(v, _PLAIN))
+    }
     if "metadata" in config:
         out["metadata"] = {k: v for k, v in config["metadata"].items() if k != context.RUN_META_KEY}
     return out

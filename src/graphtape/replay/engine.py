@@ -388,6 +388,18 @@ def _match_interrupts(recorded: list[EventRow], replayed: list[EventRow], read_r
     return out
 
 
+def _same_failure(recorded: str | None, replayed: str | None, id_map: dict[str, str]) -> bool:
+    """Whether a replayed run's error line (``RunRecord.error``) is the recorded one: equal, with the
+    interrupt ids they name taken as equal (an interrupt's id differs in a replay, and LangGraph's
+    strict resume names the first one it refused in the order of those ids)."""
+    if recorded is None or replayed is None:
+        return False
+    for iid in {*id_map, *id_map.values()}:
+        if iid:
+            recorded, replayed = recorded.replace(iid, "<interrupt>"), replayed.replace(iid, "<interrupt>")
+    return recorded == replayed
+
+
 def _unordered_interrupts(view: Any) -> Any:
     """An output view with its lists of interrupts in one order: LangGraph lists a step's interrupts in
     the order their tasks finished, which is not part of what a run did."""
@@ -556,7 +568,7 @@ def _core(
                 error, status = f"{type(exc).__name__}: {exc}", "failed"
                 # the recorded run failed the same way: a faithful step (a later run of the chain
                 # retried it); only the chain's last run reports the failure
-                reproduced = original.status == "failed" and original.error == one_line_error(exc)
+                reproduced = original.status == "failed" and _same_failure(original.error, one_line_error(exc), id_map)
                 if reproduced and index < len(chain) - 1:
                     error = None
         run_ids.append(recorder.last_run_id or "")
