@@ -140,14 +140,15 @@ class _Reviews(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
 
 
-def build_parallel_reviews():
+def build_parallel_reviews(answered: str = ""):
     """Two nodes of a subgraph interrupt in one step with the same question: the subgraph's
-    interrupts reach the parent in the order the nodes finished (``_REVIEW_DELAY``)."""
+    interrupts reach the parent in the order the nodes finished (``_REVIEW_DELAY``). ``answered``:
+    what each writes before the answer it is given."""
 
     def reviewer(name: str):
         def review(s: _Reviews) -> _Reviews:
             time.sleep(_REVIEW_DELAY[name])
-            return {"log": [f"{name}:{interrupt('ok?')}"]}
+            return {"log": [f"{name}:{answered}{interrupt('ok?')}"]}
 
         return review
 
@@ -187,6 +188,19 @@ def test_parallel_interrupts_are_matched_by_the_task_that_raised_them(tape, monk
         assert finished.divergence is None, finished.error
         assert (finished.status, finished.output_matches, finished.live) == ("finished", True, 0)
         assert sorted(finished.output["log"]) == ["a:yes-a", "b:yes-b"]
+
+
+def test_a_resumed_task_that_writes_another_state_is_not_blamed_on_the_clock(tape):
+    """A task that resumed an interrupt and then wrote another state diverges with a hint about its
+    interrupt's answer first, not only the clock and random numbers."""
+    rec = tape.record(build_parallel_reviews(), name="reviews")
+    cfg = {"configurable": {"thread_id": "hint"}}
+    rec.invoke({"log": []}, cfg)
+    rec.invoke(Command(resume={i.id: "ok" for i in rec.get_state(cfg).interrupts}), cfg)
+    with forbid():
+        result = tape.replay(rec.last_run_id, build_parallel_reviews(answered="not "))
+    assert result.status == "diverged" and result.divergence["node_path"] in ("reviews/a", "reviews/b")
+    assert result.divergence["hint"].startswith("this task resumed an interrupt")
 
 
 def test_strict_resume_refusing_an_answer_is_replayed_as_recorded(tape):

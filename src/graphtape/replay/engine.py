@@ -415,6 +415,19 @@ def _unordered_interrupts(view: Any) -> Any:
     return view
 
 
+def _resumed_tasks(
+    value: Any, chain: list[RunRecord], index: int, recorded_rows: dict[str, list[EventRow]]
+) -> frozenset[tuple[str, Any]]:
+    """(node path, step) of the tasks whose interrupts the run at ``index`` of ``chain`` answers
+    (its input ``value`` a ``Command(resume=...)``): those that raised the previous run's."""
+    from langgraph.types import Command
+
+    if index == 0 or not isinstance(value, Command) or value.resume is None:
+        return frozenset()
+    rows = recorded_rows[chain[index - 1].run_id]
+    return frozenset(task[:2] for task in _raised_by(_interrupt_ids(rows), rows).values())
+
+
 def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
     """Map a resume-by-interrupt-id dict from recorded ids to the replay's ids."""
     from langgraph.types import Command
@@ -528,6 +541,8 @@ def _core(
         value, rec_config, started = _recorded_input(
             tape, original, recorder.types, recorded_rows[original.run_id], recorded[original.run_id].inputs
         )
+        if state_check is not None:
+            state_check.resumed = _resumed_tasks(value, chain, index, recorded_rows)
         value = _translate_resume(value, id_map)
         if from_checkpoint is not None and index == start_index:
             _copy_checkpoint(recorder.checkpointer, original.thread_id, from_checkpoint, new_thread)
