@@ -369,7 +369,7 @@ def _match_interrupts(recorded: list[EventRow], replayed: list[EventRow], read_r
     rec_tasks = _raised_by(rec_ids, recorded)
     new_tasks = _raised_by(new_ids, read_replayed())
     out: dict[str, str] = {}
-    free = [i for i in new_ids]
+    free = list(new_ids)
     for rid in rec_ids:
         if rid in free:  # the same id: the same task (a replay onto the recorded checkpoints)
             out[rid] = rid
