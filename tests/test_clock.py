@@ -52,3 +52,32 @@ def test_labels_and_retention_ages_read_graphtape_s_clock(tape):
     assert tape.prune(older_than=3_600, dry_run=True).plan.run_ids == [run_id]  # 1970 is old in any case
     with clock.use(now=lambda: 1_000.0 + 60):
         assert tape.prune(older_than=3_600, dry_run=True).plan.run_ids == []
+
+
+def test_a_mocked_uuid4_is_left_to_the_users_code(tape):
+    """A test that mocks ``uuid.uuid4`` with the values its node expects gets them all: graphtape takes
+    its own ids (a run's call journal's name too) from its clock, recording and replaying."""
+    from unittest import mock
+
+    from langgraph.graph import END, START, StateGraph
+
+    def build():
+        def name_it(s: graphs.Linear) -> graphs.Linear:
+            return {"topic": f"{uuid.uuid4()}:{graphs.search.invoke({'q': 'x'})}"}
+
+        b = StateGraph(graphs.Linear)
+        b.add_node("name_it", name_it)
+        b.add_edge(START, "name_it")
+        b.add_edge("name_it", END)
+        return b.compile()
+
+    expected = uuid.UUID(int=7)
+    recorded = tape.record(build(), name="uuid")
+    with mock.patch("uuid.uuid4", side_effect=[expected]) as uuid4:
+        out = recorded.invoke({"topic": ""}, {"configurable": {"thread_id": "mocked"}})
+    assert out["topic"].startswith(f"{expected}:") and uuid4.call_count == 1
+    # the node gets the same value again: its state is the recorded one
+    with mock.patch("uuid.uuid4", side_effect=[expected]) as uuid4:
+        result = tape.replay(recorded.last_run_id, build())
+    assert (result.status, result.divergence, result.output_matches) == ("finished", None, True), result.error
+    assert uuid4.call_count == 1

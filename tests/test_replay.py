@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import operator
+import time
 from typing import Annotated, TypedDict
 
 import pytest
 from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 import graphtape
 from tests import graphs
@@ -126,6 +130,105 @@ def test_replay_of_an_interrupted_run_stops_at_the_same_interrupt(tape):
         result = tape.replay(rec.last_run_id, graphs.build_review())
     assert result.status == "interrupted"
     assert tape.run(result.run_id).status == "interrupted"
+
+
+#: seconds each of the two reviewers of build_parallel_reviews waits before its interrupt (finishing order)
+_REVIEW_DELAY = {"a": 0.0, "b": 0.0}
+
+
+class _Reviews(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def build_parallel_reviews(answered: str = ""):
+    """Two nodes of a subgraph interrupt in one step with the same question: the subgraph's
+    interrupts reach the parent in the order the nodes finished (``_REVIEW_DELAY``). ``answered``:
+    what each writes before the answer it is given."""
+
+    def reviewer(name: str):
+        def review(s: _Reviews) -> _Reviews:
+            time.sleep(_REVIEW_DELAY[name])
+            return {"log": [f"{name}:{answered}{interrupt('ok?')}"]}
+
+        return review
+
+    sub = StateGraph(_Reviews)
+    for name in ("a", "b"):
+        sub.add_node(name, reviewer(name))
+        sub.add_edge(START, name)
+        sub.add_edge(name, END)
+    parent = StateGraph(_Reviews)
+    parent.add_node("reviews", sub.compile())
+    parent.add_edge(START, "reviews")
+    parent.add_edge("reviews", END)
+    return parent.compile()
+
+
+def test_parallel_interrupts_are_matched_by_the_task_that_raised_them(tape, monkeypatch):
+    """Resume values go to the interrupt of the same node whatever order the nodes finish in, and the
+    ``__interrupt__`` list's order does not make an interrupted run's output differ."""
+    monkeypatch.setitem(_REVIEW_DELAY, "a", 0.05)
+    rec = tape.record(build_parallel_reviews(), name="reviews")
+    cfg = {"configurable": {"thread_id": "par"}}
+    rec.invoke({"log": []}, cfg)
+    first = rec.last_run_id
+    tasks = rec.get_state(cfg, subgraphs=True).tasks[0].state.tasks
+    answers = {i.id: f"yes-{t.name}" for t in tasks for i in t.interrupts}
+    assert len(answers) == 2
+    out = rec.invoke(Command(resume=answers), cfg)
+    assert sorted(out["log"]) == ["a:yes-a", "b:yes-b"]
+    last = rec.last_run_id
+    for slow in ("b", "a", "b", "a", "b", "a"):
+        monkeypatch.setitem(_REVIEW_DELAY, "a", 0.05 if slow == "a" else 0.0)
+        monkeypatch.setitem(_REVIEW_DELAY, "b", 0.05 if slow == "b" else 0.0)
+        with forbid():
+            interrupted = tape.replay(first, build_parallel_reviews())
+            finished = tape.replay(last, build_parallel_reviews())
+        assert (interrupted.status, interrupted.output_matches) == ("interrupted", True)
+        assert finished.divergence is None, finished.error
+        assert (finished.status, finished.output_matches, finished.live) == ("finished", True, 0)
+        assert sorted(finished.output["log"]) == ["a:yes-a", "b:yes-b"]
+
+
+def test_a_resumed_task_that_writes_another_state_is_not_blamed_on_the_clock(tape):
+    """A task that resumed an interrupt and then wrote another state diverges with a hint about its
+    interrupt's answer first, not only the clock and random numbers."""
+    rec = tape.record(build_parallel_reviews(), name="reviews")
+    cfg = {"configurable": {"thread_id": "hint"}}
+    rec.invoke({"log": []}, cfg)
+    rec.invoke(Command(resume={i.id: "ok" for i in rec.get_state(cfg).interrupts}), cfg)
+    with forbid():
+        result = tape.replay(rec.last_run_id, build_parallel_reviews(answered="not "))
+    assert result.status == "diverged" and result.divergence["node_path"] in ("reviews/a", "reviews/b")
+    assert result.divergence["hint"].startswith("this task resumed an interrupt")
+
+
+def test_strict_resume_refusing_an_answer_is_replayed_as_recorded(tape):
+    """LangGraph's ``__pregel_strict_resume`` (set in ``configurable``) refuses an answer to an
+    interrupt already answered; the replay passes it as recorded, so it refuses it again."""
+    from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
+    from langgraph.errors import UnknownInterruptError
+
+    rec = tape.record(graphs.build_review(), name="review")
+    cfg = {"configurable": {"thread_id": "strict", CONFIG_KEY_STRICT_RESUME: True}}
+    rec.invoke({}, cfg)
+    answers = {i.id: "ok" for i in rec.get_state(cfg).interrupts}
+    rec.invoke(Command(resume=answers), cfg)
+    with pytest.raises(UnknownInterruptError):
+        rec.invoke(Command(resume=answers), cfg)  # the same answers again: already consumed
+    refused = tape.run(rec.last_run_id)
+    assert refused.status == "failed" and refused.error.startswith("UnknownInterruptError")
+    with forbid():
+        result = tape.replay(refused.run_id, graphs.build_review())
+    assert len(result.run_ids) == 3 and result.divergence is None
+    assert result.status == "failed" and tape.run(result.run_id).status == "failed"
+    assert result.error.startswith("UnknownInterruptError: Unknown or already-consumed interrupt")
+    # the refusal, reproduced, is a step of the chain: the run that then answers the pending one replays
+    out = rec.invoke(Command(resume={i.id: "publish" for i in rec.get_state(cfg).interrupts}), cfg)
+    with forbid():
+        result = tape.replay(rec.last_run_id, graphs.build_review())
+    assert len(result.run_ids) == 4 and result.error is None and result.divergence is None
+    assert (result.status, result.output_matches, result.output) == ("finished", True, out)
 
 
 def test_prompt_edit_diverges_in_strict_mode(tape, monkeypatch):
@@ -246,6 +349,56 @@ def test_streaming_apis_are_recorded_and_replayable(tape, api):
     assert result.status == "finished" and result.live == 0 and result.output_matches
 
 
+class _Parallel(TypedDict, total=False):
+    fast: str
+    slow: str
+
+
+def build_fast_and_slow(log: list[str]):
+    """A fast node and a slow one in the same step; ``log`` says whether the slow one was cancelled."""
+
+    async def fast(s: _Parallel) -> _Parallel:
+        return {"fast": "x"}
+
+    async def slow(s: _Parallel) -> _Parallel:
+        try:
+            await asyncio.sleep(0.3)
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+        log.append("done")
+        return {"slow": "y"}
+
+    b = StateGraph(_Parallel)
+    b.add_node("fast", fast)
+    b.add_node("slow", slow)
+    for name in ("fast", "slow"):
+        b.add_edge(START, name)
+        b.add_edge(name, END)
+    return b.compile()
+
+
+def test_closing_a_recorded_astream_cancels_the_run_as_langgraph_does(tape):
+    """``break`` out of ``aclosing(astream(...))``: LangGraph cancels the step's other tasks before the
+    close returns; recorded, the close reaches LangGraph's stream the same way (not later, from the
+    garbage collector, or never while something holds the stream)."""
+
+    async def break_after_first_event(recorded: bool) -> tuple[list[str], list[str]]:
+        log: list[str] = []
+        graph = build_fast_and_slow(log)
+        target = tape.record(graph, name="fast-slow") if recorded else graph
+        cfg = {"configurable": {"thread_id": f"close-{recorded}"}}
+        async with contextlib.aclosing(target.astream({}, cfg, stream_mode="updates")) as events:
+            async for _event in events:
+                break
+        at_close = list(log)
+        await asyncio.sleep(0.5)
+        return at_close, log
+
+    assert asyncio.run(break_after_first_event(False)) == (["cancelled"], ["cancelled"])
+    assert asyncio.run(break_after_first_event(True)) == (["cancelled"], ["cancelled"])
+
+
 def test_secrets_are_redacted_on_capture(tape):
     class KeyedModel(graphs.RandomModel):
         api_key: str = "sk-live-SECRET"
@@ -287,6 +440,52 @@ def test_run_id_from_config_and_failed_runs(tape):
     assert "task_failed" in [e.kind for e in tape.events(str(rid))]
 
 
+def test_a_failed_run_reproduced_in_a_chain_is_a_faithful_step(tape):
+    """Run 1 fails, run 2 retries it on the same thread and finishes: replaying run 2 replays run 1's
+    failure (the recorded error, served) and goes on to run 2; a failure that differs ends the chain."""
+    attempts: list[int] = []
+
+    @graphtape.effect
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("the service is down")
+        return "up"
+
+    def build(fail_with: str | None = None):
+        def work(s):
+            if fail_with is not None:
+                raise RuntimeError(fail_with)
+            return {"topic": flaky()}
+
+        b = StateGraph(graphs.Linear)
+        b.add_node("work", work)
+        b.add_edge(START, "work")
+        b.add_edge("work", END)
+        return b.compile()
+
+    rec = tape.record(build(), name="retried")
+    cfg = {"configurable": {"thread_id": "retry"}}
+    with pytest.raises(ConnectionError):
+        rec.invoke({"topic": ""}, cfg)
+    failed = rec.last_run_id
+    assert rec.invoke(None, cfg)["topic"] == "up"
+    retried = rec.last_run_id
+    assert tape.run(retried).parent_run_id == failed
+    with forbid():
+        result = tape.replay(retried, build())
+    assert result.error is None and result.divergence is None
+    assert (result.status, result.output_matches, result.live) == ("finished", True, 0)
+    assert len(result.run_ids) == 2 and [tape.run(r).status for r in result.run_ids] == ["failed", "finished"]
+    assert len(attempts) == 2  # served both times
+    # the failed run itself replays as failed, with its error
+    alone = tape.replay(failed, build())
+    assert (alone.status, alone.error) == ("failed", "ConnectionError: the service is down")
+    # a failure that is not the recorded one ends the chain there
+    other = tape.replay(retried, build(fail_with="another bug"))
+    assert (other.status, other.error, len(other.run_ids)) == ("failed", "RuntimeError: another bug", 1)
+
+
 def test_replay_from_a_checkpoint(tape):
     rec = tape.record(graphs.build_linear())
     out = rec.invoke({"topic": ""}, {"configurable": {"thread_id": "cp"}})
@@ -319,6 +518,30 @@ def test_users_own_checkpointer_keeps_working(tape):
     with forbid():
         result = tape.replay(rec.last_run_id, graph)
     assert result.status == "interrupted"
+
+
+def test_a_saver_without_task_path_gets_the_arguments_it_takes(tape):
+    """LangGraph passes ``task_path`` to ``put_writes``/``aput_writes`` only when the saver's method
+    takes it (an older saver has three arguments): recorded, the saver is called the same way."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class OlderSaver(InMemorySaver):
+        def put_writes(self, config, writes, task_id):  # type: ignore[override]
+            super().put_writes(config, writes, task_id)
+
+        async def aput_writes(self, config, writes, task_id):  # type: ignore[override]
+            super().put_writes(config, writes, task_id)
+
+    graph = graphs.build_review().copy(update={"checkpointer": OlderSaver()})
+    rec = tape.record(graph, name="older-saver")
+    rec.invoke({}, {"configurable": {"thread_id": "older"}})
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    asyncio.run(rec.ainvoke({}, {"configurable": {"thread_id": "older-async"}}))
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    assert len(rec.get_state({"configurable": {"thread_id": "older-async"}}).interrupts) == 2
+    with forbid():
+        result = tape.replay(rec.last_run_id, graph)
+    assert (result.status, result.output_matches, result.divergence) == ("interrupted", True, None)
 
 
 def test_batch_calls_are_each_recorded(tape):

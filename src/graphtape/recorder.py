@@ -560,15 +560,23 @@ class RecordedGraph:
         status, interrupts = _status_from_snapshot(snap) if snap is not None else ("finished", [])
         self._close(session, status, interrupts=interrupts, output=snap.values if snap is not None else None)
 
+    # An async generator is closed when its consumer closes it (``aclosing``, ``break`` out of
+    # ``async with``), but one it iterates is not: each stream here is closed by its wrapper, so that
+    # LangGraph's own stream cancels the run's other tasks before the consumer's close returns, as
+    # it does unrecorded (else they ran on until the garbage collector closed it, if ever).
+
     async def astream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        async for item in self._astream_api("astream", self.graph.astream, input, config, **kwargs):
-            yield item
+        async with contextlib.aclosing(self._astream_api("astream", self.graph.astream, input, config, **kwargs)) as s:
+            async for item in s:
+                yield item
 
     async def astream_events(
         self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        async for item in self._astream_api("astream_events", self.graph.astream_events, input, config, **kwargs):
-            yield item
+        api = self._astream_api("astream_events", self.graph.astream_events, input, config, **kwargs)
+        async with contextlib.aclosing(api) as s:
+            async for item in s:
+                yield item
 
     async def _astream_api(self, api: str, fn: Any, input: Any, config: dict[str, Any] | None, **kwargs: Any):
         if self._no_thread(config):
@@ -578,8 +586,9 @@ class RecordedGraph:
         session, config = self._open(input, config, api, kwargs)
         session.register()
         try:
-            async for item in fn(input, config, **kwargs):
-                yield item
+            async with contextlib.aclosing(fn(input, config, **kwargs)) as stream:
+                async for item in stream:
+                    yield item
         except BaseException as exc:
             if isinstance(exc, GeneratorExit):
                 self._close(session, "failed", error=RuntimeError("stream closed by the consumer before the end"))

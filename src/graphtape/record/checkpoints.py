@@ -11,6 +11,7 @@ not need this wrapper: it writes the tape in each checkpoint's transaction.)
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import time
@@ -34,6 +35,15 @@ def note_interrupts(config: Mapping[str, Any], writes: Sequence[tuple[str, Any]]
         session = session_for_run(rid)
         if session is not None:
             session.saw_interrupt = True
+
+
+def takes_task_path(put_writes: Any) -> bool:
+    """Whether a saver's ``put_writes``/``aput_writes`` takes ``task_path``: the test LangGraph makes
+    before passing it (``langgraph.pregel._checkpoint.put_writes_accepts_task_path``)."""
+    try:
+        return inspect.signature(put_writes).parameters.get("task_path") is not None
+    except (TypeError, ValueError):  # no signature to read (a C callable): as LangGraph's base class
+        return True
 
 
 #: A background write asked for by a checkpoint starts this long after it (at most a tenth of
@@ -213,6 +223,11 @@ class TapSaver(BaseCheckpointSaver):
         # LangGraph asks for a channel's next version for every channel a step updates: the inner
         # saver's own method, without a delegating frame in between (it reports nothing).
         self.get_next_version = inner.get_next_version  # type: ignore[method-assign]
+        # A saver written before ``task_path`` existed takes three arguments: LangGraph passes it only
+        # when the method's signature has it, and so does the tap (looked up once: every task of
+        # every step writes through here).
+        self._sync_path = takes_task_path(inner.put_writes)
+        self._async_path = takes_task_path(inner.aput_writes)
 
     def __getattr__(self, name: str) -> Any:  # setup(), conn, ... of the inner saver
         return getattr(self.inner, name)
@@ -252,7 +267,10 @@ class TapSaver(BaseCheckpointSaver):
         return out
 
     def put_writes(self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        self.inner.put_writes(config, writes, task_id, task_path)
+        if self._sync_path:
+            self.inner.put_writes(config, writes, task_id, task_path)
+        else:
+            self.inner.put_writes(config, writes, task_id)
         # note_interrupts, in line: every task of every step passes here
         for write in writes:
             if write[0] == INTERRUPT:
@@ -291,7 +309,10 @@ class TapSaver(BaseCheckpointSaver):
         return out
 
     async def aput_writes(self, config, writes, task_id, task_path=""):
-        out = await self.inner.aput_writes(config, writes, task_id, task_path)
+        if self._async_path:
+            out = await self.inner.aput_writes(config, writes, task_id, task_path)
+        else:
+            out = await self.inner.aput_writes(config, writes, task_id)
         for write in writes:
             if write[0] == INTERRUPT:
                 note_interrupts(config, writes)

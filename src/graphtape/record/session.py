@@ -381,7 +381,7 @@ class Session:
                 "served_calls": self.served_calls,
                 "live_calls": self.live_calls,
                 "tokens": self.tokens,
-                "error": _one_line(error) if error is not None else None,
+                "error": one_line_error(error) if error is not None else None,
                 "meta": {**self.meta, "checkpoints": len(self.checkpoint_ids), **self.writer.write_ms()},
             }
         )
@@ -676,6 +676,14 @@ def _read_back(ns: str) -> bool:
     return bool(ns) and any(":" not in part for part in ns.split("|"))
 
 
+#: LangGraph's own ``configurable`` keys (``langgraph._internal._constants``) a caller sets to choose how
+#: a run behaves: kept on the tape with a plain value, so that a replay runs the same way (strict resume
+#: refuses an answer it cannot match, durability, v2 message streaming). LangGraph's other ``__`` keys
+#: hold its objects (senders, readers, scratchpads) or ids of a nested call: left out.
+_LANGGRAPH_BEHAVIOUR_KEYS = frozenset(("__pregel_strict_resume", "__pregel_durability", "__pregel_stream_messages_v2"))
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
     """The run's config as worth keeping: no callbacks, internals or per-run ids.
 
@@ -683,7 +691,11 @@ def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
     blob, stored once.
     """
     out = {k: v for k, v in config.items() if k not in ("callbacks", "run_id")}
-    out["configurable"] = {k: v for k, v in (config.get("configurable") or {}).items() if not k.startswith("__")}
+    out["configurable"] = {
+        k: v
+        for k, v in (config.get("configurable") or {}).items()
+        if not k.startswith("__") or (k in _LANGGRAPH_BEHAVIOUR_KEYS and isinstance(v, _PLAIN))
+    }
     if "metadata" in config:
         out["metadata"] = {k: v for k, v in config["metadata"].items() if k != context.RUN_META_KEY}
     return out
@@ -710,7 +722,8 @@ def _is_resume(value: Any) -> bool:
     return isinstance(value, Command) and value.resume is not None
 
 
-def _one_line(error: BaseException | None) -> str | None:
+def one_line_error(error: BaseException | None) -> str | None:
+    """An error as the run row keeps it: its type and the first line of its message."""
     if error is None:
         return None
     text = str(error).strip().splitlines()

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from graphtape import clock, events, serde
 from graphtape.errors import Divergence, ReplayError, StoreError
 from graphtape.record.answer import ReplayPlan
+from graphtape.record.session import one_line_error
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.lineage import recovered_line
 from graphtape.replay.matcher import Matcher, RecordedCall, index_calls
@@ -299,14 +300,137 @@ def _outputs_match(tape: Tape, recorded_ref: str | None, replayed_ref: str | Non
     recorded, replayed = tape.store.get_json(recorded_ref), tape.store.get_json(replayed_ref)
     # Views refer to messages by blob address, which depends on the stored key order (and
     # differs between tapes recorded before and after blobs kept it): compare the messages.
-    return strip_ids(recorded) == strip_ids(replayed) or (
-        strip_ids(tape.expand(recorded)) == strip_ids(tape.expand(replayed))
+    return _unordered_interrupts(strip_ids(recorded)) == _unordered_interrupts(strip_ids(replayed)) or (
+        _unordered_interrupts(strip_ids(tape.expand(recorded)))
+        == _unordered_interrupts(strip_ids(tape.expand(replayed)))
     )
 
 
 def _interrupt_ids(rows: list[EventRow]) -> list[str]:
     """The ids of the interrupts among a run's events."""
     return [events.Interrupt.from_row(e).interrupt_id or "" for e in _of(rows, events.Interrupt.KIND)]
+
+
+#: how many earlier answers of one task an interrupt's id is looked for with (see :func:`_raised_by`)
+_MAX_ANSWERED = 32
+
+
+def _interrupt_id_function() -> Any:
+    """LangGraph's ``(task namespace, answers so far) -> interrupt id``."""
+    try:
+        from langgraph.types import _interrupt_id
+
+        return _interrupt_id
+    except ImportError:  # a LangGraph without answer counts: the id is the namespace's hash
+        from xxhash import xxh3_128_hexdigest
+
+        return lambda ns, answered: xxh3_128_hexdigest(ns.encode())
+
+
+def _raised_by(ids: list[str], rows: list[EventRow]) -> dict[str, tuple[str, Any, int]]:
+    """The task that raised each interrupt of ``ids``: interrupt id -> (node path, step, answers before it).
+
+    LangGraph's id of an interrupt is a hash of the checkpoint namespace of the task that raised it
+    and of how many answers that task already had (``langgraph.types._interrupt_id``). The namespace
+    holds the task's id, which differs in a replay (it is made from the checkpoint's id), so the ids
+    differ too; the node path and the step do not. ``rows``: the run's ``task_started`` events (an id
+    none of them hashes to is left out).
+    """
+    interrupt_id = _interrupt_id_function()
+    tasks = {}
+    for row in _of(rows, events.TaskStarted.KIND):
+        ns = row.data.get("task")
+        if isinstance(ns, str) and ns:
+            tasks[ns] = (row.data.get("node_path") or "", row.data.get("step"))
+    wanted = set(ids)
+    found: dict[str, tuple[str, Any, int]] = {}
+    for answered in range(_MAX_ANSWERED):
+        for ns, (node_path, step) in tasks.items():
+            iid = interrupt_id(ns, answered)
+            if iid in wanted and iid not in found:
+                found[iid] = (node_path, step, answered)
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def _match_interrupts(recorded: list[EventRow], replayed: list[EventRow], read_replayed: Any) -> dict[str, str]:
+    """Recorded interrupt id -> the id of the same interrupt in the replay.
+
+    Interrupts are matched by the task that raised them (:func:`_raised_by`), not by their order:
+    tasks of one step finish in any order, and a subgraph's interrupts reach its parent in the order
+    they finished. Two interrupts of one node at one step (a ``Send`` fan-out) are told apart by
+    their values; what is left is paired in order. ``read_replayed()``: the replayed run's
+    ``task_started`` events, read only when there are several interrupts to match.
+    """
+    rec_rows = _of(recorded, events.Interrupt.KIND)
+    new_rows = _of(replayed, events.Interrupt.KIND)
+    rec_ids = [events.Interrupt.from_row(e).interrupt_id or "" for e in rec_rows]
+    new_ids = [events.Interrupt.from_row(e).interrupt_id or "" for e in new_rows]
+    if len(rec_ids) < 2 or len(new_ids) < 2:
+        return dict(zip(rec_ids, new_ids))
+    rec_values = {i: e.data.get("value") for i, e in zip(rec_ids, rec_rows)}
+    new_values = {i: e.data.get("value") for i, e in zip(new_ids, new_rows)}
+    rec_tasks = _raised_by(rec_ids, recorded)
+    new_tasks = _raised_by(new_ids, read_replayed())
+    out: dict[str, str] = {}
+    free = list(new_ids)
+    for rid in rec_ids:
+        if rid in free:  # the same id: the same task (a replay onto the recorded checkpoints)
+            out[rid] = rid
+            free.remove(rid)
+    for rid in rec_ids:
+        key = rec_tasks.get(rid)
+        if rid in out or key is None:
+            continue
+        same_task = [n for n in free if new_tasks.get(n) == key]
+        pick = next((n for n in same_task if new_values[n] == rec_values[rid]), same_task[0] if same_task else None)
+        if pick is not None:
+            out[rid] = pick
+            free.remove(pick)
+    # (a tape whose tasks left no namespace to find: in order)
+    out.update(zip([rid for rid in rec_ids if rid not in out], free))
+    return out
+
+
+def _same_failure(recorded: str | None, replayed: str | None, id_map: dict[str, str]) -> bool:
+    """Whether a replayed run's error line (``RunRecord.error``) is the recorded one: equal, with the
+    interrupt ids they name taken as equal (an interrupt's id differs in a replay, and LangGraph's
+    strict resume names the first one it refused in the order of those ids)."""
+    if recorded is None or replayed is None:
+        return False
+    for iid in {*id_map, *id_map.values()}:
+        if iid:
+            recorded, replayed = recorded.replace(iid, "<interrupt>"), replayed.replace(iid, "<interrupt>")
+    return recorded == replayed
+
+
+def _unordered_interrupts(view: Any) -> Any:
+    """An output view with its lists of interrupts in one order: LangGraph lists a step's interrupts in
+    the order their tasks finished, which is not part of what a run did."""
+    if isinstance(view, dict):
+        out = {k: _unordered_interrupts(v) for k, v in view.items()}
+        for key in ("__interrupt__", "interrupts"):
+            items = out.get(key)
+            if isinstance(items, list) and all(isinstance(i, dict) and "value" in i for i in items):
+                out[key] = sorted(items, key=lambda i: json.dumps(i, sort_keys=True, default=str))
+        return out
+    if isinstance(view, list):
+        return [_unordered_interrupts(v) for v in view]
+    return view
+
+
+def _resumed_tasks(
+    value: Any, chain: list[RunRecord], index: int, recorded_rows: dict[str, list[EventRow]]
+) -> frozenset[tuple[str, Any]]:
+    """(node path, step) of the tasks whose interrupts the run at ``index`` of ``chain`` answers
+    (its input ``value`` a ``Command(resume=...)``): those that raised the previous run's."""
+    from langgraph.types import Command
+
+    if index == 0 or not isinstance(value, Command) or value.resume is None:
+        return frozenset()
+    rows = recorded_rows[chain[index - 1].run_id]
+    return frozenset(task[:2] for task in _raised_by(_interrupt_ids(rows), rows).values())
 
 
 def _translate_resume(value: Any, id_map: dict[str, str]) -> Any:
@@ -435,6 +559,8 @@ def _core(
         value, rec_config, started = _recorded_input(
             tape, original, recorder.types, recorded_rows[original.run_id], recorded[original.run_id].inputs
         )
+        if state_check is not None:
+            state_check.resumed = _resumed_tasks(value, chain, index, recorded_rows)
         value = _translate_resume(value, id_map)
         config: dict[str, Any] = {"configurable": {"thread_id": new_thread}}
         if from_checkpoint is not None and index == start_index:
@@ -487,15 +613,27 @@ def _core(
                 divergence, error, status = session_div, session_div.get("message"), "diverged"
             else:
                 error, status = f"{type(exc).__name__}: {exc}", "failed"
+                # the recorded run failed the same way: a faithful step (a later run of the chain
+                # retried it); only the chain's last run reports the failure
+                reproduced = original.status == "failed" and _same_failure(original.error, one_line_error(exc), id_map)
+                if reproduced and index < len(chain) - 1:
+                    error = None
         run_ids.append(recorder.last_run_id or "")
-        if status in ("diverged", "failed"):
+        if status == "diverged" or error is not None:
             break
         # (the run's interrupts and end as the recorder wrote them: not read back, unless its totals are)
         ended = recorder.last_end_rows if served_totals and recorder.last_run_id == run_ids[-1] else None
         new_rows = replayed_rows[run_ids[-1]] = (
             ended if ended is not None else _replayed_rows(tape, run_ids[-1], served_totals)
         )
-        id_map.update(dict(zip(_interrupt_ids(recorded_rows[original.run_id]), _interrupt_ids(new_rows))))
+        replayed_id = run_ids[-1]
+        id_map.update(
+            _match_interrupts(
+                recorded_rows[original.run_id],
+                new_rows,
+                lambda rid=replayed_id: tape.store.events(rid, [events.TaskStarted.KIND]),
+            )
+        )
         # the status the recorder gave the run it just ended (no read of the run row back)
         status = recorder.last_status or "finished"
     if served_totals and status in ("finished", "interrupted"):

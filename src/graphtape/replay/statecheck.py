@@ -50,6 +50,13 @@ HINT = (
     "that the replay serves the recorded value"
 )
 
+#: the hint for a task that resumed an interrupt: its answer comes first, not the clock
+RESUMED_HINT = (
+    "this task resumed an interrupt: the replay answers it with the value recorded for the interrupt "
+    "the same node raised at the same step, so check that the node raises the same interrupts as when "
+    "recorded and uses its answer the same way; " + HINT
+)
+
 
 @dataclasses.dataclass
 class _RecordedTask:
@@ -66,6 +73,9 @@ class StateCheck:
     def __init__(self, tape: Tape, tasks: dict[tuple[str, Any], list[_RecordedTask]]):
         self.tape = tape
         self.tasks = tasks
+        #: (node path, step) of the tasks the run being replayed resumes from an interrupt (set by the
+        #: engine before each run): a difference there gets :data:`RESUMED_HINT`
+        self.resumed: frozenset[tuple[str, Any]] = frozenset()
         self._lock = threading.Lock()
 
     @classmethod
@@ -136,7 +146,10 @@ class StateCheck:
                     rec.used = True
                     return
                 first_diff = first_diff or diff
-        raise _divergence(session, node_path, step, first_diff)
+        resumed = any(
+            (path == node_path and at == step) or path.startswith(f"{node_path}/") for path, at in self.resumed
+        )
+        raise _divergence(session, node_path, step, first_diff, RESUMED_HINT if resumed else HINT)
 
     def _recorded(self, rec: _RecordedTask) -> Any:
         if not rec._loaded:
@@ -177,7 +190,7 @@ def _revive(tape: Tape, view: Any) -> Any:
     return view
 
 
-def _divergence(session: Session, node_path: str, step: Any, diff: Any) -> Divergence:
+def _divergence(session: Session, node_path: str, step: Any, diff: Any, hint: str = HINT) -> Divergence:
     replayed = session.replay_of or "?"
     where = f"node {node_path or '?'}" + (f" step {step}" if step is not None else "")
     if diff is None:
@@ -188,7 +201,7 @@ def _divergence(session: Session, node_path: str, step: Any, diff: Any) -> Diver
         channels = sorted({str(c.segments[0]) if c.segments else "(return value)" for c in diff.changes})
         reason = f"it wrote a different state ({', '.join(channels)}) than the recorded run"
         text = diff.render(width=200)
-    message = f"replay of run {replayed} diverged at {where}: {reason}; {HINT}"
+    message = f"replay of run {replayed} diverged at {where}: {reason}; {hint}"
     event = events.Divergence(
         message=message,
         run_id=replayed,
@@ -204,7 +217,7 @@ def _divergence(session: Session, node_path: str, step: Any, diff: Any) -> Diver
         recorded_call_id=None,
         recorded_step=step,
         diff=f"--- recorded\n+++ replay\n{text}",
-        hint=HINT,
+        hint=hint,
     )
     div = Divergence(message, event.to_data())
     session.divergence = div

@@ -43,13 +43,13 @@ import contextlib
 import json
 import os
 import struct
-import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphtape import clock
 from graphtape.jsontext import one_shot
 from graphtape.store.base import WriteBatch
 from graphtape.store.codec import pack_event_plain
@@ -180,8 +180,10 @@ class CallJournal:
             raise OSError("no flock on this platform")
         folder.mkdir(exist_ok=True)
         # a run continued by a later session of the same process (a resumed interrupt) opens a
-        # journal of its own: the last one's may still hold rows an import has not taken yet
-        tag = uuid.uuid4().hex[:12]
+        # journal of its own: the last one's may still hold rows an import has not taken yet. Its tag
+        # is an id of graphtape's clock, like every id graphtape makes (not a uuid4 the user's code,
+        # or a test's mock of it, expected to get)
+        tag = clock.new_id()
         self.path = folder / f"{run_id}.{tag}{SUFFIX}"
         temp = folder / f".{run_id}.{tag}.new"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
