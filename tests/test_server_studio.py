@@ -523,3 +523,21 @@ async def test_state_with_subgraphs_shows_the_paused_subgraph(tape):
         deep = (await c.get(f"/threads/{tid}/state", params={"subgraphs": True})).json()
         child = deep["tasks"][0]["state"]
         assert child["next"] == ["ask"] and child["values"] == {"topic": "s"}
+
+
+async def test_a_store_error_answers_without_the_store_url(tape, monkeypatch):
+    """A failing store's message names its URL (host, user, database, schema): the client is told the
+    store failed, not where it is."""
+    from graphtape.errors import StoreError
+
+    app = create_app(tape, studio_graphs())
+    queue = app.state.studio.queue
+
+    def failing(*args, **kwargs):
+        raise StoreError(f"{queue.url}: the run queue failed: duplicate key value")
+
+    monkeypatch.setattr(queue, "list_threads", failing)
+    async with app_client(app) as client:
+        r = await client.post("/threads/search", json={})
+        assert_error(r, 400, "the store", "duplicate key value")
+        assert queue.url not in r.text and tape.url not in r.text

@@ -1,8 +1,9 @@
 """The run queue on SQL: what the SQLite and PostgreSQL queues share (statements, row shapes, the claim).
 
 Each backend supplies its table definitions, how it opens a transaction, how
-it serialises enqueues on one thread (SQLite's ``BEGIN IMMEDIATE`` already
-does; PostgreSQL takes a transaction-scoped advisory lock on the thread) and
+it serialises enqueues and thread-row writes on one thread (SQLite's ``BEGIN
+IMMEDIATE`` already does; PostgreSQL takes a transaction-scoped advisory lock on
+the thread), a thread row being written with one upsert, and
 the locking clause of the claim (PostgreSQL's ``FOR UPDATE SKIP LOCKED``, so
 concurrent claimers skip each other's candidate instead of waiting for it).
 Statements are written with ``?`` placeholders; a backend translates them.
@@ -361,9 +362,13 @@ class SqlRunQueue(RunQueue):
     # -- threads ---------------------------------------------------------------------------
 
     def _put_thread(self, cur: Any, row: ThreadRow) -> None:
-        cur.execute("DELETE FROM gt_q_threads WHERE thread_id=?", (row.thread_id,))
+        # one upsert, not DELETE + INSERT: two transactions writing one new thread's row at once
+        # (two replicas starting runs on it) would both find no row and the second INSERT would
+        # fail on the primary key instead of updating the row the first one wrote
         cur.execute(
-            f"INSERT INTO gt_q_threads({_THREAD_COLS}) VALUES (?,?,?,?,?,?,?)",
+            f"INSERT INTO gt_q_threads({_THREAD_COLS}) VALUES (?,?,?,?,?,?,?) ON CONFLICT(thread_id) DO UPDATE SET"
+            " graph_id=excluded.graph_id, metadata=excluded.metadata, status=excluded.status,"
+            " created_at=excluded.created_at, updated_at=excluded.updated_at, deleted=excluded.deleted",
             (
                 row.thread_id,
                 row.graph_id,
@@ -395,12 +400,19 @@ class SqlRunQueue(RunQueue):
         return self._tx(go)
 
     def put_thread(self, row: ThreadRow) -> None:
-        self._tx(lambda cur: self._put_thread(cur, row))
+        def go(cur: Any) -> None:
+            self._lock_thread(cur, row.thread_id)
+            self._put_thread(cur, row)
+
+        self._tx(go)
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
         check_thread_fields(fields)
 
         def go(cur: Any) -> ThreadRow | None:
+            # read, change and write under the thread's lock: a change made meanwhile by another
+            # process (a run's status, a metadata patch) is not overwritten with the older row
+            self._lock_thread(cur, thread_id)
             row = self._get_thread(cur, thread_id)
             if row is None:
                 return None

@@ -317,13 +317,21 @@ def create_app(
     async def on_busy(request: Request, exc: ThreadBusy) -> JSONResponse:
         return error_json(409, f"{exc}; wait for the thread's run to end")
 
+    def without_store_url(text: str) -> str:
+        """An error's text with the store's URL taken out: it names the database (host, user,
+        schema), which is the server's business, not a client's."""
+        for url in {tape.url, studio.queue.url}:
+            if url:
+                text = text.replace(url, "the store")
+        return text
+
     @app.exception_handler(GraphtapeError)
     async def on_graphtape_error(request: Request, exc: GraphtapeError) -> JSONResponse:
-        return error_json(400, str(exc))
+        return error_json(400, without_store_url(str(exc)))
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        text = " ".join(str(exc).split())[:300]
+        text = without_store_url(" ".join(str(exc).split())[:300])
         return error_json(500, f"unexpected {type(exc).__name__}: {text} (a graphtape bug; the server log has more)")
 
     @app.get("/ok", tags=["server"])
