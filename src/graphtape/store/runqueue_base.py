@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from graphtape import serde
 from graphtape.errors import LeaseLost
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "RunQueue",
     "ThreadRow",
     "check_thread_fields",
+    "ended_text",
     "json_text",
     "lease_lost",
     "listen_in_background",
@@ -47,6 +49,16 @@ THREAD_FIELDS = frozenset({"status", "graph_id", "metadata", "deleted"})
 def json_text(value: Any) -> str:
     """A JSON value as every backend stores it: compact, non-ASCII kept as is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def ended_text(value: Any, redact_keys: frozenset[str]) -> str:
+    """A run's ``kwargs`` or ``metadata`` as stored once the run has ended: JSON text with the values
+    of secret-looking keys and of ``redact_keys`` (the tape's ``redact=``) replaced by a marker.
+
+    A pending or running run keeps its whole config (a worker, in any process, runs it with its
+    ``configurable``, and runs it again after a crash); an ended one is never executed again, so
+    what it was given is kept only as the API shows it, redacted."""
+    return json_text(serde.redact(value, redact_keys))
 
 
 def check_thread_fields(fields: Mapping[str, Any]) -> None:
@@ -172,6 +184,9 @@ class RunQueue(abc.ABC):
     url: str
     #: only one process may execute runs (SQLite: a file on one machine, one writer)
     single_process: bool = False
+    #: keys whose values an ended run's kwargs and metadata keep redacted, beside the secret-looking
+    #: ones (the tape's ``redact=``; :func:`~graphtape.store.runqueue.run_queue_for` sets them)
+    redact_keys: frozenset[str] = frozenset()
 
     # -- runs --------------------------------------------------------------------------
 
@@ -201,7 +216,9 @@ class RunQueue(abc.ABC):
 
     @abc.abstractmethod
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
-        """End the run with ``status`` and ``result`` if ``worker`` still holds it (else False)."""
+        """End the run with ``status`` and ``result`` if ``worker`` still holds it (else False); its
+        kwargs and metadata are then stored redacted (:func:`ended_text`), as on every other way a
+        run ends (cancelled while pending, interrupted by a newer run)."""
 
     @abc.abstractmethod
     def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:

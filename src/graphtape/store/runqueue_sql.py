@@ -29,6 +29,7 @@ from graphtape.store.runqueue_base import (
     RunQueue,
     ThreadRow,
     check_thread_fields,
+    ended_text,
     json_text,
     lease_lost,
     reset_to_pending,
@@ -155,12 +156,22 @@ class SqlRunQueue(RunQueue):
         row = cur.fetchone()
         return _run(row) if row is not None else None
 
+    def _scrub(self, cur: Any, run_id: str) -> None:
+        """Store the kwargs and metadata of a run that just ended redacted (:func:`ended_text`)."""
+        cur.execute("SELECT kwargs, metadata FROM gt_q_runs WHERE run_id=?", (run_id,))
+        row = cur.fetchone()
+        if row is not None:
+            kwargs, metadata = (ended_text(json.loads(v), self.redact_keys) for v in row)
+            cur.execute("UPDATE gt_q_runs SET kwargs=?, metadata=? WHERE run_id=?", (kwargs, metadata, run_id))
+
     def _cancel(self, cur: Any, run: QueuedRun, now: float, cancel_result: Any) -> None:
         if run.status == "pending":
             cur.execute(
                 "UPDATE gt_q_runs SET status='interrupted', result=?, updated_at=? WHERE run_id=? AND status='pending'",
                 (json_text(cancel_result), now, run.run_id),
             )
+            if cur.rowcount == 1:
+                self._scrub(cur, run.run_id)
             self._notice(cur, "ended", run.run_id)
         elif run.status == "running":
             cur.execute("UPDATE gt_q_runs SET cancel_requested=1 WHERE run_id=?", (run.run_id,))
@@ -262,6 +273,7 @@ class SqlRunQueue(RunQueue):
             )
             if cur.rowcount != 1:
                 return False
+            self._scrub(cur, run_id)
             self._notice(cur, "ended", run_id)
             return True
 
