@@ -41,7 +41,9 @@ from graphtape.store.runqueue_base import (
     RunEvent,
     RunQueue,
     ThreadRow,
+    check_readable,
     check_thread_fields,
+    decoded,
     ended_text,
     json_text,
     lease_lost,
@@ -274,12 +276,13 @@ class RedisRunQueue(RunQueue):
         pipe = self._r.pipeline(transaction=False)
         for rid in ids:
             pipe.hgetall(self.p + "run:" + (_text(rid) or ""))
-        rows = [_run(f) for f in self._do(pipe.execute)]
+        rows = decoded(_run, self._do(pipe.execute), "run")
         return [r for r in rows if r is not None]
 
     # -- runs ------------------------------------------------------------------------------
 
     def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        check_readable("the run's kwargs and metadata", run.kwargs, run.metadata)
         now = time.time()
         reset_to_pending(run, now)
         fields = {
@@ -409,6 +412,7 @@ class RedisRunQueue(RunQueue):
     # -- threads ---------------------------------------------------------------------------
 
     def create_thread(self, row: ThreadRow) -> tuple[ThreadRow, bool]:
+        check_readable("the thread's metadata", row.metadata)
         now = time.time()
         row.created_at = row.created_at or now
         row.updated_at = row.updated_at or now
@@ -433,6 +437,7 @@ class RedisRunQueue(RunQueue):
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
         check_thread_fields(fields)
+        check_readable("the thread's metadata", fields.get("metadata"))
         key = self.p + "thread:" + thread_id
         out: list[ThreadRow | None] = [None]
 
@@ -458,12 +463,13 @@ class RedisRunQueue(RunQueue):
         pipe = self._r.pipeline(transaction=False)
         for tid in ids:
             pipe.hgetall(self.p + "thread:" + (_text(tid) or ""))
-        rows = [_thread(f) for f in self._do(pipe.execute)] if ids else []
+        rows = decoded(_thread, self._do(pipe.execute), "thread") if ids else []
         return [r for r in rows if r is not None]
 
     # -- assistants ------------------------------------------------------------------------
 
     def put_assistant(self, row: AssistantRow) -> None:
+        check_readable("the assistant's config, context and metadata", row.config, row.context, row.metadata)
         now = time.time()
         row.created_at = row.created_at or now
         row.updated_at = row.updated_at or now

@@ -28,7 +28,9 @@ from graphtape.store.runqueue_base import (
     RunEvent,
     RunQueue,
     ThreadRow,
+    check_readable,
     check_thread_fields,
+    decoded,
     ended_text,
     json_text,
     lease_lost,
@@ -178,6 +180,8 @@ class SqlRunQueue(RunQueue):
             self._notice(cur, "cancel", run.run_id)
 
     def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        check_readable("the run's kwargs and metadata", run.kwargs, run.metadata)
+
         def go(cur: Any) -> Enqueued:
             self._lock_thread(cur, run.thread_id)
             now = time.time()
@@ -326,7 +330,7 @@ class SqlRunQueue(RunQueue):
 
         def go(cur: Any) -> list[QueuedRun]:
             cur.execute(sql, tuple(params))
-            return [_run(r) for r in cur.fetchall()]
+            return decoded(_run, cur.fetchall(), "run")
 
         return self._tx(go, write=False)
 
@@ -398,6 +402,8 @@ class SqlRunQueue(RunQueue):
         return _thread(row) if row is not None else None
 
     def create_thread(self, row: ThreadRow) -> tuple[ThreadRow, bool]:
+        check_readable("the thread's metadata", row.metadata)
+
         def go(cur: Any) -> tuple[ThreadRow, bool]:
             self._lock_thread(cur, row.thread_id)
             found = self._get_thread(cur, row.thread_id)
@@ -420,6 +426,7 @@ class SqlRunQueue(RunQueue):
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
         check_thread_fields(fields)
+        check_readable("the thread's metadata", fields.get("metadata"))
 
         def go(cur: Any) -> ThreadRow | None:
             # read, change and write under the thread's lock: a change made meanwhile by another
@@ -442,13 +449,15 @@ class SqlRunQueue(RunQueue):
     def list_threads(self) -> list[ThreadRow]:
         def go(cur: Any) -> list[ThreadRow]:
             cur.execute(f"SELECT {_THREAD_COLS} FROM gt_q_threads ORDER BY created_at DESC")
-            return [_thread(r) for r in cur.fetchall()]
+            return decoded(_thread, cur.fetchall(), "thread")
 
         return self._tx(go, write=False)
 
     # -- assistants ------------------------------------------------------------------------
 
     def put_assistant(self, row: AssistantRow) -> None:
+        check_readable("the assistant's config, context and metadata", row.config, row.context, row.metadata)
+
         def go(cur: Any) -> None:
             cur.execute("DELETE FROM gt_q_assistants WHERE assistant_id=?", (row.assistant_id,))
             now = time.time()

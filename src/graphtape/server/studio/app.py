@@ -33,7 +33,7 @@ from starlette.routing import Match
 
 import graphtape
 from graphtape.errors import GraphtapeError, ThreadBusy
-from graphtape.server.studio import webui
+from graphtape.server.studio import bounds, webui
 from graphtape.server.studio.assistant_rows import StoredAssistants
 from graphtape.server.studio.assistants import Assistants
 from graphtape.server.studio.debug_sessions import DebugSessions
@@ -234,6 +234,7 @@ def create_app(
     token: str | None = None,
     cors_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_depth: int = bounds.DEFAULT_MAX_JSON_DEPTH,
     heartbeat_seconds: float = 15.0,
     concurrency: int = DEFAULT_CONCURRENCY,
     lease_seconds: float = 15.0,
@@ -244,6 +245,7 @@ def create_app(
     ``token``: when given, every request but ``/ok`` must carry it (bearer or
     ``x-api-key``). ``cors_origins``: the browser origins allowed to call the
     API (none by default). ``max_body_bytes``: larger request bodies get a 413.
+    ``max_json_depth``: a body whose JSON nests deeper gets a 422 (:mod:`.bounds`).
     ``heartbeat_seconds``: a stream quiet for that long sends an SSE comment line.
     ``concurrency``, ``lease_seconds``, ``poll_seconds``: this process's worker pool (see
     :class:`Studio` and docs/server-runs.md); the pool starts with the app's lifespan, or with the
@@ -358,6 +360,7 @@ def create_app(
     app.include_router(agui_router)
     webui.mount(app)
 
+    bounds.install(app, max_json_depth)
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
