@@ -599,3 +599,46 @@ def test_the_run_queue_stores_no_value_too_deep_to_read_back(tape):
         assert queue.get_thread("t").metadata == nested(150)
     finally:
         queue.close()
+
+
+async def test_a_checkpoint_or_run_of_another_thread_is_a_404_on_every_method(client, tape):
+    """Thread A's routes refuse thread B's checkpoint (a run started from it, a state update on it,
+    history from or before it) and B's runs, as the GET forms do; nothing is queued or written."""
+    a, b = await new_thread(client), await new_thread(client)
+    for tid in (a, b):
+        r = await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": tid}})
+        assert "__interrupt__" in r.json()
+    theirs = (await client.get(f"/threads/{b}/state")).json()["checkpoint"]
+    mine = (await client.get(f"/threads/{a}/state")).json()["checkpoint"]
+    foreign = theirs["checkpoint_id"]
+    assert (await client.get(f"/threads/{a}/state/{foreign}")).status_code == 404  # the GET form
+    before = {
+        "runs": len((await client.get(f"/threads/{a}/runs")).json()),
+        "history": len((await client.post(f"/threads/{a}/history", json={"limit": 100})).json()),
+    }
+    run = {"assistant_id": "doc", "command": {"resume": "yes"}}
+    for route in ("runs", "runs/wait", "runs/stream"):
+        for given in ({"checkpoint_id": foreign}, {"checkpoint": {"checkpoint_id": foreign}}):
+            r = await client.post(f"/threads/{a}/{route}", json={**run, **given})
+            assert_error(r, 404, foreign, a)
+        r = await client.post(f"/threads/{a}/{route}", json={**run, "checkpoint": {**mine, "thread_id": b}})
+        assert_error(r, 404)
+        r = await client.post(f"/{route}", json={**run, "checkpoint_id": foreign})
+        assert_error(r, 404, "stateless")
+    r = await client.post(f"/threads/{a}/state", json={"values": {"draft": "x"}, "checkpoint_id": foreign})
+    assert_error(r, 404, foreign)
+    r = await client.post(f"/threads/{a}/state", json={"values": {"draft": "x"}, "checkpoint": theirs})
+    assert_error(r, 404, foreign)
+    assert_error(await client.post(f"/threads/{a}/history", json={"checkpoint": theirs}), 404, foreign)
+    assert_error(await client.post(f"/threads/{a}/history", json={"before": theirs}), 404, foreign)
+    assert_error(await client.get(f"/threads/{a}/history", params={"before": foreign}), 404, foreign)
+    their_run = (await client.get(f"/threads/{b}/runs")).json()[0]["run_id"]
+    r = await client.post("/runs/cancel", json={"thread_id": a, "run_ids": [their_run]})
+    assert_error(r, 404, their_run)
+    assert len((await client.get(f"/threads/{a}/runs")).json()) == before["runs"]
+    assert len((await client.post(f"/threads/{a}/history", json={"limit": 100})).json()) == before["history"]
+    # the thread's own checkpoints are still taken
+    r = await client.post(f"/threads/{a}/history", json={"before": mine})
+    assert r.status_code == 200 and len(r.json()) == before["history"] - 1
+    r = await client.post(f"/threads/{a}/state", json={"values": {"draft": "x"}, "checkpoint": mine})
+    assert r.status_code == 200, r.text

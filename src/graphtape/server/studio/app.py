@@ -287,9 +287,17 @@ def create_app(
     )
     app.state.studio = studio
 
+    def without_store_url(text: str) -> str:
+        """An error's text with the store's URL taken out: it names the database (host, user,
+        schema), which is the server's business, not a client's."""
+        for url in {tape.url, studio.queue.url}:
+            if url:
+                text = text.replace(url, "the store")
+        return text
+
     @app.exception_handler(StudioProblem)
     async def on_problem(request: Request, exc: StudioProblem) -> JSONResponse:
-        return error_json(exc.status, exc.message)
+        return error_json(exc.status, without_store_url(exc.message))
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -318,14 +326,6 @@ def create_app(
     @app.exception_handler(ThreadBusy)
     async def on_busy(request: Request, exc: ThreadBusy) -> JSONResponse:
         return error_json(409, f"{exc}; wait for the thread's run to end")
-
-    def without_store_url(text: str) -> str:
-        """An error's text with the store's URL taken out: it names the database (host, user,
-        schema), which is the server's business, not a client's."""
-        for url in {tape.url, studio.queue.url}:
-            if url:
-                text = text.replace(url, "the store")
-        return text
 
     @app.exception_handler(GraphtapeError)
     async def on_graphtape_error(request: Request, exc: GraphtapeError) -> JSONResponse:
