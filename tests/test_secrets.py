@@ -119,3 +119,58 @@ def test_a_foreign_saver_gets_what_langgraph_gives_it_and_the_tape_stays_clean(s
     assert stored is not None
     # documented: LangGraph copies string config values into the metadata the user's saver stores
     assert json.dumps(stored.metadata, default=str).count(SECRETS["openai_api_key"]) == 1
+
+
+async def test_an_ended_server_run_keeps_no_secret_in_the_run_queue(store_url):
+    """The Studio server's run queue holds a run's whole config while the run may still execute;
+    once it has ended, however (success, error, paused at an interrupt, cancelled before it began,
+    interrupted by a newer run), no secret value of it is left in any table or key of the store."""
+    import asyncio
+
+    pytest.importorskip("fastapi")
+    from graphtape.server.studio import create_app
+    from tests.app_client import app_client
+    from tests.studio_graphs import studio_graphs
+
+    config = {"configurable": SECRETS}
+    metadata = {"auth_token": META_SECRET, "team": "blue"}
+    with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
+        app = create_app(tape, studio_graphs())
+        async with app_client(app) as client:
+
+            async def thread() -> str:
+                return (await client.post("/threads", json={})).json()["thread_id"]
+
+            async def wait(tid: str, assistant: str, run_input: dict, **more) -> dict:
+                body = {"assistant_id": assistant, "input": run_input, "config": config, "metadata": metadata}
+                r = await client.post(f"/threads/{tid}/runs/wait", json={**body, **more})
+                assert r.status_code == 200, r.text
+                return r.json()
+
+            assert (await wait(await thread(), "slow", {"seconds": 0})) == {"seconds": 0, "done": True}
+            assert "__error__" in await wait(await thread(), "agent", {"messages": []})
+            assert "__interrupt__" in await wait(await thread(), "doc", {"topic": "x"})
+
+            tid = await thread()
+            body = {"assistant_id": "slow", "config": config, "metadata": metadata}
+            long = (await client.post(f"/threads/{tid}/runs", json={**body, "input": {"seconds": 30}})).json()
+            queued = {**body, "input": {"seconds": 0}, "multitask_strategy": "enqueue"}
+            pending = (await client.post(f"/threads/{tid}/runs", json=queued)).json()
+            raw = app.state.studio.queue.get(pending["run_id"])
+            assert raw.status == "pending" and raw.kwargs["config"]["configurable"] == SECRETS  # what it runs with
+            r = await client.post(f"/threads/{tid}/runs/{pending['run_id']}/cancel", params={"wait": True})
+            assert r.status_code == 204
+            for _ in range(500):
+                if tape.runs(thread_id=tid):
+                    break
+                await asyncio.sleep(0.01)
+            behind = (await client.post(f"/threads/{tid}/runs", json=queued)).json()
+            await wait(tid, "slow", {"seconds": 0}, multitask_strategy="interrupt")  # ends `long` and `behind`
+            statuses = {run["run_id"]: run["status"] for run in (await client.get(f"/threads/{tid}/runs")).json()}
+            assert {statuses[r["run_id"]] for r in (long, pending, behind)} == {"interrupted"}
+            rows = app.state.studio.queue.list_runs()
+            assert len(rows) == 7 and all(row.done for row in rows)
+            assert rows[0].kwargs["config"]["configurable"]["openai_api_key"] == "**redacted**"
+    dump = raw_dump(store_url)
+    assert b"blue" in dump  # the dump sees the run's other values
+    assert found_in(dump) == []

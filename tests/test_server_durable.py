@@ -329,3 +329,34 @@ def test_serve_refuses_several_processes_on_sqlite(tmp_path):
     assert result.stderr.splitlines() == [
         "error: --workers 2 needs a PostgreSQL or Redis store: an SQLite store serves one process"
     ]
+
+
+def test_two_processes_racing_runs_on_a_new_thread_answer_409_never_a_database_error(
+    backend, servers, shared_url, tmp_path
+):
+    """Two runs started at once on one new thread through two processes: one runs, the other is
+    refused with 409 (``reject``) or queued behind it (``enqueue``); never a 400 from a thread row
+    written twice, and no store URL in any answer."""
+    import concurrent.futures
+    import threading
+
+    a, b = servers(concurrency=1), servers(concurrency=1)
+    answers: list[tuple[int, str]] = []
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for i in range(25):
+            strategy = "reject" if i < 20 else "enqueue"  # then both are queued, one after the other
+            tid = a.client.post("/threads", json={}).json()["thread_id"]
+            body = {"assistant_id": "durable", "input": {"topic": f"race{i}"}, "multitask_strategy": strategy}
+            barrier = threading.Barrier(2)
+
+            def post(server: Server, tid: str = tid, body: dict = body, barrier: threading.Barrier = barrier):
+                barrier.wait()
+                return server.client.post(f"/threads/{tid}/runs", json=body)
+
+            pair = [f.result() for f in [pool.submit(post, a), pool.submit(post, b)]]
+            answers += [(r.status_code, r.text) for r in pair]
+            expected = [200, 409] if strategy == "reject" else [200, 200]
+            assert sorted(r.status_code for r in pair) == expected, [(r.status_code, r.text) for r in pair]
+            (tmp_path / f"gate-race{i}").touch()
+    secret_part = shared_url.partition("://")[2].partition("?")[0]
+    assert not [text for _, text in answers if secret_part in text]

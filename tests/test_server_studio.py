@@ -531,3 +531,122 @@ async def test_state_with_subgraphs_shows_the_paused_subgraph(tape):
         deep = (await c.get(f"/threads/{tid}/state", params={"subgraphs": True})).json()
         child = deep["tasks"][0]["state"]
         assert child["next"] == ["ask"] and child["values"] == {"topic": "s"}
+
+
+async def test_a_store_error_answers_without_the_store_url(tape, monkeypatch):
+    """A failing store's message names its URL (host, user, database, schema): the client is told the
+    store failed, not where it is."""
+    from graphtape.errors import StoreError
+
+    app = create_app(tape, studio_graphs())
+    queue = app.state.studio.queue
+
+    def failing(*args, **kwargs):
+        raise StoreError(f"{queue.url}: the run queue failed: duplicate key value")
+
+    monkeypatch.setattr(queue, "list_threads", failing)
+    async with app_client(app) as client:
+        r = await client.post("/threads/search", json={})
+        assert_error(r, 400, "the store", "duplicate key value")
+        assert queue.url not in r.text and tape.url not in r.text
+
+
+def nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+async def test_json_nested_too_deep_is_refused_before_parsing_and_never_stored(tape, caplog):
+    """A body nested deeper than the limit is a 422 naming it, on every route (a thread's metadata,
+    a run's input); brackets inside strings do not count. A thread row stored too deep to be
+    answered (as before this limit) is left out of listings with a warning, not a 500 for all."""
+    import logging
+
+    from graphtape.store.runqueue import ThreadRow
+
+    app = create_app(tape, studio_graphs(), max_json_depth=50)
+    async with app_client(app) as client:
+        r = await client.post("/threads", json={"metadata": nested(900)})
+        assert_error(r, 422, "901 levels", "the limit is 50", "max_json_depth")
+        found = (await client.post("/threads/search", json={})).json()
+        assert found == []  # refused, so not stored
+        r = await client.post("/runs/wait", json={"assistant_id": "slow", "input": {"seconds": 0, "x": nested(900)}})
+        assert_error(r, 422, "the limit is 50")
+        r = await client.post("/threads", content=b'{"metadata": ' + b"[" * 5000, headers={"content-type": "x"})
+        assert_error(r, 422, "5001 levels")  # not even JSON: refused before a parser recurses into it
+
+        tid = (await client.post("/threads", json={"metadata": {"k": nested(48), "s": "[[[[" * 100}})).json()
+        assert tid["metadata"]["s"] == "[[[[" * 100
+        app.state.studio.queue.put_thread(ThreadRow("too-deep", None, nested(900)))  # as stored before the limit
+        with caplog.at_level(logging.WARNING, "graphtape.server.studio.threads"):
+            r = await client.post("/threads/search", json={})
+        assert r.status_code == 200, r.text
+        assert [t["thread_id"] for t in r.json()] == [tid["thread_id"]]
+        assert "too-deep" in caplog.text and "left out" in caplog.text
+
+    with pytest.raises(ValueError, match="max_json_depth"):
+        create_app(tape, studio_graphs(), max_json_depth=500)
+
+
+def test_the_run_queue_stores_no_value_too_deep_to_read_back(tape):
+    from graphtape.store.runqueue import QueuedRun, ThreadRow, run_queue_for
+    from graphtape.store.runqueue_base import UnreadableValue
+
+    queue = run_queue_for(tape)
+    try:
+        with pytest.raises(UnreadableValue, match="at most 200"):
+            queue.create_thread(ThreadRow("t", None, nested(300)))
+        with pytest.raises(UnreadableValue):
+            queue.enqueue(QueuedRun("r", "t", "a", "g", kwargs={"input": nested(300)}))
+        assert queue.get_thread("t") is None and queue.get("r") is None
+        queue.create_thread(ThreadRow("t", None, nested(150)))
+        with pytest.raises(UnreadableValue):
+            queue.update_thread("t", metadata=nested(300))
+        assert queue.get_thread("t").metadata == nested(150)
+    finally:
+        queue.close()
+
+
+async def test_a_checkpoint_or_run_of_another_thread_is_a_404_on_every_method(client, tape):
+    """Thread A's routes refuse thread B's checkpoint (a run started from it, a state update on it,
+    history from or before it) and B's runs, as the GET forms do; nothing is queued or written."""
+    a, b = await new_thread(client), await new_thread(client)
+    for tid in (a, b):
+        r = await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": tid}})
+        assert "__interrupt__" in r.json()
+    theirs = (await client.get(f"/threads/{b}/state")).json()["checkpoint"]
+    mine = (await client.get(f"/threads/{a}/state")).json()["checkpoint"]
+    foreign = theirs["checkpoint_id"]
+    assert (await client.get(f"/threads/{a}/state/{foreign}")).status_code == 404  # the GET form
+    before = {
+        "runs": len((await client.get(f"/threads/{a}/runs")).json()),
+        "history": len((await client.post(f"/threads/{a}/history", json={"limit": 100})).json()),
+    }
+    run = {"assistant_id": "doc", "command": {"resume": "yes"}}
+    for route in ("runs", "runs/wait", "runs/stream"):
+        for given in ({"checkpoint_id": foreign}, {"checkpoint": {"checkpoint_id": foreign}}):
+            r = await client.post(f"/threads/{a}/{route}", json={**run, **given})
+            assert_error(r, 404, foreign, a)
+        r = await client.post(f"/threads/{a}/{route}", json={**run, "checkpoint": {**mine, "thread_id": b}})
+        assert_error(r, 404)
+        r = await client.post(f"/{route}", json={**run, "checkpoint_id": foreign})
+        assert_error(r, 404, "stateless")
+    r = await client.post(f"/threads/{a}/state", json={"values": {"draft": "x"}, "checkpoint_id": foreign})
+    assert_error(r, 404, foreign)
+    r = await client.post(f"/threads/{a}/state", json={"values": {"draft": "x"}, "checkpoint": theirs})
+    assert_error(r, 404, foreign)
+    assert_error(await client.post(f"/threads/{a}/history", json={"checkpoint": theirs}), 404, foreign)
+    assert_error(await client.post(f"/threads/{a}/history", json={"before": theirs}), 404, foreign)
+    assert_error(await client.get(f"/threads/{a}/history", params={"before": foreign}), 404, foreign)
+    their_run = (await client.get(f"/threads/{b}/runs")).json()[0]["run_id"]
+    r = await client.post("/runs/cancel", json={"thread_id": a, "run_ids": [their_run]})
+    assert_error(r, 404, their_run)
+    assert len((await client.get(f"/threads/{a}/runs")).json()) == before["runs"]
+    assert len((await client.post(f"/threads/{a}/history", json={"limit": 100})).json()) == before["history"]
+    # the thread's own checkpoints are still taken
+    r = await client.post(f"/threads/{a}/history", json={"before": mine})
+    assert r.status_code == 200 and len(r.json()) == before["history"] - 1
+    r = await client.post(f"/threads/{a}/state", json={"values": {"draft": "x"}, "checkpoint": mine})
+    assert r.status_code == 200, r.text

@@ -108,3 +108,40 @@ def test_random_bodies_never_get_a_server_error(requests):
                         r.json()
         finally:
             tape.close()
+
+
+def test_deep_bodies_on_every_route_of_a_real_server_get_a_4xx_and_every_thread_stays_listed(tmp_path):
+    """JSON nested 900 levels (in every field the routes read) sent to every POST, PUT and PATCH
+    route of the OpenAPI document, through a real uvicorn server: each a 422 naming the depth
+    limit, never a 5xx, and ``POST /threads/search`` still lists every thread afterwards."""
+    import httpx
+
+    from tests.live_server import serve_app
+
+    deep: object = "x"
+    for level in range(900):
+        deep = {"k": deep} if level % 2 else [deep]  # an object outside, as metadata and input are
+    body = {key: deep for key in ("metadata", "input", "values", "config", "checkpoint", "value", "output")}
+    tape = graphtape.connect(f"sqlite:///{tmp_path}/deep.db")
+    try:
+        app = create_app(tape, {"doc": build_doc(), "agent": build_agent()})
+        with serve_app(app) as base, httpx.Client(base_url=base, timeout=30) as client:
+            tid = client.post("/threads", json={"metadata": {"kept": True}}).json()["thread_id"]
+            paths = client.get("/openapi.json").json()["paths"]
+            tried = refused = 0
+            for path, operations in paths.items():
+                for method in set(operations) & {"post", "put", "patch"}:
+                    url = path.replace("{thread_id}", tid)
+                    for name in ("run_id", "checkpoint_id", "assistant_id", "session_id", "call_id"):
+                        url = url.replace("{" + name + "}", "x")
+                    r = client.request(method.upper(), url, json=body)
+                    tried += 1
+                    assert r.status_code < 500, (method, path, r.status_code, r.text[:300])
+                    if r.status_code == 422 and "levels deep" in r.text:
+                        assert "the limit is 100" in r.json()["error"]
+                        refused += 1
+            assert tried >= 30 and refused == tried
+            found = client.post("/threads/search", json={})
+            assert found.status_code == 200 and [t["thread_id"] for t in found.json()] == [tid]
+    finally:
+        tape.close()

@@ -9,7 +9,10 @@ encoder built here once has the same options, so the text is the same.
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -50,3 +53,25 @@ def one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
             return encoder.encode(value)
 
     return encode
+
+
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+#: ``[`` and ``{`` become +1, ``]`` and ``}`` -1 (as signed bytes); every other byte is dropped
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{]}")
+
+
+def json_depth(text: bytes | str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest (0 for a scalar), from its bytes alone.
+
+    Brackets inside strings are not counted (escapes handled), and the text need not be valid:
+    an unclosed ``[[[[`` counts as deep as it goes. Done with C-speed passes (regular
+    expressions, ``bytes.translate``, ``accumulate``), so a body of megabytes is checked before
+    any parser recurses into it."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if b"[" not in data and b"{" not in data:
+        return 0
+    data = _STRING.sub(b"", _ESCAPE.sub(b"", data))  # an escaped quote never ends a string
+    steps = array.array("b", data.translate(_STEPS, _NOT_BRACKETS))
+    return max(0, max(itertools.accumulate(steps), default=0))

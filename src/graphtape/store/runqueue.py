@@ -70,7 +70,14 @@ __all__ = [
 
 
 def run_queue_for(tape: Tape) -> RunQueue:
-    """The run queue in the store of ``tape`` (same database, its own connection)."""
+    """The run queue in the store of ``tape`` (same database, its own connection); an ended run's
+    kwargs keep the tape's ``redact=`` keys redacted, beside the secret-looking ones."""
+    queue = _open(tape)
+    queue.redact_keys = frozenset(tape.redact_keys)
+    return queue
+
+
+def _open(tape: Tape) -> RunQueue:
     store = tape.store
     from graphtape.store.sqlite import SqliteTapeStore
 

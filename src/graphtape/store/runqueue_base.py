@@ -8,15 +8,19 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from graphtape.errors import LeaseLost
+from graphtape import serde
+from graphtape.errors import LeaseLost, StoreError
+from graphtape.jsontext import json_depth
 
 __all__ = [
     "ACTIVE",
     "ENDED",
+    "MAX_STORED_DEPTH",
     "RUN_STATUSES",
     "THREAD_FIELDS",
     "AssistantRow",
@@ -25,7 +29,11 @@ __all__ = [
     "RunEvent",
     "RunQueue",
     "ThreadRow",
+    "UnreadableValue",
+    "check_readable",
     "check_thread_fields",
+    "decoded",
+    "ended_text",
     "json_text",
     "lease_lost",
     "listen_in_background",
@@ -47,6 +55,56 @@ THREAD_FIELDS = frozenset({"status", "graph_id", "metadata", "deleted"})
 def json_text(value: Any) -> str:
     """A JSON value as every backend stores it: compact, non-ASCII kept as is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+#: the deepest nesting of a value given by a client that the queue stores (a run's kwargs and
+#: metadata, a thread's metadata, an assistant's config): pydantic serialises at most 254 levels,
+#: and an API answer wraps a stored value in a few more
+MAX_STORED_DEPTH = 200
+
+
+class UnreadableValue(StoreError):
+    """A value nested too deep to be read back (answered as JSON) was not stored."""
+
+
+def check_readable(what: str, *values: Any) -> None:
+    """Refuse (:class:`UnreadableValue`) to store ``values`` nested deeper than
+    :data:`MAX_STORED_DEPTH`: they would be stored, and then fail every answer that shows them."""
+    for value in values:
+        depth = json_depth(json_text(value))
+        if depth > MAX_STORED_DEPTH:
+            raise UnreadableValue(
+                f"{what} nests {depth} levels deep; at most {MAX_STORED_DEPTH} can be stored and read back: "
+                "send flatter JSON"
+            )
+
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+def decoded(decode: Callable[[Any], R], raws: Iterable[Any], what: str) -> list[R]:
+    """``decode`` each stored row of a listing, leaving out (with a warning in the log) a row that
+    cannot be decoded (JSON nested deeper than the parser goes, stored before such values were
+    refused): one bad row must not fail every listing after it."""
+    out = []
+    for raw in raws:
+        try:
+            out.append(decode(raw))
+        except (ValueError, RecursionError) as exc:
+            log.warning("graphtape run queue: a %s row cannot be read and is left out: %s", what, exc)
+    return out
+
+
+def ended_text(value: Any, redact_keys: frozenset[str]) -> str:
+    """A run's ``kwargs`` or ``metadata`` as stored once the run has ended: JSON text with the values
+    of secret-looking keys and of ``redact_keys`` (the tape's ``redact=``) replaced by a marker.
+
+    A pending or running run keeps its whole config (a worker, in any process, runs it with its
+    ``configurable``, and runs it again after a crash); an ended one is never executed again, so
+    what it was given is kept only as the API shows it, redacted."""
+    return json_text(serde.redact(value, redact_keys))
 
 
 def check_thread_fields(fields: Mapping[str, Any]) -> None:
@@ -172,6 +230,9 @@ class RunQueue(abc.ABC):
     url: str
     #: only one process may execute runs (SQLite: a file on one machine, one writer)
     single_process: bool = False
+    #: keys whose values an ended run's kwargs and metadata keep redacted, beside the secret-looking
+    #: ones (the tape's ``redact=``; :func:`~graphtape.store.runqueue.run_queue_for` sets them)
+    redact_keys: frozenset[str] = frozenset()
 
     # -- runs --------------------------------------------------------------------------
 
@@ -201,7 +262,9 @@ class RunQueue(abc.ABC):
 
     @abc.abstractmethod
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
-        """End the run with ``status`` and ``result`` if ``worker`` still holds it (else False)."""
+        """End the run with ``status`` and ``result`` if ``worker`` still holds it (else False); its
+        kwargs and metadata are then stored redacted (:func:`ended_text`), as on every other way a
+        run ends (cancelled while pending, interrupted by a newer run)."""
 
     @abc.abstractmethod
     def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:

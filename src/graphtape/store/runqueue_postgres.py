@@ -4,7 +4,9 @@ Claiming is ``SELECT ... FOR UPDATE SKIP LOCKED``: several worker processes
 claim at once and each skips the rows the others are locking, never waiting
 on them. Enqueues on one thread are serialised by a transaction-scoped
 advisory lock on the thread's id, so "reject if the thread is busy" cannot
-let two runs in at once. The tables are created on first use under an
+let two runs in at once; the thread's row is read and written under the same
+lock (and written with one upsert), so replicas racing on a new thread give a
+409 or a queued run, never a duplicate-key error. The tables are created on first use under an
 advisory lock (concurrent ``CREATE TABLE IF NOT EXISTS`` can collide).
 
 Each change other processes may wait for is also a ``NOTIFY`` on the schema's

@@ -41,7 +41,10 @@ from graphtape.store.runqueue_base import (
     RunEvent,
     RunQueue,
     ThreadRow,
+    check_readable,
     check_thread_fields,
+    decoded,
+    ended_text,
     json_text,
     lease_lost,
     listen_in_background,
@@ -122,6 +125,7 @@ _FINISH = """
 local f = redis.call('HMGET', KEYS[1], 'worker', 'status')
 if f[1] ~= ARGV[1] or f[2] ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'updated_at', ARGV[4])
+redis.call('HSET', KEYS[1], 'kwargs', ARGV[7], 'metadata', ARGV[8])
 redis.call('HDEL', KEYS[1], 'lease_expires')
 redis.call('ZREM', KEYS[2], ARGV[5])
 redis.call('PUBLISH', ARGV[6], 'ended:' .. ARGV[5])
@@ -132,6 +136,7 @@ _CANCEL = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'pending' then
   redis.call('HSET', KEYS[1], 'status', 'interrupted', 'result', ARGV[1], 'updated_at', ARGV[2])
+  if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'kwargs', ARGV[5], 'metadata', ARGV[6]) end
   redis.call('ZREM', KEYS[2], ARGV[3])
   redis.call('PUBLISH', ARGV[4], 'ended:' .. ARGV[3])
 elseif status == 'running' then
@@ -139,6 +144,13 @@ elseif status == 'running' then
   redis.call('PUBLISH', ARGV[4], 'cancel:' .. ARGV[3])
 end
 return status
+"""
+
+_SCRUB = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == false or status == 'pending' or status == 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'kwargs', ARGV[1], 'metadata', ARGV[2])
+return 1
 """
 
 _APPEND = """
@@ -233,6 +245,7 @@ class RedisRunQueue(RunQueue):
         self._release = client.register_script(_RELEASE)
         self._cancel = client.register_script(_CANCEL)
         self._append = client.register_script(_APPEND)
+        self._scrub = client.register_script(_SCRUB)
         self._create_thread = client.register_script(_CREATE_THREAD)
 
     @classmethod
@@ -263,12 +276,13 @@ class RedisRunQueue(RunQueue):
         pipe = self._r.pipeline(transaction=False)
         for rid in ids:
             pipe.hgetall(self.p + "run:" + (_text(rid) or ""))
-        rows = [_run(f) for f in self._do(pipe.execute)]
+        rows = decoded(_run, self._do(pipe.execute), "run")
         return [r for r in rows if r is not None]
 
     # -- runs ------------------------------------------------------------------------------
 
     def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        check_readable("the run's kwargs and metadata", run.kwargs, run.metadata)
         now = time.time()
         reset_to_pending(run, now)
         fields = {
@@ -293,7 +307,24 @@ class RedisRunQueue(RunQueue):
             args += [name, value]
         done, found = self._call(self._enqueue, [], args)
         active = self._rows(found)
+        if strategy in ("interrupt", "rollback"):
+            for other in active:  # the pending ones the script ended (read after it)
+                if other.done:
+                    self._scrub_ended(other.run_id)
         return Enqueued(run if done else None, active)
+
+    def _redacted(self, run_id: str) -> list[str]:
+        """The run's kwargs and metadata as an ended run keeps them (:func:`ended_text`), or [] when
+        there is no run. Read before the script that ends it: a run's kwargs never change."""
+        kwargs, metadata = self._do(self._r.hmget, self.p + "run:" + run_id, ["kwargs", "metadata"])
+        if kwargs is None:
+            return []
+        return [ended_text(json.loads(_text(v) or "{}"), self.redact_keys) for v in (kwargs, metadata)]
+
+    def _scrub_ended(self, run_id: str) -> None:
+        redacted = self._redacted(run_id)
+        if redacted:
+            self._call(self._scrub, [self.p + "run:" + run_id], redacted)
 
     def claim(self, worker: str, ttl: float) -> QueuedRun | None:
         now = time.time()
@@ -312,13 +343,16 @@ class RedisRunQueue(RunQueue):
 
     def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
         keys = [self.p + "run:" + run_id, self.p + "active"]
-        args = [worker, status, json_text(result), repr(time.time()), run_id, self.channel]
+        redacted = self._redacted(run_id) or ["{}", "{}"]
+        args = [worker, status, json_text(result), repr(time.time()), run_id, self.channel, *redacted]
         return bool(self._call(self._finish, keys, args))
 
     def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:
         for rid in run_ids:
             keys = [self.p + "run:" + rid, self.p + "active"]
-            self._call(self._cancel, keys, [json_text(cancel_result), repr(time.time()), rid, self.channel])
+            redacted = self._redacted(rid) or ["", ""]
+            args = [json_text(cancel_result), repr(time.time()), rid, self.channel, *redacted]
+            self._call(self._cancel, keys, args)
         return self._rows(list(run_ids))
 
     def get(self, run_id: str) -> QueuedRun | None:
@@ -378,6 +412,7 @@ class RedisRunQueue(RunQueue):
     # -- threads ---------------------------------------------------------------------------
 
     def create_thread(self, row: ThreadRow) -> tuple[ThreadRow, bool]:
+        check_readable("the thread's metadata", row.metadata)
         now = time.time()
         row.created_at = row.created_at or now
         row.updated_at = row.updated_at or now
@@ -402,6 +437,7 @@ class RedisRunQueue(RunQueue):
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
         check_thread_fields(fields)
+        check_readable("the thread's metadata", fields.get("metadata"))
         key = self.p + "thread:" + thread_id
         out: list[ThreadRow | None] = [None]
 
@@ -427,12 +463,13 @@ class RedisRunQueue(RunQueue):
         pipe = self._r.pipeline(transaction=False)
         for tid in ids:
             pipe.hgetall(self.p + "thread:" + (_text(tid) or ""))
-        rows = [_thread(f) for f in self._do(pipe.execute)] if ids else []
+        rows = decoded(_thread, self._do(pipe.execute), "thread") if ids else []
         return [r for r in rows if r is not None]
 
     # -- assistants ------------------------------------------------------------------------
 
     def put_assistant(self, row: AssistantRow) -> None:
+        check_readable("the assistant's config, context and metadata", row.config, row.context, row.metadata)
         now = time.time()
         row.created_at = row.created_at or now
         row.updated_at = row.updated_at or now

@@ -1,8 +1,9 @@
 """The run queue on SQL: what the SQLite and PostgreSQL queues share (statements, row shapes, the claim).
 
 Each backend supplies its table definitions, how it opens a transaction, how
-it serialises enqueues on one thread (SQLite's ``BEGIN IMMEDIATE`` already
-does; PostgreSQL takes a transaction-scoped advisory lock on the thread) and
+it serialises enqueues and thread-row writes on one thread (SQLite's ``BEGIN
+IMMEDIATE`` already does; PostgreSQL takes a transaction-scoped advisory lock on
+the thread), a thread row being written with one upsert, and
 the locking clause of the claim (PostgreSQL's ``FOR UPDATE SKIP LOCKED``, so
 concurrent claimers skip each other's candidate instead of waiting for it).
 Statements are written with ``?`` placeholders; a backend translates them.
@@ -27,7 +28,10 @@ from graphtape.store.runqueue_base import (
     RunEvent,
     RunQueue,
     ThreadRow,
+    check_readable,
     check_thread_fields,
+    decoded,
+    ended_text,
     json_text,
     lease_lost,
     reset_to_pending,
@@ -154,18 +158,30 @@ class SqlRunQueue(RunQueue):
         row = cur.fetchone()
         return _run(row) if row is not None else None
 
+    def _scrub(self, cur: Any, run_id: str) -> None:
+        """Store the kwargs and metadata of a run that just ended redacted (:func:`ended_text`)."""
+        cur.execute("SELECT kwargs, metadata FROM gt_q_runs WHERE run_id=?", (run_id,))
+        row = cur.fetchone()
+        if row is not None:
+            kwargs, metadata = (ended_text(json.loads(v), self.redact_keys) for v in row)
+            cur.execute("UPDATE gt_q_runs SET kwargs=?, metadata=? WHERE run_id=?", (kwargs, metadata, run_id))
+
     def _cancel(self, cur: Any, run: QueuedRun, now: float, cancel_result: Any) -> None:
         if run.status == "pending":
             cur.execute(
                 "UPDATE gt_q_runs SET status='interrupted', result=?, updated_at=? WHERE run_id=? AND status='pending'",
                 (json_text(cancel_result), now, run.run_id),
             )
+            if cur.rowcount == 1:
+                self._scrub(cur, run.run_id)
             self._notice(cur, "ended", run.run_id)
         elif run.status == "running":
             cur.execute("UPDATE gt_q_runs SET cancel_requested=1 WHERE run_id=?", (run.run_id,))
             self._notice(cur, "cancel", run.run_id)
 
     def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        check_readable("the run's kwargs and metadata", run.kwargs, run.metadata)
+
         def go(cur: Any) -> Enqueued:
             self._lock_thread(cur, run.thread_id)
             now = time.time()
@@ -261,6 +277,7 @@ class SqlRunQueue(RunQueue):
             )
             if cur.rowcount != 1:
                 return False
+            self._scrub(cur, run_id)
             self._notice(cur, "ended", run_id)
             return True
 
@@ -313,7 +330,7 @@ class SqlRunQueue(RunQueue):
 
         def go(cur: Any) -> list[QueuedRun]:
             cur.execute(sql, tuple(params))
-            return [_run(r) for r in cur.fetchall()]
+            return decoded(_run, cur.fetchall(), "run")
 
         return self._tx(go, write=False)
 
@@ -361,9 +378,13 @@ class SqlRunQueue(RunQueue):
     # -- threads ---------------------------------------------------------------------------
 
     def _put_thread(self, cur: Any, row: ThreadRow) -> None:
-        cur.execute("DELETE FROM gt_q_threads WHERE thread_id=?", (row.thread_id,))
+        # one upsert, not DELETE + INSERT: two transactions writing one new thread's row at once
+        # (two replicas starting runs on it) would both find no row and the second INSERT would
+        # fail on the primary key instead of updating the row the first one wrote
         cur.execute(
-            f"INSERT INTO gt_q_threads({_THREAD_COLS}) VALUES (?,?,?,?,?,?,?)",
+            f"INSERT INTO gt_q_threads({_THREAD_COLS}) VALUES (?,?,?,?,?,?,?) ON CONFLICT(thread_id) DO UPDATE SET"
+            " graph_id=excluded.graph_id, metadata=excluded.metadata, status=excluded.status,"
+            " created_at=excluded.created_at, updated_at=excluded.updated_at, deleted=excluded.deleted",
             (
                 row.thread_id,
                 row.graph_id,
@@ -381,6 +402,8 @@ class SqlRunQueue(RunQueue):
         return _thread(row) if row is not None else None
 
     def create_thread(self, row: ThreadRow) -> tuple[ThreadRow, bool]:
+        check_readable("the thread's metadata", row.metadata)
+
         def go(cur: Any) -> tuple[ThreadRow, bool]:
             self._lock_thread(cur, row.thread_id)
             found = self._get_thread(cur, row.thread_id)
@@ -395,12 +418,20 @@ class SqlRunQueue(RunQueue):
         return self._tx(go)
 
     def put_thread(self, row: ThreadRow) -> None:
-        self._tx(lambda cur: self._put_thread(cur, row))
+        def go(cur: Any) -> None:
+            self._lock_thread(cur, row.thread_id)
+            self._put_thread(cur, row)
+
+        self._tx(go)
 
     def update_thread(self, thread_id: str, **fields: Any) -> ThreadRow | None:
         check_thread_fields(fields)
+        check_readable("the thread's metadata", fields.get("metadata"))
 
         def go(cur: Any) -> ThreadRow | None:
+            # read, change and write under the thread's lock: a change made meanwhile by another
+            # process (a run's status, a metadata patch) is not overwritten with the older row
+            self._lock_thread(cur, thread_id)
             row = self._get_thread(cur, thread_id)
             if row is None:
                 return None
@@ -418,13 +449,15 @@ class SqlRunQueue(RunQueue):
     def list_threads(self) -> list[ThreadRow]:
         def go(cur: Any) -> list[ThreadRow]:
             cur.execute(f"SELECT {_THREAD_COLS} FROM gt_q_threads ORDER BY created_at DESC")
-            return [_thread(r) for r in cur.fetchall()]
+            return decoded(_thread, cur.fetchall(), "thread")
 
         return self._tx(go, write=False)
 
     # -- assistants ------------------------------------------------------------------------
 
     def put_assistant(self, row: AssistantRow) -> None:
+        check_readable("the assistant's config, context and metadata", row.config, row.context, row.metadata)
+
         def go(cur: Any) -> None:
             cur.execute("DELETE FROM gt_q_assistants WHERE assistant_id=?", (row.assistant_id,))
             now = time.time()

@@ -10,13 +10,15 @@ on the same file (see ``graphtape.server.studio.workers``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from graphtape.errors import DatabaseLocked, StoreError
+from graphtape.store.runqueue_base import Enqueued, QueuedRun
 from graphtape.store.runqueue_sql import SqlRunQueue
 
 __all__ = ["SCHEMA", "SqliteRunQueue"]
@@ -59,6 +61,9 @@ class SqliteRunQueue(SqlRunQueue):
             self._conn = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            # what this connection deletes or rewrites is zeroed in the file, not left in a free page:
+            # an ended run's config, stored redacted, leaves no secret behind (see _purge)
+            self._conn.execute("PRAGMA secure_delete=ON")
             self._tx(lambda cur: cur.executescript(SCHEMA) and None, write=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the run queue in {path}: {exc}") from exc
@@ -81,6 +86,32 @@ class SqliteRunQueue(SqlRunQueue):
                 if "locked" in str(exc):
                     raise DatabaseLocked(f"{self.url}: the run queue is locked by another process ({exc})") from exc
                 raise StoreError(f"{self.url}: the run queue failed: {exc}") from exc
+
+    def finish(self, run_id: str, worker: str, status: str, result: Any) -> bool:
+        done = super().finish(run_id, worker, status, result)
+        if done:
+            self._purge()
+        return done
+
+    def request_cancel(self, run_ids: Sequence[str], cancel_result: Any = None) -> list[QueuedRun]:
+        out = super().request_cancel(run_ids, cancel_result)
+        if any(run.done for run in out):
+            self._purge()
+        return out
+
+    def enqueue(self, run: QueuedRun, *, strategy: str = "enqueue", cancel_result: Any = None) -> Enqueued:
+        out = super().enqueue(run, strategy=strategy, cancel_result=cancel_result)
+        if strategy in ("interrupt", "rollback") and any(other.status == "pending" for other in out.active):
+            self._purge()
+        return out
+
+    def _purge(self) -> None:
+        """Empty the write-ahead log once a run has ended: its frames still hold the pages as they
+        were, the ended run's secrets included, until a checkpoint copies them into the file and
+        truncates the log. Best effort: while another connection reads, the log is truncated at a
+        later run's end (or by SQLite's own checkpoints)."""
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
         with self._lock:

@@ -33,7 +33,7 @@ from starlette.routing import Match
 
 import graphtape
 from graphtape.errors import GraphtapeError, ThreadBusy
-from graphtape.server.studio import webui
+from graphtape.server.studio import bounds, webui
 from graphtape.server.studio.assistant_rows import StoredAssistants
 from graphtape.server.studio.assistants import Assistants
 from graphtape.server.studio.debug_sessions import DebugSessions
@@ -234,6 +234,7 @@ def create_app(
     token: str | None = None,
     cors_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_depth: int = bounds.DEFAULT_MAX_JSON_DEPTH,
     heartbeat_seconds: float = 15.0,
     concurrency: int = DEFAULT_CONCURRENCY,
     lease_seconds: float = 15.0,
@@ -244,6 +245,7 @@ def create_app(
     ``token``: when given, every request but ``/ok`` must carry it (bearer or
     ``x-api-key``). ``cors_origins``: the browser origins allowed to call the
     API (none by default). ``max_body_bytes``: larger request bodies get a 413.
+    ``max_json_depth``: a body whose JSON nests deeper gets a 422 (:mod:`.bounds`).
     ``heartbeat_seconds``: a stream quiet for that long sends an SSE comment line.
     ``concurrency``, ``lease_seconds``, ``poll_seconds``: this process's worker pool (see
     :class:`Studio` and docs/server-runs.md); the pool starts with the app's lifespan, or with the
@@ -285,9 +287,17 @@ def create_app(
     )
     app.state.studio = studio
 
+    def without_store_url(text: str) -> str:
+        """An error's text with the store's URL taken out: it names the database (host, user,
+        schema), which is the server's business, not a client's."""
+        for url in {tape.url, studio.queue.url}:
+            if url:
+                text = text.replace(url, "the store")
+        return text
+
     @app.exception_handler(StudioProblem)
     async def on_problem(request: Request, exc: StudioProblem) -> JSONResponse:
-        return error_json(exc.status, exc.message)
+        return error_json(exc.status, without_store_url(exc.message))
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -319,11 +329,11 @@ def create_app(
 
     @app.exception_handler(GraphtapeError)
     async def on_graphtape_error(request: Request, exc: GraphtapeError) -> JSONResponse:
-        return error_json(400, str(exc))
+        return error_json(400, without_store_url(str(exc)))
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        text = " ".join(str(exc).split())[:300]
+        text = without_store_url(" ".join(str(exc).split())[:300])
         return error_json(500, f"unexpected {type(exc).__name__}: {text} (a graphtape bug; the server log has more)")
 
     @app.get("/ok", tags=["server"])
@@ -350,6 +360,7 @@ def create_app(
     app.include_router(agui_router)
     webui.mount(app)
 
+    bounds.install(app, max_json_depth)
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 

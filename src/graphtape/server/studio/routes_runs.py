@@ -7,9 +7,11 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from graphtape.server.studio.assistants import AssistantEntry
 from graphtape.server.studio.models import Run, RunCreate, RunsCancel
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.routes_assistants import find_assistant
+from graphtape.server.studio.routes_threads import check_checkpoint
 from graphtape.server.studio.runs import RunEntry
 from graphtape.server.studio.threads import ThreadEntry
 
@@ -28,13 +30,23 @@ async def _start(request: Request, thread_id: str, body: RunCreate) -> RunEntry:
     if thread is None:
         if body.if_not_exists != "create":
             raise NotFound(f"no thread {thread_id!r}; create it first (POST /threads) or pass if_not_exists='create'")
+        await _check_checkpoint(thread_id, assistant, body)  # a new thread has none: any checkpoint is a 404
         thread = studio.threads.create(thread_id, None, "do_nothing", assistant.graph_id)
     if thread.graph_id is not None and thread.graph_id != assistant.graph_id:
         raise Conflict(
             f"thread {thread_id!r} belongs to graph {thread.graph_id!r}, not {assistant.graph_id!r}; "
             "start the run with that graph's assistant or use a new thread"
         )
+    await _check_checkpoint(thread_id, assistant, body)
     return await studio.runs.start(thread, assistant, body)
+
+
+async def _check_checkpoint(thread_id: str, assistant: AssistantEntry, body: RunCreate) -> None:
+    """A 404 before anything is queued when the run is to start from another thread's checkpoint."""
+    checkpoint = dict(body.checkpoint or {})
+    if body.checkpoint_id:
+        checkpoint["checkpoint_id"] = body.checkpoint_id
+    await check_checkpoint(assistant, thread_id, checkpoint)
 
 
 def _location(run: RunEntry, then: str | None = None) -> dict[str, str]:
@@ -128,6 +140,11 @@ async def _start_stateless(request: Request, body: RunCreate) -> RunEntry:
     """A run on a new temporary thread (``/runs/...``), forgotten when it ends unless ``on_completion='keep'``."""
     studio = request.app.state.studio
     assistant = find_assistant(request, body.assistant_id)
+    if body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"):
+        raise NotFound(
+            "a stateless run starts on a new thread, which has no checkpoint; start it from a checkpoint "
+            "with POST /threads/{thread_id}/runs on that checkpoint's thread"
+        )
     thread = studio.threads.create(None, None, "raise", assistant.graph_id)
     try:
         return await studio.runs.start(thread, assistant, body, temporary_thread=body.on_completion == "delete")
@@ -170,6 +187,9 @@ async def cancel_runs(
     runs = request.app.state.studio.runs
     if body.thread_id is None and body.status is None:
         raise BadRequest("give thread_id (and optionally run_ids) or status ('pending', 'running' or 'all')")
+    if body.thread_id is not None:
+        for run_id in body.run_ids or ():
+            runs.get(body.thread_id, run_id)  # a run of another thread is a 404, as on every route
     for run in runs.matching(body.thread_id, body.run_ids, body.status):
         await runs.cancel(run, wait=True)
     return Response(status_code=204)

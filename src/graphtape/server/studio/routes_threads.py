@@ -25,7 +25,7 @@ from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.state import checkpoint_of, empty_state, state_body
 from graphtape.server.studio.threads import ThreadEntry
 
-__all__ = ["router", "thread_graph"]
+__all__ = ["check_checkpoint", "router", "thread_graph"]
 
 router = APIRouter(tags=["threads"])
 
@@ -42,6 +42,26 @@ def thread_graph(request: Request, thread: ThreadEntry) -> AssistantEntry | None
     return entries[0] if len(entries) == 1 else None
 
 
+def _no_checkpoint(thread_id: str, checkpoint_id: str) -> NotFound:
+    return NotFound(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}; list them with /history")
+
+
+async def check_checkpoint(entry: AssistantEntry | None, thread_id: str, checkpoint: dict[str, Any] | None) -> None:
+    """A 404 unless the checkpoint a request names (``checkpoint_id``, ``checkpoint_ns``, maybe
+    ``thread_id``) is one of the thread's, as ``GET /threads/{id}/state/{checkpoint_id}`` answers:
+    a request on thread A never reads, forks or continues from a checkpoint of thread B."""
+    checkpoint_id = (checkpoint or {}).get("checkpoint_id")
+    if not checkpoint_id:
+        return
+    named = (checkpoint or {}).get("thread_id")
+    if not isinstance(checkpoint_id, str) or (named is not None and named != thread_id) or entry is None:
+        raise _no_checkpoint(thread_id, str(checkpoint_id))
+    ns = (checkpoint or {}).get("checkpoint_ns") or ""
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+    if await entry.recorded.graph.checkpointer.aget_tuple({"configurable": configurable}) is None:
+        raise _no_checkpoint(thread_id, checkpoint_id)
+
+
 async def read_state(
     request: Request, thread: ThreadEntry, checkpoint_id: str | None = None, subgraphs: bool = False
 ) -> dict[str, Any]:
@@ -54,7 +74,7 @@ async def read_state(
     snap = await entry.recorded.graph.aget_state({"configurable": configurable}, subgraphs=subgraphs)
     if snap.metadata is None and snap.created_at is None:  # LangGraph's answer when no checkpoint is found
         if checkpoint_id:
-            raise NotFound(f"no checkpoint {checkpoint_id!r} on thread {thread.thread_id!r}; list them with /history")
+            raise _no_checkpoint(thread.thread_id, checkpoint_id)
         return empty_state(thread.thread_id)
     return state_body(snap)
 
@@ -181,7 +201,11 @@ async def update_state(request: Request, thread_id: str, body: ThreadStateUpdate
     if entry is None:
         raise BadRequest(f"thread {thread_id!r} has no graph yet; start a run on it or create it with a graph_id")
     configurable = {"thread_id": thread_id}
-    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    given = dict(body.checkpoint or {})
+    if body.checkpoint_id:
+        given["checkpoint_id"] = body.checkpoint_id
+    await check_checkpoint(entry, thread_id, given)
+    checkpoint_id = given.get("checkpoint_id")
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
     if body.as_node is not None and body.as_node not in entry.graph.nodes:
@@ -205,9 +229,11 @@ async def _history(request: Request, thread_id: str, body: HistoryRequest) -> li
     if entry is None:
         return []
     configurable: dict[str, Any] = {"thread_id": thread_id}
+    await check_checkpoint(entry, thread_id, body.checkpoint)
     if body.checkpoint and body.checkpoint.get("checkpoint_id"):
         configurable["checkpoint_id"] = body.checkpoint["checkpoint_id"]
     before = body.before
+    await check_checkpoint(entry, thread_id, {"checkpoint_id": before} if isinstance(before, str) else before)
     before_config = None
     if isinstance(before, str):
         before_config = {"configurable": {"thread_id": thread_id, "checkpoint_id": before}}

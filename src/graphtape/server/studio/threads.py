@@ -13,15 +13,20 @@ deleted thread keeps a row marked deleted, which hides its recorded runs.
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphtape.jsontext import json_depth
 from graphtape.server.studio.assistants import assistant_id_for, now_iso
 from graphtape.server.studio.problems import Conflict, NotFound
 from graphtape.store.runqueue import RunQueue, ThreadRow
+from graphtape.store.runqueue_base import MAX_STORED_DEPTH, json_text
 
 __all__ = ["ThreadEntry", "Threads", "iso"]
+
+log = logging.getLogger(__name__)
 
 
 def iso(ts: float) -> str:
@@ -170,7 +175,7 @@ class Threads:
         self, metadata: dict[str, Any] | None, status: str | None, ids: list[str] | None, limit: int, offset: int
     ) -> list[ThreadEntry]:
         rows = {row.thread_id: row for row in self.queue.list_threads()}
-        entries = [ThreadEntry.from_row(row) for row in rows.values() if not row.deleted]
+        entries = [ThreadEntry.from_row(row) for row in rows.values() if not row.deleted and _readable(row)]
         seen = set(rows)
         for run in self.tape.runs(limit=500):  # newest first: the first run seen of a thread is its last
             if run.thread_id not in seen:
@@ -185,3 +190,19 @@ class Threads:
         ]
         found.sort(key=lambda e: e.created_at, reverse=True)
         return found[offset : offset + limit]
+
+
+def _readable(row: ThreadRow) -> bool:
+    """Whether the thread's row can be answered as JSON: a row stored with metadata nested deeper
+    than the API serialises (before such values were refused) is left out of listings, with a
+    warning, instead of failing every listing after it."""
+    if json_depth(json_text(row.metadata)) <= MAX_STORED_DEPTH:
+        return True
+    log.warning(
+        "graphtape studio: thread %s is left out of listings: its metadata nests deeper than %d levels "
+        "and cannot be answered as JSON; delete it (DELETE /threads/%s) or fix its row in the store",
+        row.thread_id,
+        MAX_STORED_DEPTH,
+        row.thread_id,
+    )
+    return False
