@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,9 +226,8 @@ def test_no_cross_site_simple_request_changes_anything(served, ids):
                 r = http.request(method, path, headers=headers, content=body)
                 if r.status_code != status or r.json().get("status") != status:
                     refused.append(f"{method} {template} ({what}): {r.status_code} {r.text[:120]}")
-        after = snapshot(http, ids)
-    assert not refused, "\n".join(refused)
-    assert after == before
+        assert not refused, "\n".join(refused)
+        assert snapshot(http, ids) == before
     assert [r.run_id for r in tape.runs()] == [r[0] for r in before["runs"]]
 
 
@@ -348,15 +348,15 @@ def _dev(tmp_path: Path, port: int) -> tuple[subprocess.Popen[str], str]:
     cmd += ["--url", f"sqlite:///{tmp_path / 'dev.db'}", "--host", "0.0.0.0", "--port", str(port)]
     cmd += ["--no-browser", "--no-reload", "--graph", f"doc={ROOT / 'tests' / 'studio_graphs.py'}:build_doc"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    printed = ""
+    lines: list[str] = []
+    # read in a thread: a server that never prints the address must fail the test, not hang it
+    threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()
     deadline = time.monotonic() + 60
-    while "?token=" not in printed:
-        line = proc.stdout.readline()
-        assert line and time.monotonic() < deadline, f"graphtape dev printed no UI address: {printed}"
-        printed += line
-    address = re.search(r"http://\S+\?token=\S+", printed)
-    assert address, printed
+    while not any("?token=" in line for line in lines):
+        assert time.monotonic() < deadline, f"graphtape dev printed no UI address: {''.join(lines)}"
+        time.sleep(0.05)
+    address = re.search(r"http://\S+\?token=\S+", "".join(lines))
+    assert address, lines
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=5).status_code == 200:
