@@ -19,7 +19,7 @@ __all__ = ["app_client", "assert_error"]
 
 
 @asynccontextmanager
-async def app_client(app: Any, base_url: str = "http://studio", **client: Any) -> AsyncIterator[httpx.AsyncClient]:
+async def app_client(app: Any, base_url: str = "http://localhost", **client: Any) -> AsyncIterator[httpx.AsyncClient]:
     """Run ``app``'s lifespan and yield an ``httpx.AsyncClient`` calling it (``client``: more of its settings)."""
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url, **client) as c:

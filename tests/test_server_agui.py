@@ -571,7 +571,7 @@ async def test_a_client_reconnects_to_another_server_process_on_the_same_store(c
     other_tape = graphtape.connect(store_url)
     other = create_app(other_tape, graphs(), heartbeat_seconds=5)
     try:
-        async with app_client(other, base_url="http://other", timeout=30) as second:
+        async with app_client(other, base_url="http://127.0.0.1", timeout=30) as second:
             joined = await second.get(f"/agui/assistant/runs/{studio_run}/stream", headers={"Last-Event-ID": "5"})
             assert [b for b in joined.text.strip().split("\n\n") if b.startswith("id: ")] == blocks[5:]
             again = await post_run(second, hello(thread, run_id), **{"Last-Event-ID": "11"})

@@ -33,9 +33,14 @@ def _app():
     _state["folder"] = folder
     tape = graphtape.connect(f"sqlite:///{folder.name}/tape.db")
     _state["tape"] = tape
-    return create_app(tape, studio_graphs(), max_body_bytes=256 * 1024, heartbeat_seconds=1.0)
+    # in process, schemathesis calls the app at the host name "testserver"
+    return create_app(
+        tape, studio_graphs(), max_body_bytes=256 * 1024, heartbeat_seconds=1.0, allowed_hosts=["testserver"]
+    )
 
 
+# a tape file upload is bytes whichever of its two types it is sent as
+schemathesis.serializer.alias("application/x-ndjson", "application/octet-stream")
 schema = schemathesis.openapi.from_asgi("/openapi.json", _app())
 
 

@@ -275,7 +275,7 @@ async def test_bad_requests_are_4xx_json_saying_what_to_fix(client):
 
 async def test_a_token_is_required_when_given(tape):
     app = create_app(tape, studio_graphs(), token="s3cret")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         assert (await c.get("/ok")).status_code == 200
         assert_error(await c.get("/info"), 401, "token")
         assert_error(await c.get("/info", headers={"Authorization": "Bearer wrong"}), 401)
@@ -286,7 +286,7 @@ async def test_a_token_is_required_when_given(tape):
 
 async def test_cors_only_for_the_given_origins(tape):
     app = create_app(tape, studio_graphs(), cors_origins=["http://ui.local"])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         allowed = await c.get("/ok", headers={"Origin": "http://ui.local"})
         assert allowed.headers["access-control-allow-origin"] == "http://ui.local"
         assert "access-control-allow-origin" not in (await c.get("/ok", headers={"Origin": "http://evil"})).headers

@@ -95,7 +95,8 @@ def test_random_bodies_never_get_a_server_error(requests):
     with tempfile.TemporaryDirectory() as folder:
         tape = graphtape.connect(f"sqlite:///{folder}/fuzz.db")
         try:
-            app = create_app(tape, {"doc": build_doc(), "agent": build_agent()})
+            # Starlette's TestClient calls the app at the host name "testserver"
+            app = create_app(tape, {"doc": build_doc(), "agent": build_agent()}, allowed_hosts=["testserver"])
             with TestClient(app, raise_server_exceptions=False) as client:
                 tid = client.post("/threads", json={}).json()["thread_id"]
                 client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "doc", "input": {"topic": "x"}})

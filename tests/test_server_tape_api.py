@@ -27,6 +27,8 @@ from tests.studio_graphs import studio_graphs
 
 TAPES = Path(__file__).parent / "tapes"
 HOSTILE = TAPES / "hostile"
+#: how a tape file is uploaded (the import takes no other body type)
+TAPE_FILE = {"content-type": "application/octet-stream"}
 
 
 def parse_tape_sse(text: str) -> list[dict]:
@@ -218,15 +220,21 @@ async def test_export_then_import_into_another_store(client, new_store_url):
     other = graphtape.connect(new_store_url())
     try:
         app = create_app(other, studio_graphs())
-        async with app_client(app, base_url="http://other") as c2:
+        async with app_client(app, base_url="http://127.0.0.1") as c2:
             refused = (HOSTILE / "os_system.must_refuse.jsonl").read_bytes()
-            assert_error(await c2.post("/graphtape/import", content=refused), 400, "refused", "nothing")
+            assert_error(
+                await c2.post("/graphtape/import", content=refused, headers=TAPE_FILE), 400, "refused", "nothing"
+            )
             assert other.runs() == []
-            assert_error(await c2.post("/graphtape/import", content=b"not a tape"), 400, "not a graphtape tape")
-            assert_error(await c2.post("/graphtape/import", content=b"\xff\xfe"), 400, "UTF-8")
-            r = await c2.post("/graphtape/import", content=exported)
+            assert_error(
+                await c2.post("/graphtape/import", content=b"not a tape", headers=TAPE_FILE),
+                400,
+                "not a graphtape tape",
+            )
+            assert_error(await c2.post("/graphtape/import", content=b"\xff\xfe", headers=TAPE_FILE), 400, "UTF-8")
+            r = await c2.post("/graphtape/import", content=exported, headers=TAPE_FILE)
             assert r.status_code == 200 and r.json() == {"run_ids": [run_id]}
-            assert_error(await c2.post("/graphtape/import", content=exported), 409, "already")
+            assert_error(await c2.post("/graphtape/import", content=exported, headers=TAPE_FILE), 409, "already")
             calls = (await c2.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
             assert len(calls) == 3
     finally:
@@ -235,7 +243,7 @@ async def test_export_then_import_into_another_store(client, new_store_url):
 
 async def test_import_is_limited_by_the_body_limit(client):
     big = b"x" * (300 * 1024)
-    assert_error(await client.post("/graphtape/import", content=big), 413, "larger than")
+    assert_error(await client.post("/graphtape/import", content=big, headers=TAPE_FILE), 413, "larger than")
 
 
 # -- time travel ------------------------------------------------------------------------------
@@ -398,7 +406,7 @@ async def test_a_strict_replay_that_diverges_shows_where(tape):
     app = create_app(tape, {"linear": build_linear()})
     async with app_client(app, timeout=30) as c:
         golden = (TAPES / "linear_old_prompt.must_diverge.jsonl").read_bytes()
-        (run_id,) = (await c.post("/graphtape/import", content=golden)).json()["run_ids"]
+        (run_id,) = (await c.post("/graphtape/import", content=golden, headers=TAPE_FILE)).json()["run_ids"]
         result = (await c.post(f"/graphtape/runs/{run_id}/replay?wait=true", json={"mode": "strict"})).json()
         assert result["status"] == "diverged" and result["divergence"]["node"] == "write"
         detail = (await c.get(f"/graphtape/runs/{result['run_id']}")).json()

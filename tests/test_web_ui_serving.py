@@ -24,7 +24,7 @@ async def client(tmp_path):
     tape = graphtape.connect(f"sqlite:///{tmp_path / 'tape.db'}")
     app = create_app(tape, studio_graphs())
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
             yield c
     tape.close()
 
@@ -76,7 +76,7 @@ async def test_api_routes_are_not_shadowed(client):
 async def test_without_built_assets_the_root_says_how_to_build_them(tmp_path):
     app = FastAPI()
     webui.mount(app, tmp_path / "missing")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://studio") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         r = await c.get("/")
         assert r.status_code == 200
         assert "npm ci" in r.text and "npm run build" in r.text

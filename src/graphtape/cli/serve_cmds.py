@@ -45,7 +45,14 @@ def serve_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (beyond loopback needs a token)."),
     port: int | None = typer.Option(None, "--port", help="Port to listen on. Default: 8123 (9464 for metrics)."),
     url: str | None = typer.Option(None, "--url", help="Tape store URL (default: the global --url, then the default)."),
-    cors_origin: list[str] = typer.Option([], "--cors-origin", help="A browser origin allowed to call the API."),
+    cors_origin: list[str] = typer.Option(
+        [], "--cors-origin", help="A browser origin allowed to call the API (loopback origins always are)."
+    ),
+    allowed_host: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        help="Another Host name to answer for, e.g. a reverse proxy's (.example.com: and every name under it; *: any).",
+    ),
     workers: int = typer.Option(1, "--workers", help="Server processes (PostgreSQL or Redis store for more than 1)."),
     concurrency: int = typer.Option(4, "--concurrency", help="Runs executed at once per process (0: none)."),
     lease_seconds: float = typer.Option(
@@ -70,6 +77,7 @@ def serve_cmd(
         with server_extra("graphtape serve"):
             import uvicorn
 
+            from graphtape.server.studio.guard import allowed_hosts_setting
             from graphtape.server.studio.project import Project, parse_graph_option, read_project, token_for
         port = check_port(8123 if port is None else port)
         if workers < 1:
@@ -93,6 +101,8 @@ def serve_cmd(
             "root": str(project.root),
             "token": token,
             "cors_origins": list(cors_origin),
+            "bind_host": host,
+            "allowed_hosts": allowed_hosts_setting(allowed_host, os.environ),
             "concurrency": concurrency,
             "lease_seconds": lease_seconds,
         }
@@ -107,6 +117,7 @@ def serve_cmd(
         )
         if token is not None:
             typer.echo(f"  bearer token ({token_source}): {token}")
+            typer.echo(f"  open the UI (the browser keeps the token in a cookie): {address}/?token={token}")
         try:
             uvicorn.run(
                 "graphtape.cli.serve_cmds:studio_app_from_env",
@@ -142,6 +153,8 @@ def studio_app_from_env() -> Any:
         graphs,
         token=settings.get("token"),
         cors_origins=settings.get("cors_origins") or (),
+        bind_host=settings.get("bind_host", "127.0.0.1"),
+        allowed_hosts=settings.get("allowed_hosts") or (),
         concurrency=int(settings.get("concurrency", 4)),
         lease_seconds=float(settings.get("lease_seconds", 15.0)),
     )

@@ -26,7 +26,14 @@ def dev_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (beyond loopback needs a token)."),
     port: int = typer.Option(2024, "--port", help="Port to listen on."),
     url: str | None = typer.Option(None, "--url", help="Tape store URL (default: the global --url, then the default)."),
-    cors_origin: list[str] = typer.Option([], "--cors-origin", help="A browser origin allowed to call the API."),
+    cors_origin: list[str] = typer.Option(
+        [], "--cors-origin", help="A browser origin allowed to call the API (loopback origins always are)."
+    ),
+    allowed_host: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        help="Another Host name to answer for, e.g. a reverse proxy's (.example.com: and every name under it; *: any).",
+    ),
     no_browser: bool = typer.Option(
         False, "--no-browser", help="Do not open the API page in a browser (none opens without a display)."
     ),
@@ -44,6 +51,7 @@ def dev_cmd(
             import uvicorn
 
             from graphtape.server.studio import create_app
+            from graphtape.server.studio.guard import allowed_hosts_setting
             from graphtape.server.studio.project import Project, parse_graph_option, read_project, token_for
             from graphtape.server.studio.reload import GraphReloader
         check_port(port)
@@ -60,12 +68,20 @@ def dev_cmd(
         graphs = project.load_graphs()
         token, token_source = token_for(host, os.environ)
         with open_tape(ctx, create=True, url=url) as tape:
-            app_ = create_app(tape, graphs, token=token, cors_origins=cors_origin)
+            app_ = create_app(
+                tape,
+                graphs,
+                token=token,
+                cors_origins=cors_origin,
+                bind_host=host,
+                allowed_hosts=allowed_hosts_setting(allowed_host, os.environ),
+            )
             address = http_address(host, port)
             typer.echo(f"graphtape Studio API on {address} (graphs: {', '.join(graphs)}; store: {tape.url})")
             typer.echo(f"  API reference: {address}/docs   (Ctrl+C to stop)")
             if token is not None:
                 typer.echo(f"  bearer token ({token_source}): {token}")
+                typer.echo(f"  open the UI (the browser keeps the token in a cookie): {address}/?token={token}")
             reloader = None
             if not no_reload:
                 reloader = GraphReloader(
@@ -77,7 +93,7 @@ def dev_cmd(
                 else:
                     typer.echo("  no graph file found to watch: graphs are not reloaded")
             if not no_browser and has_display():
-                webbrowser.open(f"{address}/docs")
+                webbrowser.open(f"{address}/docs" + (f"?token={token}" if token is not None else ""))
             server = uvicorn.Server(uvicorn.Config(app_, host=host, port=port, log_level="warning"))
             try:
                 asyncio.run(_serve(server, reloader))

@@ -8,10 +8,12 @@ network needs by default:
   not validate (422), unknown ids (404), a busy thread (409), a body larger
   than ``max_body_bytes`` (413). An unexpected failure is a 500 with a one-line
   message and never a traceback;
-* an optional bearer token (``Authorization: Bearer <token>`` or, as
-  ``langgraph-sdk`` sends it, ``x-api-key``) required on every route but
-  ``/ok``;
-* CORS only for the origins given;
+* the request guard (:mod:`graphtape.server.studio.guard`): the Host check,
+  an optional token (``Authorization: Bearer <token>``, ``x-api-key`` as
+  ``langgraph-sdk`` sends it, or the cookie ``?token=`` sets) required on every
+  route but ``/ok``, the cross-site write defence and the body types;
+* CORS for loopback origins and the origins given;
+* ``OPTIONS`` on any route answers which methods it serves (``Allow``);
 * ``/openapi.json`` generated from the models, and ``/docs``, a page that
   lists the operations from it without loading anything from a CDN.
 """
@@ -19,14 +21,14 @@ network needs by default:
 from __future__ import annotations
 
 import contextlib
-import hmac
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -37,8 +39,9 @@ from graphtape.server.studio import bounds, webui
 from graphtape.server.studio.assistant_rows import StoredAssistants
 from graphtape.server.studio.assistants import Assistants
 from graphtape.server.studio.debug_sessions import DebugSessions
+from graphtape.server.studio.guard import LOOPBACK_ORIGIN_REGEX, Guard, HostRule
 from graphtape.server.studio.models import ErrorBody, ServerInfo
-from graphtape.server.studio.problems import StudioProblem
+from graphtape.server.studio.problems import StudioProblem, error_json
 from graphtape.server.studio.routes_agui import router as agui_router
 from graphtape.server.studio.routes_assistants import router as assistants_router
 from graphtape.server.studio.routes_runs import router as runs_router
@@ -53,16 +56,10 @@ from graphtape.server.studio.workers import DEFAULT_CONCURRENCY, WorkerPool
 from graphtape.store.kv import LazyStore
 from graphtape.store.runqueue import run_queue_for
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Studio", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Studio", "create_app", "error_json"]
 
 #: the largest request body accepted by default (10 MiB)
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Studio:
@@ -104,10 +101,6 @@ class Studio:
         self.debug_sessions = DebugSessions()
 
 
-def error_json(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message, "detail": message, "status": status}, status_code=status, headers=headers)
-
-
 def _validation_message(errors: Sequence[Any]) -> tuple[int, str]:
     """(status, message) for pydantic's errors: 400 for a body that is not JSON, else 422 naming each field."""
     for err in errors:
@@ -122,89 +115,27 @@ def _validation_message(errors: Sequence[Any]) -> tuple[int, str]:
     return 422, "invalid request: " + "; ".join(parts) + more
 
 
-class _Guard:
-    """ASGI middleware: the body size limit and the bearer token, before any route runs."""
-
-    def __init__(self, app: ASGIApp, max_body_bytes: int, token: str | None):
-        self.app = app
-        self.max_body_bytes = max_body_bytes
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if self.token is not None and scope.get("method") != "OPTIONS" and scope.get("path") != "/ok":
-            if not self._authorized(scope):
-                await self._reject(
-                    scope, receive, send, 401, "missing or wrong token; send 'Authorization: Bearer <token>'"
-                )
-                return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
-        if length is not None:
-            # the HTTP server holds the client to the length it declared
-            if not length.isdigit():
-                await self._reject(scope, receive, send, 400, "Content-Length must be a number of bytes")
-                return
-            if int(length) > self.max_body_bytes:
-                await self._reject(scope, receive, send, 413, self._too_large())
-                return
-            await self.app(scope, receive, send)
-            return
-        # no declared length (chunked): read the body here, up to the limit, then hand it on whole
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > self.max_body_bytes:
-                await self._reject(scope, receive, send, 413, self._too_large())
-                return
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        handed = False
-
-        async def replay() -> Message:
-            nonlocal handed
-            if not handed:
-                handed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    def _too_large(self) -> str:
-        return f"request body larger than {self.max_body_bytes} bytes; send less (or raise the server's body limit)"
-
-    def _authorized(self, scope: Scope) -> bool:
-        assert self.token is not None
-        headers = dict(scope.get("headers") or [])
-        given = headers.get(b"x-api-key", b"").decode("latin-1")
-        auth = headers.get(b"authorization", b"").decode("latin-1")
-        if auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
-
-    async def _reject(self, scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        await error_json(status, message, headers)(scope, receive, send)
+#: the methods a route may serve, asked of each route in turn by :func:`_allowed_methods`
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at the request's path. Starlette's own 405 names only the
-    first route that matched the path, when several routes share it with different methods."""
+    """Every method some route serves at the request's path, OPTIONS included (answered on every
+    route); none when no route serves the path. Each route is asked whether it takes the path with
+    each method (the routes of an included router are only reachable that way), so the answer names
+    every method of every route sharing the path."""
+    # the app's own scope: a mounted app (the UI's assets) raised with its own root_path
+    scope = {**request.scope, "root_path": request.scope.get("app_root_path", request.scope.get("root_path", ""))}
     methods: set[str] = set()
     for route in request.app.router.routes:
-        route_methods = getattr(route, "methods", None)
-        if route_methods and route.matches(request.scope)[0] != Match.NONE:
-            methods |= route_methods - {"HEAD"}
-    return sorted(methods)
+        if isinstance(getattr(route, "app", None), StaticFiles):  # the UI's assets
+            if route.matches(scope)[0] != Match.NONE:
+                methods |= {"GET", "HEAD"}
+            continue
+        for method in _METHODS:
+            if route.matches({**scope, "method": method})[0] == Match.FULL:
+                methods.add(method)
+    return sorted(methods | {"OPTIONS"}) if methods else []
 
 
 _DOCS_PAGE = """<!doctype html>
@@ -233,6 +164,8 @@ def create_app(
     *,
     token: str | None = None,
     cors_origins: Sequence[str] = (),
+    bind_host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_json_depth: int = bounds.DEFAULT_MAX_JSON_DEPTH,
     heartbeat_seconds: float = 15.0,
@@ -242,9 +175,14 @@ def create_app(
 ) -> FastAPI:
     """The Studio ASGI app serving ``graphs`` (name -> compiled graph), every run recorded on ``tape``.
 
-    ``token``: when given, every request but ``/ok`` must carry it (bearer or
-    ``x-api-key``). ``cors_origins``: the browser origins allowed to call the
-    API (none by default). ``max_body_bytes``: larger request bodies get a 413.
+    ``token``: when given, every request but ``/ok`` must carry it (bearer,
+    ``x-api-key`` or the cookie ``?token=`` sets). ``cors_origins``: the browser
+    origins allowed to call the API beside the loopback ones (``http://localhost:*``,
+    ...). ``bind_host``: the address the server listens on, whose name it answers
+    for beside the loopback ones (any IP address and the machine's names on
+    ``0.0.0.0``/``::``); ``allowed_hosts``: more names to answer for (a reverse
+    proxy's; ``.example.com`` for it and every name under it, ``*`` for any). See
+    :mod:`graphtape.server.studio.guard`. ``max_body_bytes``: larger request bodies get a 413.
     ``max_json_depth``: a body whose JSON nests deeper gets a 422 (:mod:`.bounds`).
     ``heartbeat_seconds``: a stream quiet for that long sends an SSE comment line.
     ``concurrency``, ``lease_seconds``, ``poll_seconds``: this process's worker pool (see
@@ -310,12 +248,15 @@ def create_app(
         return error_json(status, message)
 
     @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
         message = str(exc.detail)
         if exc.status_code == 404:
             message = f"no route {request.method} {request.url.path}; the routes are listed at /docs"
         elif exc.status_code == 405:
             allowed = _allowed_methods(request)
+            if request.method == "OPTIONS" and allowed:
+                # not a CORS preflight (CORSMiddleware answers those): what the route serves, as HTTP says
+                return Response(status_code=204, headers={"Allow": ", ".join(allowed)})
             message = (
                 f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)} "
                 "(the routes are listed at /docs)"
@@ -361,9 +302,23 @@ def create_app(
     webui.mount(app)
 
     bounds.install(app, max_json_depth)
-    if cors_origins:
-        from fastapi.middleware.cors import CORSMiddleware
+    from fastapi.middleware.cors import CORSMiddleware
 
-        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["*"])
-    app.add_middleware(_Guard, max_body_bytes=max_body_bytes, token=token)
+    # a front end on this machine (any port) works with no option; other origins when configured
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(cors_origins),
+        allow_origin_regex=LOOPBACK_ORIGIN_REGEX,
+        allow_methods=["*"],
+        allow_headers=["*"],
+    )
+    # outermost: nothing runs for a request the guard refuses
+    app.add_middleware(
+        Guard,
+        openapi=app.openapi,
+        max_body_bytes=max_body_bytes,
+        token=token,
+        hosts=HostRule(bind_host, allowed_hosts),
+        cors_origins=cors_origins,
+    )
     return app

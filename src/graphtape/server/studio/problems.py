@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["BadRequest", "Conflict", "NotFound", "StudioProblem"]
+from starlette.responses import JSONResponse
+
+__all__ = ["BadRequest", "Conflict", "NotFound", "StudioProblem", "error_json"]
+
+
+def error_json(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The API's error body, ``{"error", "detail", "status"}`` (``detail`` is where LangGraph clients look)."""
+    return JSONResponse({"error": message, "detail": message, "status": status}, status_code=status, headers=headers)
 
 
 class StudioProblem(Exception):

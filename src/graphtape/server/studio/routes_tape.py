@@ -261,7 +261,11 @@ async def export_thread(request: Request, thread_id: str) -> Response:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            # the only body types the import takes (the request guard refuses others with a 415)
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                "application/x-ndjson": {"schema": {"type": "string", "format": "binary"}},
+            },
         }
     },
 )
