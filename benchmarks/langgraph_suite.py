@@ -118,9 +118,9 @@ def ensure_suite(version: str, *, download: bool = True) -> Path:
                 f"LangGraph {version}'s tests are not in {cache}: run without --no-download to fetch its sdist"
             )
         print(f"fetching the sdist of langgraph {version} into {cache}", flush=True)
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", str(cache)]
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps"]
-            + [f"langgraph=={version}", "-d", str(cache)],
+            [*pip, f"langgraph=={version}"],
             capture_output=True,
             text=True,
         )
@@ -155,7 +155,8 @@ def check_test_modules() -> None:
     missing = [pkg for mod, pkg in TEST_MODULES.items() if _find(mod) is None]
     if missing:
         raise HarnessError(
-            f"LangGraph's tests need {', '.join(missing)}: pip install -e '.[test,conformance]' (or make langgraph-suite)"
+            f"LangGraph's tests need {', '.join(missing)}: "
+            "pip install -e '.[test,conformance]' (or make langgraph-suite)"
         )
 
 

@@ -159,7 +159,7 @@ class Harness:
         self.mode = config.getoption("--lgs-mode")
         self.backends = [b for b in config.getoption("--lgs-backends").split(",") if b]
         out = config.getoption("--lgs-out")
-        self.out = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 - closed at unconfigure
+        self.out = open(out, "a", encoding="utf-8") if out else None  # closed at unconfigure
         self.params = [STOCK] + ([GRAPHTAPE_PREFIX + b for b in self.backends] if self.mode == "saver" else [])
         self.phases: dict[str, dict[str, Any]] = {}
         self.replays: dict[str, list[dict[str, Any]]] = {}
