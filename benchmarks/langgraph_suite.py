@@ -82,7 +82,39 @@ TEST_MODULES = {
 #: (a counter of the test, a mock's call count), so a strict replay must report a divergence for
 #: them, never call them exact. Test function name -> reason. Their runs are counted apart; one
 #: that replays exact is listed for review (``exact_despite_exclusion``).
-NONDETERMINISTIC: dict[str, str] = {}
+_COUNTER = "a node's output depends on a counter of the test ({}), which the replay advances again"
+NONDETERMINISTIC: dict[str, str] = {
+    # test_subgraph_persistence(_async): call_inner picks its topic from a count of its own calls
+    **{
+        name + suffix: _COUNTER.format("call_count picks the topic")
+        for name in (
+            "test_stateless_state_resets",
+            "test_stateless_state_resets_with_interrupt",
+            "test_checkpointer_false_no_persistence",
+            "test_stateful_namespace_isolation",
+        )
+        for suffix in ("", "_async")
+    },
+    **{
+        name + suffix: _COUNTER.format("topics[len(subgraph_messages)]")
+        for name in (
+            "test_stateful_state_accumulates",
+            "test_stateful_state_accumulates_with_interrupt",
+            "test_stateful_interrupt_resume",
+        )
+        for suffix in ("", "_async")
+    },
+    # test_time_travel(_async): the re-run node writes f"b{call_count}" / f"sub{sub_call_count}"
+    "test_replay_creates_branch_preserving_old_checkpoints": _COUNTER.format("node_b writes b<call_count>"),
+    "test_fork_creates_branch_preserving_old_checkpoints": _COUNTER.format("node_b writes b<call_count>"),
+    "test_replay_creates_branch_in_subgraph": _COUNTER.format("sub_step writes sub<sub_call_count>"),
+    "test_fork_creates_branch_in_subgraph": _COUNTER.format("sub_step writes sub<sub_call_count>"),
+    # test_pregel
+    "test_delta_channel_time_travel": _COUNTER.format("respond answers ai-<counter>"),
+    "test_stream_messages_dedupe_state": _COUNTER.format("call_model emits to_emit.pop(0)"),
+    # test_large_cases(_async): the node's update depends on how often it ran (self.ticks)
+    "test_send_dedupe_on_resume": _COUNTER.format("the node's update depends on self.ticks"),
+}
 
 DEFAULT_CACHE = Path.home() / ".cache" / "graphtape" / "langgraph-suite"
 _PARAM = re.compile(rf"(?<=[\[-]){GRAPHTAPE_PREFIX}(sqlite|postgresql|redis)(?=[-\]])")
@@ -190,7 +222,9 @@ def run_session(
     """One pytest session on LangGraph's files: (a row per test, seconds, pytest's closing line)."""
     with tempfile.TemporaryDirectory(prefix="gt-lgs-") as tmp:
         out = Path(tmp) / "rows.jsonl"
-        cmd = [sys.executable, "-m", "pytest", *files, "-q", "-p", "langgraph_suite_plugin"]
+        # full assertion diffs (not the run summary's verbosity): a failure's cause may be past the cut
+        cmd = [sys.executable, "-m", "pytest", *files, "-q", "-o", "verbosity_assertions=2"]
+        cmd += ["-p", "langgraph_suite_plugin"]
         cmd += ["--lgs-mode", mode, "--lgs-backends", ",".join(backends), "--lgs-out", str(out)]
         if _find("pytest_timeout") is not None:
             cmd += ["-o", f"timeout={timeout}"]
@@ -199,15 +233,19 @@ def run_session(
         paths = [str(HERE), str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
         env = {**os.environ, "NO_DOCKER": "true", "PYTHONPATH": os.pathsep.join(paths)}
         started = time.perf_counter()
-        with log.open("w", encoding="utf-8") as fh:
+        with log.with_suffix(".log").open("w", encoding="utf-8") as fh:
             done = subprocess.run(cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT)
         seconds = time.perf_counter() - started
-        text = log.read_text(encoding="utf-8", errors="replace")
+        text = log.with_suffix(".log").read_text(encoding="utf-8", errors="replace")
         closing = next((ln for ln in reversed(text.splitlines()) if re.search(r"\d+ (passed|failed|error)", ln)), "")
         if done.returncode not in (0, 1) or not out.is_file():
-            raise HarnessError(f"pytest ({mode}) exited {done.returncode}: see {log}")
-        rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
-    return rows, seconds, closing.strip("= ")
+            raise HarnessError(f"pytest ({mode}) exited {done.returncode}: see {log.with_suffix('.log')}")
+        shutil.copyfile(out, log.with_suffix(".jsonl"))
+    return read_rows(log.with_suffix(".jsonl")), seconds, closing.strip("= ")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 # -- comparing ------------------------------------------------------------------------------------
@@ -227,9 +265,11 @@ def test_name(nodeid: str) -> str:
 
 def outcome_change(nodeid: str, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     message = after.get("message") or before.get("message") or ""
-    sig = f"{before['outcome']} -> {after['outcome']}: {scrub(message)[:100]}"
-    if after.get("mentions_graphtape"):
-        sig += " [graphtape in the failure]"
+    sig = f"{before['outcome']} -> {after['outcome']}: "
+    if after.get("mentions_run_id"):  # the compared values differ in many ways; this is the one they share
+        sig += f"graphtape_run_id in a compared value ({message.split(':')[0].split()[0] if message else '?'})"
+    else:
+        sig += scrub(message)[:100] + (" [graphtape's code on the stack]" if after.get("graphtape_frames") else "")
     return {
         "test": nodeid,
         "unrecorded": before["outcome"],
@@ -296,10 +336,12 @@ def compare_recorded(baseline: list[dict[str, Any]], recorded: list[dict[str, An
         for run in row.get("runs", []):
             if name in NONDETERMINISTIC:
                 entry = excluded.setdefault(
-                    name, {"test": name, "reason": NONDETERMINISTIC[name], "runs": 0, "diverged": 0, "exact": []}
+                    name, {"test": name, "reason": NONDETERMINISTIC[name], "runs": 0, "replayed": {}, "exact": []}
                 )
                 entry["runs"] += 1
-                entry["diverged"] += bool(run.get("divergence"))
+                # how graphtape reported it: a divergence, or the replayed code failing on its own
+                said = "diverged" if run.get("divergence") else str(run.get("replayed_status"))
+                entry["replayed"][said] = entry["replayed"].get(said, 0) + 1
                 if run.get("exact"):
                     entry["exact"].append(f"{nodeid} {run['run_id']}")
                 continue
@@ -377,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=300, help="seconds a test (with its replays) may take")
     parser.add_argument("--no-download", action="store_true", help="fail instead of fetching the sdist")
     parser.add_argument("--check", action="store_true", help="exit 1 unless every figure is complete")
+    parser.add_argument(
+        "--reuse", action="store_true", help="compare the rows the last run with this --report kept, run nothing"
+    )
     parser.add_argument("--groups", type=int, default=25, help="cause groups printed per figure")
     args = parser.parse_args(argv)
     try:
@@ -410,9 +455,13 @@ def main(argv: list[str] | None = None) -> int:
             plan.append(("recorded", []))
         for mode, bks in plan:
             print(f"running LangGraph {version}'s tests ({mode}{': ' + ','.join(bks) if bks else ''})", flush=True)
-            rows, seconds, closing = run_session(
-                root, files, mode, bks, args.k, Path(f"{log}.{mode}.log"), args.timeout
-            )
+            kept = Path(f"{log}.{mode}.jsonl")
+            if args.reuse and kept.is_file():  # the rows of the last session, compared again
+                rows, seconds, closing = read_rows(kept), 0.0, "rows of the previous session"
+            else:
+                rows, seconds, closing = run_session(
+                    root, files, mode, bks, args.k, Path(f"{log}.{mode}.rows"), args.timeout
+                )
             sessions[mode] = rows
             report["seconds"][mode] = round(seconds, 1)
             report["sessions"][mode] = closing
@@ -439,7 +488,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  replayed: {rec['exact']}/{rec['runs']} recorded runs exact")
         excluded_runs = sum(e["runs"] for e in rec["excluded"])
         if excluded_runs:
-            print(f"  excluded: {excluded_runs} runs of {len(rec['excluded'])} nondeterministic tests")
+            said: collections.Counter[str] = collections.Counter()
+            for entry in rec["excluded"]:
+                said.update(entry["replayed"])
+            print(
+                f"  excluded: {excluded_runs} runs of {len(rec['excluded'])} nondeterministic tests, replayed "
+                + ", ".join(f"{n} {what}" for what, n in said.most_common())
+            )
         if rec["exact_despite_exclusion"]:
             print(f"  exact despite exclusion (review): {len(rec['exact_despite_exclusion'])} runs")
         complete &= rec["unchanged"] == rec["compared"] and rec["exact"] == rec["runs"]

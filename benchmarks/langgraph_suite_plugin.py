@@ -206,7 +206,11 @@ class Harness:
             phase["outcome"] = "skipped"
         if (report.failed or report.skipped) and phase["message"] is None:
             phase["message"] = _failure_message(report)
-            phase["mentions_graphtape"] = "graphtape" in (report.longreprtext or "")
+            text = report.longreprtext or ""
+            # what a failure is about, beyond its first line: graphtape's run link in a value the test
+            # compares (checkpoint metadata, a snapshot, a stream event), or graphtape's code on the stack
+            phase["mentions_run_id"] = "graphtape_run_id" in text
+            phase["graphtape_frames"] = "graphtape/" in text
         if report.when == "teardown":
             row = {"nodeid": report.nodeid, **self.phases.pop(report.nodeid)}
             if self.mode == "recorded":
