@@ -318,7 +318,8 @@ def signature(run: dict[str, Any]) -> str:
         return f"failed with another error: {scrub(run.get('replay_error') or '')[:90]}"
     if run.get("output_matches") is False:
         return f"final state differs ({rec})"
-    return f"final state not compared ({rec})"
+    sides = [side for side in ("recorded", "replayed") if run.get(f"{side}_output") is False]
+    return f"final state not compared ({rec}; no output view on the {' and '.join(sides) or '?'} run)"
 
 
 def compare_recorded(baseline: list[dict[str, Any]], recorded: list[dict[str, Any]]) -> dict[str, Any]:

@@ -280,8 +280,19 @@ def replay_one(tape: Any, recorder: Any, graph: Any, run_id: str) -> dict[str, A
         },
         seconds=round(time.perf_counter() - started, 4),
     )
+    if result.output_matches is None and result.status in ("finished", "interrupted"):
+        # which side has no view of its final state (what graphtape compares)
+        row["recorded_output"] = _has_output(tape, run_id)
+        row["replayed_output"] = _has_output(tape, result.run_id)
     row["exact"] = is_exact(row)
     return row
+
+
+def _has_output(tape: Any, run_id: str) -> bool:
+    from graphtape import events
+
+    rows = tape.store.events(run_id, [events.RunFinished.KIND]) if run_id else []
+    return any(events.RunFinished.from_row(r).output is not None for r in rows)
 
 
 def _error_type(error: str | None) -> str | None:
