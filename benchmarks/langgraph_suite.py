@@ -244,6 +244,15 @@ def run_session(
     return read_rows(log.with_suffix(".jsonl")), seconds, closing.strip("= ")
 
 
+def previous_session(report_path: Path, mode: str) -> tuple[float, str]:
+    """(seconds, pytest's closing line) of session ``mode`` as the last report gave them."""
+    try:
+        old = json.loads(report_path.read_text(encoding="utf-8"))
+        return float(old["seconds"][mode]), str(old["sessions"][mode])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0, "rows of the previous session"
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
@@ -266,7 +275,8 @@ def test_name(nodeid: str) -> str:
 def outcome_change(nodeid: str, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     message = after.get("message") or before.get("message") or ""
     sig = f"{before['outcome']} -> {after['outcome']}: "
-    if after.get("mentions_run_id"):  # the compared values differ in many ways; this is the one they share
+    # an assertion whose values differ by graphtape's run link (and in many ways besides, by test)
+    if after.get("mentions_run_id") and message.lstrip().startswith(("AssertionError", "assert")):
         sig += f"graphtape_run_id in a compared value ({message.split(':')[0].split()[0] if message else '?'})"
     else:
         sig += scrub(message)[:100] + (" [graphtape's code on the stack]" if after.get("graphtape_frames") else "")
@@ -458,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running LangGraph {version}'s tests ({mode}{': ' + ','.join(bks) if bks else ''})", flush=True)
             kept = Path(f"{log}.{mode}.jsonl")
             if args.reuse and kept.is_file():  # the rows of the last session, compared again
-                rows, seconds, closing = read_rows(kept), 0.0, "rows of the previous session"
+                rows, seconds, closing = read_rows(kept), *previous_session(report_path, mode)
             else:
                 rows, seconds, closing = run_session(
                     root, files, mode, bks, args.k, Path(f"{log}.{mode}.rows"), args.timeout
