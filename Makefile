@@ -6,7 +6,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-record test lint bench web-check front-end-e2e
+.PHONY: demo demo-record test lint bench langgraph-suite web-check front-end-e2e
 
 $(BIN)/graphtape: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,13 @@ bench: $(BIN)/graphtape
 	$(BIN)/python benchmarks/faults.py
 	$(BIN)/python benchmarks/server.py
 	$(BIN)/python benchmarks/server_queue.py
+
+# LangGraph's own test files (from the sdist of the installed langgraph, fetched once into ~/.cache/graphtape)
+# with graphtape's saver on each backend, then with every graph recorded and every run replayed strictly;
+# options through ARGS, e.g. make langgraph-suite ARGS="--mode recorded --files time_travel"
+langgraph-suite: $(BIN)/graphtape
+	$(BIN)/python -m pip install -q -e ".[test,conformance]"
+	$(BIN)/python benchmarks/langgraph_suite.py $(ARGS)
 
 # the web UI (source in web/, built assets committed in src/graphtape/ui/): lint, type check, unit tests, and a
 # rebuild from the lock file that must give exactly the committed assets (needs Node.js and npm, not the venv)
