@@ -129,7 +129,7 @@ def test_deep_bodies_on_every_route_of_a_real_server_get_a_4xx_and_every_thread_
         with serve_app(app) as base, httpx.Client(base_url=base, timeout=30) as client:
             tid = client.post("/threads", json={"metadata": {"kept": True}}).json()["thread_id"]
             paths = client.get("/openapi.json").json()["paths"]
-            tried = refused = 0
+            tried = refused = other_types = 0
             for path, operations in paths.items():
                 for method in set(operations) & {"post", "put", "patch"}:
                     url = path.replace("{thread_id}", tid)
@@ -138,10 +138,14 @@ def test_deep_bodies_on_every_route_of_a_real_server_get_a_4xx_and_every_thread_
                     r = client.request(method.upper(), url, json=body)
                     tried += 1
                     assert r.status_code < 500, (method, path, r.status_code, r.text[:300])
-                    if r.status_code == 422 and "levels deep" in r.text:
+                    content = (operations[method].get("requestBody") or {}).get("content") or {}
+                    if content and "application/json" not in content:  # a tape file: JSON is not its type
+                        assert r.status_code == 415, (method, path, r.status_code, r.text[:300])
+                        other_types += 1
+                    elif r.status_code == 422 and "levels deep" in r.text:
                         assert "the limit is 100" in r.json()["error"]
                         refused += 1
-            assert tried >= 30 and refused == tried
+            assert tried >= 30 and refused + other_types == tried and other_types <= 2
             found = client.post("/threads/search", json={})
             assert found.status_code == 200 and [t["thread_id"] for t in found.json()] == [tid]
     finally:

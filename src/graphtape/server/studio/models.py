@@ -12,6 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: the largest ``offset`` a listing takes: a store adds it to the page's size in a 64-bit integer (SQLite
+#: raises OverflowError past 2**63), and no listing holds more rows than this
+MAX_OFFSET = 2**31 - 1
+
 __all__ = [
     "Assistant",
     "AssistantCreate",
@@ -105,7 +109,7 @@ class AssistantSearch(_Request):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     limit: int = Field(10, ge=0, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
 class GraphStructure(_Response):
@@ -187,7 +191,7 @@ class ThreadSearch(_Request):
     status: ThreadStatus | None = None
     ids: list[str] | None = None
     limit: int = Field(10, ge=0, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
     select: list[ThreadField] | None = Field(None, description="the fields to answer (all when not given)")
 
 

@@ -26,6 +26,7 @@ from graphtape import events, serde
 from graphtape.errors import GraphtapeError, InvalidEdit, ReplayError, RunNotFound, StoreError, TapeFormatError
 from graphtape.server.studio import tape_views
 from graphtape.server.studio.debug_sessions import DebugEntry, apply_breakpoints
+from graphtape.server.studio.models import MAX_OFFSET
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound, StudioProblem
 from graphtape.server.studio.tape_models import (
     ActionStarted,
@@ -122,7 +123,7 @@ async def list_runs(
     until: float | None = None,
     mode: str | None = None,
     limit: int = Query(50, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ) -> dict[str, Any]:
     tape = _studio(request).tape
     runs, total = await run_in_threadpool(
