@@ -301,6 +301,9 @@ def test_replay_flight_shows_the_savings(page, server, recorded):
     savings = page.get_by_label("Savings")
     expect(savings).to_contain_text(f"{run['served_calls']} calls served from the tape")
     assert run["served_calls"] > 0
+    # a replay's header says how many calls were served and how many made live (a recording's does not)
+    facts = page.get_by_role("region", name="Run").locator(".facts")
+    expect(facts).to_contain_text(f"({run['served_calls']} served, {run['live_calls']} live)")
     expect(page.get_by_role("tree", name="Timeline").locator(".src-tape").first).to_be_visible()
     # the replay is a branch under its parent in the runs list
     page.goto(server.base + "/ui")
