@@ -346,6 +346,21 @@ def test_show_renders_steps_tasks_and_calls(cli, agent):
     assert joke[:30] in out
 
 
+def test_show_says_served_and_live_only_for_replays_and_why_a_cost_is_unknown(cli, tmp_path):
+    source = AGENT.replace("SeededChatModel(seed=7)", 'SeededChatModel(seed=7, model_name="house-model-7")')
+    assert source != AGENT
+    path = tmp_path / "house_agent.py"
+    path.write_text(source, encoding="utf-8")
+    rid = cli.record(path)
+    out = " ".join(cli.ok("show", rid).stdout.replace("│", " ").split())  # rich folds long lines: read it as one
+    assert "calls 1 llm · 1 tool · 1 effect tokens " in out and " served, " not in out
+    assert "cost – (No price known for model house-model-7 when the call was recorded." in out
+    assert 'graphtape.connect(url, prices={"model-name":' in out
+    replay = cli.json("replay", rid, "--graph", f"{path}:graph")
+    out = " ".join(cli.ok("show", replay["run_id"]).stdout.replace("│", " ").split())
+    assert "1 llm · 1 tool · 1 effect (3 served, 0 live)" in out
+
+
 def test_show_json(cli, agent):
     rid = cli.record(agent)
     out = cli.json("show", rid)
@@ -496,7 +511,7 @@ def test_a_crashed_run_shows_its_real_call_counts(cli, agent, url):
     assert (row["llm_calls"], row["tool_calls"], row["effect_calls"], row["calls"]) == (1, 1, 1, 3)
     assert "1/1/1" in cli.ok("runs").stdout
     assert cli.json("show", rid)["run"]["calls"] == 3
-    assert "1 llm, 1 tool, 1 effect" in cli.ok("show", rid).stdout
+    assert "1 llm · 1 tool · 1 effect" in cli.ok("show", rid).stdout
 
 
 def test_readme_shell_examples_work_as_written(cli, agent, url, tmp_path, capsys, monkeypatch):

@@ -138,6 +138,17 @@ async def test_timeline_steps_tasks_and_calls(client):
     history = (await client.get(f"/graphtape/history/{run_id}")).json()
     assert [s["checkpoint_id"] for s in tl["steps"]] == [e["checkpoint_id"] for e in history["entries"]]
 
+    # the input and loop checkpoints say what wrote them; each call previews what was asked and answered
+    assert [s["source"] for s in tl["steps"][:2]] == ["input", "loop"] and tl["steps"][0]["step"] == -1
+    llm, tool, _ = (c for t in tasks for c in t["calls"])
+    calls = (await client.get(f"/graphtape/runs/{run_id}/calls")).json()["calls"]
+    detail = (await client.get(f"/graphtape/runs/{run_id}/calls/{llm['call_id']}")).json()
+    assert llm["preview"]["request"].startswith(f"{llm['name']} ← [human] ")
+    assert llm["preview"]["input_tokens"] == detail["usage"]["input_tokens"]
+    assert llm["preview"]["output_tokens"] == detail["usage"]["output_tokens"]
+    assert tool["preview"]["request"].startswith(f"{tool['name']}(") and tool["preview"]["answer"]
+    assert all(c["preview"] is None for c in calls)  # only the timeline carries previews
+
     replay = (await client.post(f"/graphtape/runs/{run_id}/replay?wait=true", json={})).json()
     tl = (await client.get(f"/graphtape/runs/{replay['run_id']}/timeline")).json()
     assert {c["source"] for s in tl["steps"] for t in s["tasks"] for c in t["calls"]} == {"tape"}

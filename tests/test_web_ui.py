@@ -240,7 +240,8 @@ def test_open_a_run_and_inspect_a_checkpoint(page, server, recorded, shots):
     calls = _get(server.base, f"/graphtape/runs/{run_id}/calls")["calls"]
     first = calls[0]
     row = timeline.locator(f'[data-call-id="{first["call_id"]}"]')
-    expect(row).to_contain_text(f"{first['kind']} {first['name']}")
+    expect(row.locator(".kind")).to_have_text(first["kind"])
+    expect(row).to_contain_text(first["name"])
     expect(row).to_contain_text(first["source"])
     page.screenshot(path=str(shots / "timeline.png"))
     # the call detail, deep-linked in the URL
@@ -300,6 +301,9 @@ def test_replay_flight_shows_the_savings(page, server, recorded):
     savings = page.get_by_label("Savings")
     expect(savings).to_contain_text(f"{run['served_calls']} calls served from the tape")
     assert run["served_calls"] > 0
+    # a replay's header says how many calls were served and how many made live (a recording's does not)
+    facts = page.get_by_role("region", name="Run").locator(".facts")
+    expect(facts).to_contain_text(f"({run['served_calls']} served, {run['live_calls']} live)")
     expect(page.get_by_role("tree", name="Timeline").locator(".src-tape").first).to_be_visible()
     # the replay is a branch under its parent in the runs list
     page.goto(server.base + "/ui")
@@ -427,6 +431,9 @@ def test_debugger_breaks_on_a_call_uses_an_edited_answer_and_steps(page, server,
     page.get_by_label("Break on calls").check()
     page.get_by_label("Call breakpoint kind").select_option("llm")
     page.get_by_label("Call breakpoint node").fill("agent")
+    # strict by default, as the API's replay: the edited answer below changes later requests, so go flight
+    expect(page.get_by_label("Debug replay mode")).to_have_value("strict")
+    page.get_by_label("Debug replay mode").select_option("flight")
     # a breakpoint before a node, set on the diagram
     page.locator('.react-flow__node[data-id="finalize"]').click()
     expect(page.locator('.react-flow__node[data-id="finalize"] .gnode')).to_have_class(re.compile("has-bp"))
@@ -686,3 +693,164 @@ def test_a_crashed_run_links_to_the_recovery_that_finished_it(page, tmp_path):
         expect(page.get_by_role("region", name="Run")).to_contain_text("recovery")
     finally:
         srv.stop()
+
+
+AXE = ROOT / "web" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def _steps_calls(timeline: dict[str, Any]) -> list[dict[str, Any]]:
+    def walk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [c for t in tasks for c in [*t["calls"], *walk(t.get("subtasks", []))]]
+
+    return [c for s in timeline["steps"] for c in walk(s["tasks"])]
+
+
+def test_timeline_rows_name_nodes_tools_and_preview_answers(page, server, recorded, shots):
+    _, runs = recorded
+    run_id = runs["refund_agent"]
+    _open_run(page, server, run_id)
+    timeline = page.get_by_role("tree", name="Timeline")
+    # the input and loop checkpoints say what they are: no empty "step -1" / "step 0" rows
+    expect(timeline.locator(".wf-checkpoint").first).to_contain_text("input")
+    expect(timeline.locator(".wf-checkpoint").nth(1)).to_contain_text("input applied")
+    expect(timeline).not_to_contain_text("step -1")
+    expect(timeline).not_to_contain_text("step 0")
+    expect(timeline.locator(".wf-step").first).to_contain_text("step 1 · classify")
+    calls = _steps_calls(_get(server.base, f"/graphtape/runs/{run_id}/timeline"))
+    tool = next(c for c in calls if c["name"] == "lookup_order")
+    row = timeline.locator(f'[data-call-id="{tool["call_id"]}"]')
+    # a tool row: the tool and its arguments, a preview of its result, the source badge
+    expect(row).to_contain_text('lookup_order(order_id="A-1001")')
+    expect(row.locator(".wf-detail")).to_contain_text('"item": "blender"')
+    expect(row).to_contain_text("recorded")
+    # a model row: the model and the last message it was sent, the answer, tokens in and out, latency
+    model = calls[0]
+    row = timeline.locator(f'[data-call-id="{model["call_id"]}"]')
+    expect(row).to_contain_text("fake-support-1 ← [human] Hi, my blender")
+    expect(row.locator(".wf-detail")).to_have_text("→ refund")
+    preview = model["preview"]
+    expect(row.locator(".wf-tokens")).to_have_text(f"{preview['input_tokens']} in · {preview['output_tokens']} out")
+    expect(row.locator(".wf-dur")).not_to_have_text("–")
+    page.screenshot(path=str(shots / "timeline-rows.png"))
+    # a subgraph's tasks are rows of their own, nested under the task that ran the subgraph
+    _open_run(page, server, runs["doc_pipeline"])
+    timeline = page.get_by_role("tree", name="Timeline")
+    parent = timeline.locator(".wf-task", has_text="analyze").first
+    inner = timeline.locator(".wf-task", has_text="summarize")
+    expect(inner).to_have_attribute("aria-level", "3")
+    expect(parent).to_have_attribute("aria-level", "2")
+    summary = next(
+        c
+        for c in _steps_calls(_get(server.base, f"/graphtape/runs/{runs['doc_pipeline']}/timeline"))
+        if c["node_path"] == "analyze/summarize"
+    )
+    expect(timeline.locator(f'[data-call-id="{summary["call_id"]}"]')).to_have_attribute("aria-level", "4")
+
+
+def test_figures_say_only_what_is_true(page, server, recorded, tmp_path):
+    from langchain_core.messages import HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    import graphtape
+    from graphtape.testing.models import SeededChatModel
+
+    _, runs = recorded
+    # a recording: every call was made live, so the header does not count "served" and "live"
+    _open_run(page, server, runs["refund_agent"])
+    facts = page.get_by_role("region", name="Run").locator(".facts")
+    expect(facts).to_contain_text("llm ·")
+    expect(facts).not_to_contain_text("served")
+    # the call detail: input and output tokens in view (not under a collapsed "Usage")
+    first = _get(server.base, f"/graphtape/runs/{runs['refund_agent']}/calls")["calls"][0]
+    detail = _get(server.base, f"/graphtape/runs/{runs['refund_agent']}/calls/{first['call_id']}")
+    _open_run(page, server, runs["refund_agent"], f"?call={first['call_id']}")
+    panel = page.get_by_role("complementary", name="Call detail")
+    usage = detail["usage"]
+    expect(panel.get_by_label("tokens", exact=True)).to_have_text(
+        f"{usage['input_tokens']} in · {usage['output_tokens']} out · {first['tokens']} total"
+    )
+    expect(panel.locator("summary", has_text="Usage")).to_have_count(0)
+    # the runs list: the calls column says what its three numbers count
+    page.goto(f"{server.base}/ui")
+    expect(page.locator(".table-head")).to_contain_text("llm / tool / effect")
+    # a model without a price: cost "–" says why and how to set a price table
+    tape = graphtape.connect(recorded[0])
+    try:
+        model = SeededChatModel(model_name="house-model-7", seed=3)
+        g = StateGraph(MessagesState)
+        g.add_node("ask", lambda s: {"messages": [model.invoke(s["messages"])]})
+        g.add_edge(START, "ask")
+        rec = tape.record(g.compile(), name="unpriced")
+        rec.invoke({"messages": [HumanMessage("hello")]})
+        run_id = rec.last_run_id
+    finally:
+        tape.close()
+    (call,) = _get(server.base, f"/graphtape/runs/{run_id}/calls")["calls"]
+    assert call["cost"] is None and call["tokens"]
+    _open_run(page, server, run_id, f"?call={call['call_id']}")
+    cost = page.get_by_role("complementary", name="Call detail").locator(".no-price")
+    expect(cost).to_contain_text("no price known")
+    expect(cost).to_have_attribute("title", re.compile(r"house-model-7.*graphtape\.connect\(url, prices="))
+
+
+def test_a_long_label_does_not_overlap_the_next_run(page, server, recorded):
+    _, runs = recorded
+    run_id = runs["doc_pipeline"]
+    label = "a long label " * 30
+    req = urllib.request.Request(
+        f"{server.base}/graphtape/runs/{run_id}/label",
+        data=json.dumps({"label": label}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="PUT",
+    )
+    try:
+        urllib.request.urlopen(req, timeout=10).close()
+        page.goto(f"{server.base}/ui")
+        rows = page.get_by_role("list", name="Run list").locator("[data-run-id]")
+        row = page.locator(f'[data-run-id="{run_id}"]')
+        expect(row).to_contain_text("a long label")
+        index = [r.get_attribute("data-run-id") for r in rows.all()].index(run_id)
+        box = row.bounding_box()
+        chip = row.locator(".label-chip").bounding_box()
+        assert chip["y"] + chip["height"] <= box["y"] + box["height"] + 0.5, (chip, box)
+        assert box["height"] > 40, "the row grew to hold its label"
+        if index + 1 < rows.count():
+            below = rows.nth(index + 1).bounding_box()
+            assert below["y"] >= box["y"] + box["height"] - 0.5, (box, below)
+    finally:
+        req = urllib.request.Request(
+            f"{server.base}/graphtape/runs/{run_id}/label",
+            data=json.dumps({"label": None}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="PUT",
+        )
+        urllib.request.urlopen(req, timeout=10).close()
+
+
+def _axe(page: Any) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page as it is."""
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_axe_finds_no_serious_violation_on_the_runs_list_and_a_run(page, server, recorded, theme):
+    if not AXE.exists():
+        pytest.skip(f"axe-core is installed by `cd web && npm ci` ({AXE} is missing)")
+    _, runs = recorded
+    page.emulate_media(color_scheme=theme)
+    page.goto(f"{server.base}/ui")
+    expect(page.locator(f'[data-run-id="{runs["refund_agent"]}"]')).to_be_visible()
+    found = {"runs list": _axe(page)}
+    first = _get(server.base, f"/graphtape/runs/{runs['refund_agent']}/calls")["calls"][0]
+    _open_run(page, server, runs["refund_agent"], f"?call={first['call_id']}")
+    expect(
+        page.get_by_role("complementary", name="Call detail").get_by_role("heading", name="Messages")
+    ).to_be_visible()
+    found["run view"] = _axe(page)
+    assert not any(found.values()), found

@@ -27,6 +27,16 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 
 
+def no_price_hint(model: str | None) -> str:
+    """Why a model call has no cost, and how to give it one (the Studio's cost tooltip says the same)."""
+    which = f"model {model}" if model else "this model"
+    return (
+        f"No price known for {which} when the call was recorded. graphtape prices a model by the longest entry of"
+        " its price table that the model's name starts with; add yours where the run is recorded:"
+        ' graphtape.connect(url, prices={"model-name": (USD per million input tokens, USD per million output tokens)}).'
+    )
+
+
 class PriceTable:
     def __init__(self, prices: dict[str, tuple[float, float]] | None = None):
         self.prices = {**DEFAULT_PRICES, **(prices or {})}

@@ -61,6 +61,17 @@ export interface CallSummary {
   tokens: number | null;
   cost: number | null;
   error: string | null;
+  /** in a timeline (the run's first 1,000 calls): clipped lines saying what was asked and answered */
+  preview?: CallPreview | null;
+}
+
+export interface CallPreview {
+  /** the tool's or effect's name and arguments, or the model and the last message it was sent */
+  request: string | null;
+  /** the first line of the answer */
+  answer: string | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
 }
 
 export interface TaskEntry {
@@ -72,11 +83,15 @@ export interface TaskEntry {
   status: "finished" | "failed" | "interrupted" | "running";
   error: string | null;
   calls: CallSummary[];
+  /** the tasks of the subgraph this task ran */
+  subtasks?: TaskEntry[];
 }
 
 export interface StepEntry {
   step: number | null;
   checkpoint_id: string | null;
+  /** what wrote the checkpoint: input (step -1), loop (a super-step; step 0 applied the input), update, fork */
+  source?: string | null;
   tasks: TaskEntry[];
 }
 

@@ -50,3 +50,17 @@ export function readable(v: unknown): unknown {
   }
   return v;
 }
+
+/** Why a model call shows no cost, and how to give it one (the CLI's `graphtape show` says the same). */
+export function noPriceHint(model: string | null | undefined): string {
+  return (
+    `No price known for ${model ? `model ${model}` : "this model"} when the call was recorded. graphtape prices a ` +
+    "model by the longest entry of its price table that the model's name starts with; add yours where the run is " +
+    'recorded: graphtape.connect(url, prices={"model-name": (USD per million input tokens, USD per million output tokens)}).'
+  );
+}
+
+/** A number from an untyped record (token usage), or null. */
+export function num(v: unknown): number | null {
+  return typeof v === "number" ? v : null;
+}

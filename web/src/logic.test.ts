@@ -109,13 +109,60 @@ describe("waterfall", () => {
   it("flattens steps, tasks and calls", () => {
     const rows = waterfallRows(timeline);
     expect(rows.map((r) => [r.type, r.label, r.depth])).toEqual([
-      ["step", "step 0", 0],
+      ["step", "step 0 · agent", 0],
       ["task", "agent", 1],
-      ["call", "llm fake", 2],
+      ["call", "fake", 2],
     ]);
     expect(rows[0].start).toBe(100);
     expect(rows[0].end).toBe(104);
     expect(callsOf(timeline).map((c) => c.call_id)).toEqual(["c1"]);
+  });
+  it("names checkpoints, nests a subgraph's tasks and names calls by what they are", () => {
+    const call = timeline.steps[0].tasks[0].calls[0];
+    const nested: Timeline = {
+      ...timeline,
+      steps: [
+        { step: -1, checkpoint_id: "k0", source: "input", tasks: [] },
+        { step: 0, checkpoint_id: "k1", source: "loop", tasks: [] },
+        {
+          step: 1,
+          checkpoint_id: "k2",
+          source: "loop",
+          tasks: [
+            {
+              ...timeline.steps[0].tasks[0],
+              node: "analyze",
+              node_path: "analyze",
+              calls: [],
+              subtasks: [
+                {
+                  ...timeline.steps[0].tasks[0],
+                  task_id: "t2",
+                  node: "summarize",
+                  node_path: "analyze/summarize",
+                  calls: [
+                    {
+                      ...call,
+                      call_id: "c2",
+                      preview: { request: "fake ← [human] hi", answer: "hello", input_tokens: 3, output_tokens: 1 },
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    expect(waterfallRows(nested).map((r) => [r.type, r.label, r.depth, r.detail ?? ""])).toEqual([
+      ["checkpoint", "input", 0, "checkpoint of the run's input, before any node ran"],
+      ["checkpoint", "input applied", 0, "checkpoint with the input written to the state"],
+      ["step", "step 1 · analyze", 0, ""],
+      ["task", "analyze", 1, ""],
+      ["task", "summarize", 2, ""],
+      ["call", "fake ← [human] hi", 3, "hello"],
+    ]);
+    expect(callsOf(nested).map((c) => c.call_id)).toEqual(["c2"]);
   });
   it("places bars on the run's span", () => {
     const g = barGeometry(101, 103, [100, 110])!;

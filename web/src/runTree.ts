@@ -49,3 +49,9 @@ export function runKind(r: RunSummary): string {
   if (r.parent_run_id) return "continued";
   return r.mode || "record";
 }
+
+/** A run whose calls may be served from a tape (a replay in any mode): only then do "served" and "live" say
+ * something; every call of a recording (or of the recovery that finished one) was made live. */
+export function isReplay(r: RunSummary): boolean {
+  return Boolean(r.mode) && r.mode !== "record" && r.mode !== "recover";
+}

@@ -1,12 +1,15 @@
-// The run timeline as flat rows for a virtualised waterfall (super-steps, node tasks, calls), and a unified
-// diff split into two sides for the divergence view.
-import type { CallSummary, Timeline } from "./api";
+// The run timeline as flat rows for a virtualised waterfall (super-steps, node tasks with their subgraphs'
+// tasks nested under them, calls), and a unified diff split into two sides for the divergence view.
+import type { CallSummary, StepEntry, TaskEntry, Timeline } from "./api";
 
 export interface WaterfallRow {
   key: string;
-  type: "step" | "task" | "call";
+  /** a checkpoint row is a step that ran no task: the run's input, or the input applied to the state */
+  type: "step" | "checkpoint" | "task" | "call";
   depth: number;
   label: string;
+  /** under the label: a call's answer, a checkpoint's meaning */
+  detail?: string;
   start: number | null;
   end: number | null;
   call?: CallSummary;
@@ -15,54 +18,82 @@ export interface WaterfallRow {
   node?: string;
 }
 
+/** What a step's row says: a super-step names its nodes; a step without tasks says what its checkpoint holds. */
+export function stepLabel(s: StepEntry): { type: "step" | "checkpoint"; label: string; detail?: string } {
+  if (s.step === null) return { type: "step", label: "calls outside any step" };
+  if (s.tasks.length > 0) {
+    const nodes = [...new Set(s.tasks.map((t) => t.node || "?"))].join(", ");
+    return { type: "step", label: `step ${s.step} · ${nodes}` };
+  }
+  if (s.source === "input" || s.step < 0) {
+    return { type: "checkpoint", label: "input", detail: "checkpoint of the run's input, before any node ran" };
+  }
+  if (s.source === "loop" && s.step === 0) {
+    return { type: "checkpoint", label: "input applied", detail: "checkpoint with the input written to the state" };
+  }
+  return { type: "checkpoint", label: `checkpoint ${s.step}`, detail: s.source ? `written by ${s.source}` : undefined };
+}
+
+/** A call's row label: the tool's name and arguments, or the model and the last message it was sent. */
+export function callLabel(c: CallSummary): string {
+  return c.preview?.request || c.name || c.kind;
+}
+
 export function waterfallRows(t: Timeline): WaterfallRow[] {
   const rows: WaterfallRow[] = [];
+  const addTask = (task: TaskEntry, depth: number, checkpointId: string | null) => {
+    rows.push({
+      key: `t${task.task_id}|${rows.length}`,
+      type: "task",
+      depth,
+      label: task.node || task.node_path || "(no node)",
+      start: task.started_at,
+      end: task.ended_at,
+      status: task.status,
+      node: task.node,
+      checkpointId,
+    });
+    for (const c of task.calls) {
+      rows.push({
+        key: `c${c.call_id}`,
+        type: "call",
+        depth: depth + 1,
+        label: callLabel(c),
+        detail: c.error ? undefined : (c.preview?.answer ?? undefined),
+        start: c.started_at,
+        end: c.ended_at,
+        call: c,
+        node: task.node,
+        checkpointId,
+      });
+    }
+    for (const sub of task.subtasks ?? []) addTask(sub, depth + 1, checkpointId);
+  };
   t.steps.forEach((s, si) => {
     const starts = s.tasks.map((x) => x.started_at).filter((x): x is number => x !== null);
     const ends = s.tasks.map((x) => x.ended_at).filter((x): x is number => x !== null);
+    const head = stepLabel(s);
     rows.push({
       key: `s${si}`,
-      type: "step",
+      ...head,
       depth: 0,
-      label: s.step === null ? "input" : `step ${s.step}`,
       start: starts.length ? Math.min(...starts) : null,
       end: ends.length ? Math.max(...ends) : null,
       checkpointId: s.checkpoint_id,
     });
-    s.tasks.forEach((task) => {
-      rows.push({
-        key: `t${task.task_id}`,
-        type: "task",
-        depth: 1,
-        label: task.node_path || task.node,
-        start: task.started_at,
-        end: task.ended_at,
-        status: task.status,
-        node: task.node,
-        checkpointId: s.checkpoint_id,
-      });
-      for (const c of task.calls) {
-        rows.push({
-          key: `c${c.call_id}`,
-          type: "call",
-          depth: 2,
-          label: `${c.kind} ${c.name}`,
-          start: c.started_at,
-          end: c.ended_at,
-          call: c,
-          node: task.node,
-          checkpointId: s.checkpoint_id,
-        });
-      }
-    });
+    s.tasks.forEach((task) => addTask(task, 1, s.checkpoint_id));
   });
   return rows;
 }
 
-/** Every call of the timeline, in order (for next/previous call shortcuts). */
+function tasksCalls(task: TaskEntry): CallSummary[] {
+  return [...task.calls, ...(task.subtasks ?? []).flatMap(tasksCalls)];
+}
+
+/** Every call of the timeline, in row order (for next/previous call shortcuts). */
 export function callsOf(t: Timeline | null): CallSummary[] {
   if (!t) return [];
-  return t.steps.flatMap((s) => s.tasks.flatMap((x) => x.calls));
+  return t.steps.flatMap((s) => s.tasks.flatMap(tasksCalls));
 }
 
 /** A bar's left offset and width, as fractions of the run's span (a minimum width keeps it visible). */

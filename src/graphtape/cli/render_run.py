@@ -33,6 +33,7 @@ from graphtape.cli.render import (
     status_text,
     summarize,
 )
+from graphtape.pricing import no_price_hint
 from graphtape.store.base import EventRow, RunRecord
 
 _E = TypeVar("_E", bound=events.Event)
@@ -231,11 +232,22 @@ def run_tree(run: RunRecord, rows: list[EventRow], payload: Callable[[str], Any]
         info.add_row("recovers", f"{meta['recovers']} (crashed; this run finished it)")
     if meta.get("recovered_by"):
         info.add_row("recovered by", f"{meta['recovered_by']} (replay and export follow it)")
+    # served and live say something only for a replay: every call of a recording (or its recovery) was live
+    replayed = run.mode not in ("record", "recover")
     info.add_row(
         "calls",
-        f"{run.llm_calls} llm, {run.tool_calls} tool, {run.effect_calls} effect; {run.tokens} tokens"
-        + (f"; {run.served_calls} served, {run.live_calls} live" if run.mode != "record" else ""),
+        f"{run.llm_calls} llm · {run.tool_calls} tool · {run.effect_calls} effect"
+        + (f" ({run.served_calls} served, {run.live_calls} live)" if replayed else ""),
     )
+    info.add_row("tokens", str(run.tokens))
+    model_calls = [ev for _, ev in typed if isinstance(ev, events.LlmCall) and not ev.served]
+    unpriced = sorted({str(ev.model or "") for ev in model_calls if ev.cost is None and ev.tokens})
+    cost = sum(ev.cost or 0.0 for ev in model_calls)
+    if unpriced:
+        priced = f"${cost:.5f} for the priced calls; " if cost else ""
+        info.add_row("cost", f"– ({priced}{no_price_hint(', '.join(unpriced))})")
+    elif model_calls:
+        info.add_row("cost", f"${cost:.5f}")
     if started is not None:
         try:
             if resume is not None:  # the input was Command(resume=...): show the answer

@@ -3,7 +3,7 @@
 // recorded and current requests side by side with the changed lines highlighted.
 import { useEffect, useState } from "react";
 import { api } from "../api";
-import { count, money, pretty, readable, seconds, shortId } from "../format";
+import { count, money, noPriceHint, num, pretty, readable, seconds, shortId } from "../format";
 import { splitUnifiedDiff } from "../waterfall";
 import { ErrorLine, JsonEditor, JsonTree, SourceBadge, useLoad } from "../ui";
 
@@ -79,9 +79,21 @@ export function CallPanel({
             <dt>node</dt>
             <dd>{d.call.node_path}</dd>
             <dt>tokens</dt>
-            <dd>{count(d.call.tokens)}</dd>
+            <dd aria-label="tokens">
+              {d.usage
+                ? `${count(num(d.usage.input_tokens))} in · ${count(num(d.usage.output_tokens))} out · ${count(d.call.tokens)} total`
+                : count(d.call.tokens)}
+            </dd>
             <dt>cost</dt>
-            <dd>{money(d.call.cost)}</dd>
+            <dd>
+              {d.call.cost == null && d.call.kind === "llm" ? (
+                <span className="no-price" tabIndex={0} title={noPriceHint(d.call.name)} aria-label={`cost unknown: ${noPriceHint(d.call.name)}`}>
+                  – <span className="muted">(no price known)</span>
+                </span>
+              ) : (
+                money(d.call.cost)
+              )}
+            </dd>
             <dt>latency</dt>
             <dd>{seconds(d.latency ?? d.call.duration)}</dd>
             {d.recorded_in && d.recorded_in !== runId && (
@@ -131,12 +143,6 @@ export function CallPanel({
             <summary>Response (JSON)</summary>
             <JsonTree value={readable(d.response)} label="response" />
           </details>
-          {d.usage && (
-            <details>
-              <summary>Usage</summary>
-              <JsonTree value={d.usage} label="usage" />
-            </details>
-          )}
           <OverrideForm
             runId={runId}
             callId={callId}

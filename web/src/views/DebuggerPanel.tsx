@@ -24,7 +24,7 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
   const [callName, setCallName] = useState("");
   const [callNode, setCallNode] = useState("");
   const [callBreak, setCallBreak] = useState(false);
-  const [mode, setMode] = useState<"strict" | "flight">("flight");
+  const [mode, setMode] = useState<"strict" | "flight">("strict");
   const [session, setSession] = useState<DebugSession | null>(null);
   const [answer, setAnswer] = useState("");
   const [error, setError] = useState<string | null>(null);
@@ -108,8 +108,8 @@ export function DebuggerPanel({ run, onOpenRun }: { run: RunSummary; onOpenRun: 
           <label>
             mode{" "}
             <select aria-label="Debug replay mode" value={mode} onChange={(e) => setMode(e.target.value as "strict" | "flight")}>
-              <option value="flight">flight</option>
               <option value="strict">strict</option>
+              <option value="flight">flight</option>
             </select>
           </label>
           <button type="button" disabled={busy} onClick={() => run_(() => api.debugStart(run.run_id, mode, breakpoints))}>

@@ -8,6 +8,7 @@ import { count, money, seconds, shortId, when } from "../format";
 import { follow } from "../sse";
 import { runKind } from "../runTree";
 import { callsOf } from "../waterfall";
+import { isReplay } from "../runTree";
 import { ErrorLine, StatusBadge, useLoad } from "../ui";
 import { TimelineView } from "./TimelineView";
 
@@ -190,8 +191,8 @@ export function RunView() {
             <dd>{seconds(run.duration)}</dd>
             <dt>calls</dt>
             <dd>
-              {run.llm_calls} llm · {run.tool_calls} tool · {run.effect_calls} effect ({run.served_calls} served,{" "}
-              {run.live_calls} live)
+              {run.llm_calls} llm · {run.tool_calls} tool · {run.effect_calls} effect
+              {isReplay(run) && ` (${run.served_calls} served, ${run.live_calls} live)`}
             </dd>
             <dt>tokens</dt>
             <dd>{count(run.tokens)}</dd>

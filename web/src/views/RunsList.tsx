@@ -57,7 +57,7 @@ export function RunsList() {
   const virtual = useVirtualizer({
     count: rows.length,
     getScrollElement: () => scroller.current,
-    estimateSize: () => 36,
+    estimateSize: () => 37,
     overscan: 10,
   });
 
@@ -145,7 +145,7 @@ export function RunsList() {
           <span>graph</span>
           <span>kind</span>
           <span>status</span>
-          <span>calls</span>
+          <span>calls llm / tool / effect</span>
           <span>tokens</span>
           <span>duration</span>
           <span>started</span>
@@ -159,6 +159,8 @@ export function RunsList() {
                 <Link
                   role="listitem"
                   key={run.run_id}
+                  ref={virtual.measureElement}
+                  data-index={item.index}
                   to={`/ui/runs/${run.run_id}`}
                   className="run-row"
                   data-run-id={run.run_id}
@@ -173,8 +175,12 @@ export function RunsList() {
                   <span>
                     <StatusBadge status={run.status} />
                   </span>
-                  <span title="llm / tool / effect calls">
-                    {run.llm_calls}/{run.tool_calls}/{run.effect_calls}
+                  <span
+                    className="calls-cell"
+                    title={`${run.llm_calls} llm, ${run.tool_calls} tool, ${run.effect_calls} effect calls`}
+                    aria-label={`${run.llm_calls} llm, ${run.tool_calls} tool, ${run.effect_calls} effect calls`}
+                  >
+                    {run.llm_calls} / {run.tool_calls} / {run.effect_calls}
                   </span>
                   <span>{count(run.tokens)}</span>
                   <span>{seconds(run.duration)}</span>

@@ -1,9 +1,11 @@
-// The run's timeline as a waterfall: super-steps, node tasks and their calls, each a bar on the run's time
-// axis with its duration; every call carries a badge saying where its answer came from. Virtualised.
+// The run's timeline as a waterfall: super-steps (named by their nodes), node tasks (a subgraph's tasks nested
+// under the task that ran it) and their calls, each a bar on the run's time axis with its duration. A call row
+// says what the call was (the tool and its arguments, the model and the last message it was sent), previews
+// the answer, and shows its tokens and a badge saying where the answer came from. Virtualised, rows measured.
 import { useEffect, useMemo, useRef } from "react";
 import { useVirtualizer } from "@tanstack/react-virtual";
-import type { Timeline } from "../api";
-import { seconds } from "../format";
+import type { CallSummary, Timeline } from "../api";
+import { count, seconds } from "../format";
 import { barGeometry, waterfallRows } from "../waterfall";
 import { ErrorLine, SourceBadge, StatusBadge } from "../ui";
 
@@ -31,7 +33,7 @@ export function TimelineView({
   const virtual = useVirtualizer({
     count: rows.length,
     getScrollElement: () => scroller.current,
-    estimateSize: () => 30,
+    estimateSize: (i) => (rows[i]?.detail ? 44 : 30),
     overscan: 12,
   });
   const selectedIndex = rows.findIndex((r) => r.call?.call_id === selected);
@@ -58,6 +60,8 @@ export function TimelineView({
             return (
               <div
                 key={row.key}
+                ref={virtual.measureElement}
+                data-index={item.index}
                 role="treeitem"
                 aria-level={row.depth + 1}
                 aria-selected={Boolean(isSel)}
@@ -69,10 +73,22 @@ export function TimelineView({
                 onKeyDown={(e) => e.key === "Enter" && onClick()}
               >
                 <span className="wf-label" style={{ paddingLeft: row.depth * 14 }}>
-                  {row.label}
-                  {row.call && <SourceBadge source={row.call.source} />}
-                  {row.status && row.status !== "finished" && <StatusBadge status={row.status} />}
-                  {row.call?.error && <span className="badge status-failed">error</span>}
+                  <span className="wf-line">
+                    {row.call && <span className={`kind kind-${row.call.kind}`}>{row.call.kind}</span>}
+                    {row.type === "checkpoint" && <span className="kind kind-checkpoint">checkpoint</span>}
+                    <span className="wf-name" title={row.label}>
+                      {row.label}
+                    </span>
+                    {row.call && <SourceBadge source={row.call.source} />}
+                    {row.status && row.status !== "finished" && <StatusBadge status={row.status} />}
+                    {row.call?.error && <span className="badge status-failed">error</span>}
+                  </span>
+                  {(row.detail || row.call?.error) && (
+                    <span className="wf-detail" title={row.call?.error ?? row.detail}>
+                      {row.call ? "→ " : ""}
+                      {row.call?.error ?? row.detail}
+                    </span>
+                  )}
                 </span>
                 <span className="wf-track">
                   {bar && (
@@ -82,6 +98,7 @@ export function TimelineView({
                     />
                   )}
                 </span>
+                <span className="wf-tokens">{row.call ? tokensOf(row.call) : ""}</span>
                 <span className="wf-dur">{seconds(dur)}</span>
               </div>
             );
@@ -90,4 +107,13 @@ export function TimelineView({
       </div>
     </div>
   );
+}
+
+/** A call's tokens: input and output when its answer reported them, else the total. */
+function tokensOf(c: CallSummary): string {
+  const p = c.preview;
+  if (p && (p.input_tokens != null || p.output_tokens != null)) {
+    return `${count(p.input_tokens ?? 0)} in · ${count(p.output_tokens ?? 0)} out`;
+  }
+  return c.tokens ? `${count(c.tokens)} tok` : "";
 }

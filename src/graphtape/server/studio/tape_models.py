@@ -111,6 +111,17 @@ class RunDetail(BaseModel):
 CallSource = Literal["tape", "live", "override", "diverged", "recorded"]
 
 
+class CallPreview(BaseModel):
+    """What a timeline row says about a call: clipped lines, never the whole request or answer."""
+
+    #: the tool's or effect's name and arguments, or the model and the last message it was sent
+    request: str | None = None
+    #: the first line of the answer (a model's text or the tools it asked for, a tool's result)
+    answer: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
 class CallSummary(BaseModel):
     call_id: str | None
     kind: Literal["llm", "tool", "effect"]
@@ -124,6 +135,8 @@ class CallSummary(BaseModel):
     cost: float | None = None
     #: the recorded error as one line (``Class: message``)
     error: str | None = None
+    #: in a timeline, for the run's first 1,000 calls
+    preview: CallPreview | None = None
 
 
 class CallList(BaseModel):
@@ -148,11 +161,15 @@ class TimelineTask(BaseModel):
     status: Literal["finished", "failed", "interrupted", "running"]
     error: str | None = None
     calls: list[CallSummary]
+    #: the tasks of the subgraph this task ran
+    subtasks: list[TimelineTask] = Field(default_factory=list)
 
 
 class TimelineStep(BaseModel):
     step: int | None
     checkpoint_id: str | None = None
+    #: what wrote the step's checkpoint: input (step -1), loop (a super-step; step 0 applied the input), update, fork
+    source: str | None = None
     tasks: list[TimelineTask]
 
 

@@ -19,6 +19,7 @@ from graphtape.debug.branches import LABEL_KIND
 from graphtape.debug.display import display_value
 from graphtape.debug.explain import counted_calls
 from graphtape.errors import RunNotFound
+from graphtape.server.studio.call_previews import usage_of
 from graphtape.store.base import EventRow, RunRecord
 
 if TYPE_CHECKING:
@@ -163,18 +164,6 @@ def _request(tape: Tape, row: EventRow) -> Any:
     return {"messages": request.pop("messages", []), "params": params, "tools": tools or [], **request}
 
 
-def _usage(response: Any) -> dict[str, Any] | None:
-    """The token usage an LLM answer reported (``usage_metadata`` of its message), if any."""
-    items = response if isinstance(response, list) else [response]
-    for item in items:
-        if isinstance(item, dict):
-            inner = item.get("kwargs")
-            usage = (inner if isinstance(inner, dict) else item).get("usage_metadata")
-            if isinstance(usage, dict):
-                return usage
-    return None
-
-
 def call_detail(tape: Tape, run_id: str, call_id: str) -> dict[str, Any]:
     """One call of a run (exact id or unique prefix of 6+ characters): request and response expanded."""
     run = tape.run(run_id)
@@ -196,7 +185,7 @@ def call_detail(tape: Tape, run_id: str, call_id: str) -> dict[str, Any]:
         "call": call_summary(run, row),
         "request": _request(tape, row),
         "response": response,
-        "usage": _usage(response) if call.CALL_KIND == "llm" else None,
+        "usage": usage_of(response) if call.CALL_KIND == "llm" else None,
         "latency": call.latency,
         "recorded_in": run.run_id,
     }
