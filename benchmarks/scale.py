@@ -559,9 +559,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"backend": args.backend, "builds": builds, "rows": rows}, indent=2) + "\n")
     if args.write_docs:
-        shown = " ".join(
-            a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--check", "--write-docs")
-        )
+        given = list(argv if argv is not None else sys.argv[1:])
+        if "--json" in given:  # where this run put its JSON is no part of the command
+            del given[given.index("--json") : given.index("--json") + 2]
+        shown = " ".join(a for a in given if a not in ("--check", "--write-docs"))
         write_docs(table, f"python benchmarks/scale.py {shown}".strip(), builds, args.backend)
     if missed:
         print(f"\n{len(missed)} target(s) missed at {sizes[-1]:,} runs")
