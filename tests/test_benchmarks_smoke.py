@@ -21,12 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
         ["benchmarks/faults.py", "--trials", "1", "--backends", "sqlite"],
         ["benchmarks/server.py", "--quick", "--viewers", "5"],
         ["benchmarks/server_queue.py", "--quick"],
+        ["benchmarks/scale.py", "--sizes", "30,120", "--reps", "2", "--cache", "{tmp}"],
         ["benchmarks/profile_recording.py", "--ablations-only", "--reps", "1"],
         ["benchmarks/profile_recording.py", "--in-situ-only", "--reps", "1"],
     ],
 )
 def test_benchmark_runs(args, tmp_path):
     env = {**os.environ, "COLUMNS": "160"}
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip()

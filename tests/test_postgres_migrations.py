@@ -94,3 +94,32 @@ def test_a_version_5_store_migrates_and_reads_old_and_new_bodies(schema):
         assert again.get_checkpoint("t", "", "c1").body == old_body
     finally:
         again.close()
+
+
+def test_a_version_7_store_gets_the_runs_listing_indexes(schema):
+    """v8 indexes the listing's order and its status and graph filters; runs written before are listed the same."""
+    from graphtape.store.base import RunRecord
+
+    admin, name = schema
+    _old_store(admin, name, 7)
+    for i in range(12):
+        admin.execute(
+            f'INSERT INTO "{name}".gt_runs (run_id, thread_id, graph, status, started_at, mode) '
+            "VALUES (%s, %s, %s, %s, %s, 'record')",
+            (f"r{i:02d}", f"t{i % 2}", "agent" if i % 3 else "etl", "failed" if i % 4 else "finished", 10.0 + i),
+        )
+    store = PostgresTapeStore(schema_url(name))
+    try:
+        assert store.schema_version == len(MIGRATIONS) >= 8
+        indexes = {
+            r[0] for r in admin.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (name,)).fetchall()
+        }
+        assert {"gt_runs_listing", "gt_runs_status", "gt_runs_graph", "gt_runs_thread"} <= indexes
+        assert "gt_runs_started" not in indexes
+        listed = store.list_runs(status="failed", graph="agent", limit=3, offset=1)
+        expected = [f"r{i:02d}" for i in reversed(range(12)) if i % 4 and i % 3][1:4]
+        assert [r.run_id for r in listed] == expected
+        assert all(isinstance(r, RunRecord) for r in listed)
+        assert store.count_runs(status="failed") == 9 and store.count_runs(limit=5) == 5
+    finally:
+        store.close()

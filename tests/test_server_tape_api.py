@@ -95,6 +95,50 @@ async def test_runs_listed_newest_first_with_every_filter(client):
     assert_error(await client.get("/graphtape/runs", params={"limit": 0}), 422, "limit")
 
 
+async def test_runs_paged_by_the_next_cursor_with_filters(client, tape, monkeypatch):
+    """``next`` continues after a page's last run (ties by run id), with the filters; the last page has none."""
+    from graphtape.server.studio import tape_views
+    from graphtape.store.base import RunRecord, WriteBatch
+
+    runs = [
+        RunRecord(f"run-{i:02d}", f"th-{i}", "etl" if i % 3 else "agent", "finished", 100.0 + i // 2) for i in range(11)
+    ]
+    tape.store.write(WriteBatch(new_runs=runs))
+    newest = sorted(runs, key=lambda r: r.run_id)
+    newest.sort(key=lambda r: r.started_at, reverse=True)
+
+    async def walk(**params) -> tuple[list[str], list[int]]:
+        seen: list[str] = []
+        totals: list[int] = []
+        cursor = None
+        while True:
+            query = {**params, "limit": 3, **({"cursor": cursor} if cursor else {})}
+            r = await client.get("/graphtape/runs", params=query)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            seen += [run["run_id"] for run in body["runs"]]
+            totals.append(body["total"])
+            assert body["total_exact"] is True
+            cursor = body["next"]
+            if cursor is None:
+                return seen, totals
+            assert len(body["runs"]) == 3
+
+    seen, totals = await walk()
+    assert seen == [r.run_id for r in newest] and set(totals) == {11}
+    seen, totals = await walk(graph="etl", until=104.0)
+    assert seen == [r.run_id for r in newest if r.graph == "etl" and r.started_at <= 104] and set(totals) == {6}
+    # offset still pages as before
+    page = (await client.get("/graphtape/runs", params={"limit": 2, "offset": 9})).json()
+    assert [r["run_id"] for r in page["runs"]] == [r.run_id for r in newest[9:]] and page["next"] is None
+    # a count past the limit says so instead of counting every run
+    monkeypatch.setattr(tape_views, "TOTAL_LIMIT", 4)
+    page = (await client.get("/graphtape/runs", params={"limit": 2})).json()
+    assert page["total"] == 4 and page["total_exact"] is False and page["next"]
+    for bad in ("not-a-cursor", "WyJ4IiwgMV0", "e30"):
+        assert_error(await client.get("/graphtape/runs", params={"cursor": bad}), 400, "next")
+
+
 async def test_run_detail_input_output_interrupts_and_children(client):
     _, agent = await agent_run(client)
     _, doc = await record(client, "doc", {"topic": "tides"})

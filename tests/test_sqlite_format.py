@@ -299,3 +299,46 @@ def test_events_before_their_run(tmp_path: Path) -> None:
         assert store._query("SELECT count(*) FROM gt_run_rows")[0][0] == 0
     finally:
         store.close()
+
+
+def _plan(store: SqliteTapeStore, sql: str, params: tuple = ()) -> str:
+    return " / ".join(r[3] for r in store._query("EXPLAIN QUERY PLAN " + sql, params))
+
+
+def test_a_v13_file_gets_the_runs_listing_indexes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """v14 indexes the listing's order and its status and graph filters: a page reads its rows only."""
+    from graphtape.store import sqlite as sqlite_store
+
+    path = tmp_path / "v13.db"
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", MIGRATIONS[:13])
+    old = SqliteTapeStore(path)
+    assert old.schema_version == 13
+    runs = [
+        RunRecord(f"r{i:02d}", f"t{i % 2}", "agent" if i % 3 else "etl", "failed" if i % 4 else "finished", 10.0 + i)
+        for i in range(12)
+    ]
+    old.write(WriteBatch(new_runs=runs))
+    old.close()
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", MIGRATIONS)
+
+    store = SqliteTapeStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS) >= 14
+        names = {r[0] for r in store._query("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"gt_runs_listing", "gt_runs_status", "gt_runs_graph", "gt_runs_thread"} <= names
+        assert "gt_runs_started" not in names
+        page = "SELECT run_id FROM gt_runs {} ORDER BY started_at DESC, run_id LIMIT 5 OFFSET 2"
+        # the whole order from the index: no sort of the runs, and an OFFSET skips index entries
+        whole = _plan(store, page.format(""))
+        assert "INDEX gt_runs_listing" in whole and "TEMP B-TREE" not in whole, whole
+        assert "gt_runs_status (status=?)" in _plan(store, page.format("WHERE status = ?"), ("failed",))
+        assert "gt_runs_graph (graph=?)" in _plan(store, page.format("WHERE graph = ?"), ("etl",))
+        count = "SELECT count(*) FROM (SELECT 1 FROM gt_runs WHERE status = ? LIMIT 100)"
+        assert "COVERING INDEX gt_runs_status" in _plan(store, count, ("failed",))
+        newest = [r.run_id for r in store.list_runs(limit=None)]
+        assert newest == [r.run_id for r in reversed(runs)]
+        failed = [r.run_id for r in store.list_runs(status="failed", graph="agent", limit=None)]
+        assert failed == [r.run_id for r in reversed(runs) if r.status == "failed" and r.graph == "agent"]
+        assert store.count_runs(status="failed") == 9
+    finally:
+        store.close()

@@ -279,8 +279,39 @@ class TapeStore(abc.ABC):
         status: str | None = None,
         limit: int | None = 50,
         newest_first: bool = True,
+        graph: str | None = None,
+        mode: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        after: tuple[float, str] | None = None,
+        offset: int = 0,
     ) -> list[RunRecord]:
-        """Runs, filtered, ordered by start time."""
+        """Runs with every filter given, ordered by start time (ties by run id), one page of them.
+
+        ``since``/``until`` bound ``started_at`` (both inclusive). ``after`` is a keyset cursor:
+        the ``(started_at, run_id)`` of the last run of the previous page; the page holds the runs
+        past it in this order. A store answers a page from an index whatever its size (the
+        cursor, not ``offset``, is how a client pages through a big store: an offset still
+        skips that many rows of the index).
+        """
+
+    def count_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | None = None,
+        graph: str | None = None,
+        mode: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """How many runs :meth:`list_runs` lists with these filters, counting at most ``limit``
+        (a count then costs the same in any store: the tape API counts up to 10,001)."""
+        matched = self.list_runs(
+            thread_id=thread_id, status=status, graph=graph, mode=mode, since=since, until=until, limit=limit
+        )
+        return len(matched)
 
     @abc.abstractmethod
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:

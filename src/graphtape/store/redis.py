@@ -519,39 +519,73 @@ class RedisTapeStore(TapeStore):
                 start = "(" + as_str(page[-1])
         return out
 
-    def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
+    def list_runs(
+        self,
+        *,
+        thread_id=None,
+        status=None,
+        limit=50,
+        newest_first=True,
+        graph=None,
+        mode=None,
+        since=None,
+        until=None,
+        after=None,
+        offset=0,
+    ) -> list[RunRecord]:
+        """The time window and the cursor are score ranges of the runs' sorted set (by start, or the
+        thread's); graph, status and mode are checked on the runs read from that range."""
         if limit is not None and limit <= 0:
             return []
         index = self.keys.runs_by_start if thread_id is None else self.keys.thread_runs(thread_id)
+        low, high = since, until
+        if after is not None:  # the ties of the cursor's start are kept or not by run id below
+            if newest_first:
+                high = after[0] if high is None else min(high, after[0])
+            else:
+                low = after[0] if low is None else max(low, after[0])
+        low_s = "-inf" if low is None else repr(float(low))
+        high_s = "+inf" if high is None else repr(float(high))
+        wanted = None if limit is None else limit + offset
         rows: list[RunRecord] = []
-        offset = 0
-        page_size = _CHUNK if limit is None else max(min(limit * 2, _CHUNK), 16)
+        position = 0
+        page_size = _CHUNK if wanted is None else max(min(wanted * 2, _CHUNK), 16)
         boundary: float | None = None
         seen: set[str] = set()
         while True:
             with self._errors():
                 if newest_first:
-                    reply = self._redis.zrevrange(index, offset, offset + page_size - 1, withscores=True)
+                    reply = self._redis.zrevrangebyscore(
+                        index, high_s, low_s, start=position, num=page_size, withscores=True
+                    )
                 else:
-                    reply = self._redis.zrange(index, offset, offset + page_size - 1, withscores=True)
+                    reply = self._redis.zrangebyscore(
+                        index, low_s, high_s, start=position, num=page_size, withscores=True
+                    )
             # withscores=True: (member, score) pairs; redis-py's return type covers every option
             page = cast("list[tuple[bytes, float]]", reply)
             if not page:
                 break
-            offset += len(page)
+            position += len(page)
             done = False
             runs = self._runs([as_str(m) for m, _ in page])
             for (_, score), run in zip(page, runs):
                 if boundary is not None and score != boundary:
                     done = True  # past every run tied with the last one kept
                     break
-                if run is None or (status is not None and run.status != status):
+                if run is None or run.run_id in seen:  # shifted into the next page by a concurrent insert
                     continue
-                if run.run_id in seen:  # shifted into the next page by a concurrent insert
+                if (
+                    (status is not None and run.status != status)
+                    or (graph is not None and run.graph != graph)
+                    or (mode is not None and run.mode != mode)
+                ):
+                    continue
+                if after is not None and score == after[0] and run.run_id <= after[1]:
                     continue
                 seen.add(run.run_id)
                 rows.append(run)
-                if limit is not None and len(rows) >= limit and boundary is None:
+                if wanted is not None and len(rows) >= wanted and boundary is None:
                     boundary = score
             if done or len(page) < page_size:
                 break
@@ -561,7 +595,23 @@ class RedisTapeStore(TapeStore):
             rows.sort(key=lambda r: r.started_at, reverse=True)
         else:
             rows.sort(key=lambda r: (r.started_at, r.run_id))
-        return rows if limit is None else rows[:limit]
+        return rows[offset:] if limit is None else rows[offset : offset + limit]
+
+    def count_runs(
+        self, *, thread_id=None, status=None, graph=None, mode=None, since=None, until=None, limit=None
+    ) -> int:
+        """A count of the sorted set's score range when only the time is filtered; else the runs are
+        read (up to ``limit`` matches, but every run of the range when fewer match)."""
+        if status is None and graph is None and mode is None:
+            index = self.keys.runs_by_start if thread_id is None else self.keys.thread_runs(thread_id)
+            low = "-inf" if since is None else repr(float(since))
+            high = "+inf" if until is None else repr(float(until))
+            with self._errors():
+                counted = int(self._redis.zcount(index, low, high))
+            return counted if limit is None else min(counted, limit)
+        return super().count_runs(
+            thread_id=thread_id, status=status, graph=graph, mode=mode, since=since, until=until, limit=limit
+        )
 
     def events(self, run_id: str, kinds: Sequence[str] | None = None) -> list[EventRow]:
         with self._errors():

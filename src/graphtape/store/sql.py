@@ -78,6 +78,31 @@ def checkpoint_filters(
     return where, params
 
 
+def run_filters(
+    thread_id: str | None,
+    status: str | None,
+    graph: str | None,
+    mode: str | None,
+    since: float | None,
+    until: float | None,
+) -> tuple[list[str], list[Any]]:
+    """The conditions of ``list_runs`` and ``count_runs`` (``?`` placeholders), and their parameters."""
+    where: list[str] = []
+    params: list[Any] = []
+    for condition, value in (
+        ("thread_id = ?", thread_id),
+        ("status = ?", status),
+        ("graph = ?", graph),
+        ("mode = ?", mode),
+        ("started_at >= ?", since),
+        ("started_at <= ?", until),
+    ):
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+    return where, params
+
+
 def row_to_run(row: Sequence[Any]) -> RunRecord:
     """A ``gt_runs`` row (:data:`RUN_COLUMNS`) as a record."""
     return RunRecord(
@@ -134,22 +159,49 @@ class SqlTapeStore(TapeStore):
         rows = self._query(self.dialect.sql(f"SELECT {RUN_COLUMNS} FROM gt_runs WHERE run_id = ?"), (run_id,))
         return row_to_run(rows[0]) if rows else None
 
-    def list_runs(self, *, thread_id=None, status=None, limit=50, newest_first=True) -> list[RunRecord]:
-        where, params = [], []
-        if thread_id is not None:
-            where.append("thread_id = ?")
-            params.append(thread_id)
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
+    def list_runs(
+        self,
+        *,
+        thread_id=None,
+        status=None,
+        limit=50,
+        newest_first=True,
+        graph=None,
+        mode=None,
+        since=None,
+        until=None,
+        after=None,
+        offset=0,
+    ) -> list[RunRecord]:
+        where, params = run_filters(thread_id, status, graph, mode, since, until)
+        if after is not None:
+            # keyset: the runs past the previous page's last, in the listing's order; the plain range
+            # on started_at lets the index start there instead of reading the runs before it
+            started, run_id = after
+            where.append(f"started_at {'<=' if newest_first else '>='} ?")
+            where.append(f"(started_at {'<' if newest_first else '>'} ? OR (started_at = ? AND run_id > ?))")
+            params += [started, started, started, run_id]
         sql = f"SELECT {RUN_COLUMNS} FROM gt_runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += f" ORDER BY started_at {'DESC' if newest_first else 'ASC'}, run_id"
-        if limit is not None:
+        if limit is not None or offset:
             sql += " LIMIT ?"
-            params.append(limit)
+            params.append(-1 if limit is None and self.dialect.param == "?" else limit)
+        if offset:
+            sql += " OFFSET ?"
+            params.append(offset)
         return [row_to_run(r) for r in self._query(self.dialect.sql(sql), params)]
+
+    def count_runs(
+        self, *, thread_id=None, status=None, graph=None, mode=None, since=None, until=None, limit=None
+    ) -> int:
+        where, params = run_filters(thread_id, status, graph, mode, since, until)
+        inner = "SELECT 1 FROM gt_runs" + (" WHERE " + " AND ".join(where) if where else "")
+        if limit is not None:
+            inner += " LIMIT ?"
+            params.append(limit)
+        return int(self._query(self.dialect.sql(f"SELECT count(*) FROM ({inner}) AS matched"), params)[0][0])
 
     def list_replays(self) -> list[RunRecord]:
         rows = self._query(f"SELECT {RUN_COLUMNS} FROM gt_runs WHERE replay_of IS NOT NULL ORDER BY started_at, run_id")

@@ -21,6 +21,7 @@ and graphtape's own LangGraph saver built on it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 import uuid
@@ -94,6 +95,84 @@ class StoreConformance:
         assert {r.run_id for r in conformance_store.list_runs(thread_id="a")} == {runs[1].run_id, runs[3].run_id}
         assert {r.run_id for r in conformance_store.list_runs(status="failed")} == {runs[3].run_id, runs[4].run_id}
         assert len(conformance_store.list_runs(limit=None)) == 5
+
+    def test_list_runs_by_graph_mode_and_time_window(self, conformance_store):
+        runs = [
+            _run(
+                f"w{i:02d}",
+                thread_id=f"t{i % 3}",
+                graph="agent" if i % 2 else "pipeline",
+                mode="strict" if i % 5 == 0 else "record",
+                status="failed" if i % 4 == 0 else "finished",
+                started_at=1000.0 + i,
+            )
+            for i in range(20)
+        ]
+        conformance_store.write(WriteBatch(new_runs=runs))
+
+        def ids(**kw):
+            return [r.run_id for r in conformance_store.list_runs(limit=None, **kw)]
+
+        def expect(keep, newest_first=True):
+            chosen = [r for r in runs if keep(r)]
+            chosen.sort(key=lambda r: r.started_at, reverse=newest_first)
+            return [r.run_id for r in chosen]
+
+        assert ids(graph="agent") == expect(lambda r: r.graph == "agent")
+        assert ids(mode="strict") == expect(lambda r: r.mode == "strict")
+        assert ids(since=1005.0, until=1009.0) == expect(lambda r: 1005 <= r.started_at <= 1009)
+        both = ids(graph="pipeline", status="failed", since=1002.0, thread_id="t2")
+        assert (
+            both
+            == ["w08"]
+            == expect(
+                lambda r: (
+                    r.graph == "pipeline" and r.status == "failed" and r.started_at >= 1002 and r.thread_id == "t2"
+                )
+            )
+        )
+        assert ids(graph="agent", newest_first=False) == expect(lambda r: r.graph == "agent", newest_first=False)
+        assert ids(graph="nothing") == [] and ids(since=2000.0) == []
+        # counts: the same filters; ``limit`` counts at most that many
+        assert conformance_store.count_runs() == 20
+        assert conformance_store.count_runs(graph="agent", status="finished") == len(
+            expect(lambda r: r.graph == "agent" and r.status == "finished")
+        )
+        assert conformance_store.count_runs(since=1005.0, until=1009.0) == 5
+        assert conformance_store.count_runs(thread_id="t1") == 7
+        assert conformance_store.count_runs(limit=3) == 3
+        assert conformance_store.count_runs(graph="agent", limit=4) == 4
+        assert conformance_store.count_runs(mode="strict", limit=100) == 4
+
+    def test_list_runs_pages_by_cursor_and_offset(self, conformance_store):
+        # ties on started_at (three runs per instant) go by run id within the listing's order
+        runs = [_run(f"p{i:02d}", started_at=500.0 + i // 3, graph="g" if i % 4 else "h") for i in range(30)]
+        conformance_store.write(WriteBatch(new_runs=runs))
+        for newest_first in (True, False):
+            for graph in (None, "g"):
+                whole = conformance_store.list_runs(limit=None, newest_first=newest_first, graph=graph)
+                assert len(whole) == (30 if graph is None else 22)
+                starts = [r.started_at for r in whole]
+                assert starts == sorted(starts, reverse=newest_first)
+                for a, b in itertools.pairwise(whole):
+                    assert a.started_at != b.started_at or a.run_id < b.run_id  # ties by run id
+                paged: list[str] = []
+                after = None
+                while True:
+                    page = conformance_store.list_runs(limit=4, newest_first=newest_first, graph=graph, after=after)
+                    paged += [r.run_id for r in page]
+                    if len(page) < 4:
+                        break
+                    after = (page[-1].started_at, page[-1].run_id)
+                assert paged == [r.run_id for r in whole]
+                for offset in (0, 5, 21, 40):
+                    page = conformance_store.list_runs(limit=4, offset=offset, newest_first=newest_first, graph=graph)
+                    assert [r.run_id for r in page] == [r.run_id for r in whole[offset : offset + 4]]
+                rest = conformance_store.list_runs(limit=None, offset=7, newest_first=newest_first, graph=graph)
+                assert [r.run_id for r in rest] == [r.run_id for r in whole[7:]]
+        # a cursor with a time window: the window bounds it on both sides
+        window = conformance_store.list_runs(limit=None, since=503.0, until=506.0, after=(505.0, "p16"))
+        assert [r.run_id for r in window] == ["p17", "p12", "p13", "p14", "p09", "p10", "p11"]
 
     def test_find_runs_by_prefix(self, conformance_store):
         conformance_store.write(WriteBatch(new_runs=[_run("abc_1"), _run("abc%2"), _run("xyz")]))

@@ -124,15 +124,22 @@ async def list_runs(
     mode: str | None = None,
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    cursor: str | None = Query(None, description="the 'next' of the previous page: the page after it"),
 ) -> dict[str, Any]:
+    """A page of runs; ``next`` (null on the last page) is the ``cursor`` of the page after it."""
     tape = _studio(request).tape
-    runs, total = await run_in_threadpool(
+    try:
+        after = tape_views.parse_cursor(cursor) if cursor else None
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    runs, total, following = await run_in_threadpool(
         lambda: tape_views.list_runs(
             tape, graph=graph, status=status, thread_id=thread_id, q=q, since=since, until=until, mode=mode,
-            limit=limit, offset=offset,
+            limit=limit, offset=offset, after=after,
         )
     )  # fmt: skip
-    return {"runs": runs, "total": total}
+    exact = total <= tape_views.TOTAL_LIMIT
+    return {"runs": runs, "total": min(total, tape_views.TOTAL_LIMIT), "total_exact": exact, "next": following}
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail, summary="One run: input, output, children, savings")

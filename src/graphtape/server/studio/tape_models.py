@@ -81,7 +81,11 @@ class RunSummary(BaseModel):
 
 class RunList(BaseModel):
     runs: list[RunSummary]
+    #: how many runs match, counted up to 10,000 (``total_exact`` is false when more match)
     total: int
+    total_exact: bool = True
+    #: the ``cursor`` of the next page (the runs after this page's last), null on the last page
+    next: str | None = None
 
 
 class Savings(BaseModel):

@@ -10,6 +10,9 @@ with the tape's extra keys.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +77,29 @@ def _matches(run: RunRecord, label: str | None, q: str) -> bool:
     return any(needle in (v or "").lower() for v in (run.run_id, run.thread_id, run.graph, label))
 
 
+#: ``total`` of a runs page counts the matching runs up to this many, then says "more" (``total_exact``
+#: false): a count of every run of a big store would cost more than the page.
+TOTAL_LIMIT = 10_000
+
+
+def cursor_of(run: RunRecord) -> str:
+    """The keyset cursor after ``run``: its start time and id, as one URL-safe string."""
+    raw = json.dumps([run.started_at, run.run_id], separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def parse_cursor(text: str) -> tuple[float, str]:
+    """The ``(started_at, run_id)`` a cursor of :func:`cursor_of` holds; ``ValueError`` for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        started, run_id = json.loads(raw)
+    except (ValueError, TypeError, UnicodeDecodeError, binascii.Error):
+        raise ValueError(f"cursor {text[:40]!r} is not one this server gave; use the 'next' of a runs page") from None
+    if isinstance(started, bool) or not isinstance(started, (int, float)) or not isinstance(run_id, str):
+        raise ValueError(f"cursor {text[:40]!r} is not one this server gave; use the 'next' of a runs page")
+    return float(started), run_id
+
+
 def list_runs(
     tape: Tape,
     *,
@@ -86,24 +112,32 @@ def list_runs(
     mode: str | None = None,
     limit: int = 50,
     offset: int = 0,
-) -> tuple[list[dict[str, Any]], int]:
-    """The runs matching every filter given, newest first, one page of them, and how many matched."""
-    runs = tape.store.list_runs(thread_id=thread_id, status=status, limit=None)
-    runs = [
-        r
-        for r in runs
-        if (graph is None or r.graph == graph)
-        and (mode is None or r.mode == mode)
-        and (since is None or r.started_at >= since)
-        and (until is None or r.started_at <= until)
-    ]
-    labels = labels_of(tape, [r.run_id for r in runs]) if q else {}
+    after: tuple[float, str] | None = None,
+) -> tuple[list[dict[str, Any]], int, str | None]:
+    """One page of the runs matching every filter, newest first; how many matched (up to
+    :data:`TOTAL_LIMIT` + 1 without ``q``); the cursor of the next page.
+
+    Without ``q`` the store filters and pages (its indexes: the page costs the same in a big
+    store as in a small one; ``after``, a parsed cursor, continues after the previous page's
+    last run, ``offset`` skips rows). ``q`` matches a substring of the id, thread, graph or label of every run the other
+    filters keep, so it reads each of them and their labels.
+    """
+    filters: dict[str, Any] = {
+        "thread_id": thread_id, "status": status, "graph": graph, "mode": mode, "since": since, "until": until,
+    }  # fmt: skip
     if q:
+        runs = tape.store.list_runs(limit=None, after=after, **filters)
+        labels = labels_of(tape, [r.run_id for r in runs])
         runs = [r for r in runs if _matches(r, labels.get(r.run_id), q)]
-    page = runs[offset : offset + limit]
-    if not q:
+        page, total, more = runs[offset : offset + limit], len(runs), len(runs) > offset + limit
+    else:
+        page = tape.store.list_runs(limit=limit + 1, offset=offset, after=after, **filters)
+        more = len(page) > limit
+        page = page[:limit]
+        total = tape.store.count_runs(limit=TOTAL_LIMIT + 1, **filters)
         labels = labels_of(tape, [r.run_id for r in page])
-    return [run_summary(tape, r, labels.get(r.run_id)) for r in page], len(runs)
+    following = cursor_of(page[-1]) if more and page else None
+    return [run_summary(tape, r, labels.get(r.run_id)) for r in page], total, following
 
 
 # -- calls ----------------------------------------------------------------------------
