@@ -598,3 +598,39 @@ def test_a_message_changed_after_a_call_is_recorded_as_it_ends(tape):
     (call,) = tape.calls(g.last_run_id)
     request = tape.store.get_json(tape.store.get_chain(call.messages_ref)[0])
     assert request["content"] == "original question"  # the request as it was sent
+
+
+def test_a_run_that_ends_with_no_output_has_the_same_final_state_when_replayed(tape):
+    """LangGraph returns None for a run whose output channel was never written, and an interrupted
+    functional-API run has no state values yet: the same on both sides is the same final state."""
+    from langgraph.channels import LastValue
+    from langgraph.func import entrypoint, task
+    from langgraph.pregel import NodeBuilder, Pregel
+
+    @task
+    def double(x: int) -> int:
+        return x * 2
+
+    @entrypoint()
+    def asks(xs: list[int]) -> list:
+        futures = [double(x) for x in xs]
+        return [f.result() for f in futures] + [interrupt("more?")]
+
+    rec = tape.record(asks, name="asks")
+    chunks = list(rec.stream([1, 2], {"configurable": {"thread_id": "t-1"}}))
+    assert any("__interrupt__" in c for c in chunks)
+    result = tape.replay(rec.last_run_id, asks)
+    assert (result.status, result.divergence, result.live) == ("interrupted", None, 0)
+    assert result.output_matches is True
+
+    no_out = Pregel(
+        nodes={"one": NodeBuilder().subscribe_only("input").do(lambda x: x + 1).write_to("between")},
+        channels={"input": LastValue(int), "between": LastValue(int), "output": LastValue(int)},
+        input_channels="input",
+        output_channels="output",
+    )
+    rec = tape.record(no_out, name="no_out")
+    assert rec.invoke(2, {"configurable": {"thread_id": "t-2"}}) is None
+    result = tape.replay(rec.last_run_id, no_out)
+    assert (result.status, result.divergence, result.live) == ("finished", None, 0)
+    assert result.output_matches is True

@@ -281,20 +281,34 @@ def _recorded_input(
     return value, config, started
 
 
+#: the output of a run that ended with none (LangGraph returned None, or the state had no values yet)
+NO_OUTPUT = "(no output)"
+
+
 def _output_ref(tape: Tape, run: RunRecord | None, rows: list[EventRow] | None = None) -> str | None:
-    """The address of the run's output view (``rows``: its events, if read; else ``run``'s are read)."""
+    """The address of the run's output view (``rows``: its events, if read; else ``run``'s are read);
+    :data:`NO_OUTPUT` for a run that ended without one, None when its end is not on the tape."""
     if rows is None:
         if run is None:
             return None
         rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
     rows = _of(rows, events.RunFinished.KIND)
-    return events.RunFinished.from_row(rows[0]).output if rows else None
+    if not rows:
+        return None
+    return events.RunFinished.from_row(rows[0]).output or NO_OUTPUT
 
 
 def _outputs_match(tape: Tape, recorded_ref: str | None, replayed_ref: str | None) -> bool | None:
-    """Whether two output views (by address) show the same output; None when one is missing."""
+    """Whether two output views (by address) show the same output; None when one is missing.
+
+    A run that ended with no output (a Pregel graph whose output channel was never written returns
+    None; an interrupted functional-API run has no state values yet) is compared too: no output on
+    both sides is the same final state, as LangGraph would report it.
+    """
     if recorded_ref is None or replayed_ref is None:
         return None
+    if NO_OUTPUT in (recorded_ref, replayed_ref):
+        return recorded_ref == replayed_ref
     if recorded_ref == replayed_ref:  # the same stored view (a replay of unchanged code, usually)
         return True
     recorded, replayed = tape.store.get_json(recorded_ref), tape.store.get_json(replayed_ref)
