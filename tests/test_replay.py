@@ -634,3 +634,34 @@ def test_a_run_that_ends_with_no_output_has_the_same_final_state_when_replayed(t
     result = tape.replay(rec.last_run_id, no_out)
     assert (result.status, result.divergence, result.live) == ("finished", None, 0)
     assert result.output_matches is True
+
+
+def test_a_tool_given_the_state_is_matched_without_its_messages_ids(tape):
+    """A tool run as a node (or with ``InjectedState``) gets the state, whose messages ``add_messages``
+    stamps with fresh uuids on every execution: its request is matched without them, like a model's."""
+    from langchain_core.tools import tool
+    from langgraph.graph import MessagesState
+
+    @tool(return_direct=True)
+    def get_user_name() -> Command:
+        """Retrieve user name"""
+        return Command(update={"user_name": "Meow"}, graph=Command.PARENT)
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("tool", get_user_name)
+    sub.add_edge(START, "tool")
+
+    class Parent(TypedDict):
+        messages: Annotated[list[AnyMessage], add_messages]
+        user_name: str
+
+    builder = StateGraph(Parent)
+    builder.add_node("alice", sub.compile())
+    builder.add_edge(START, "alice")
+    graph = builder.compile()
+    rec = tape.record(graph, name="parent_command")
+    out = rec.invoke({"messages": [("user", "get user name")]}, {"configurable": {"thread_id": "t-1"}})
+    assert out["user_name"] == "Meow"
+    result = tape.replay(rec.last_run_id, graph)
+    assert (result.status, result.divergence, result.live) == ("finished", None, 0)
+    assert result.served == 1 and result.output_matches is True
