@@ -665,3 +665,24 @@ def test_a_tool_given_the_state_is_matched_without_its_messages_ids(tape):
     result = tape.replay(rec.last_run_id, graph)
     assert (result.status, result.divergence, result.live) == ("finished", None, 0)
     assert result.served == 1 and result.output_matches is True
+
+
+def test_the_recorded_tags_and_metadata_are_given_to_the_replay(tape):
+    """A node may read the run's ``tags`` and ``metadata`` (``config["tags"]``): the replay runs with the
+    recorded ones, as it does with the recorded ``configurable`` keys."""
+    from langchain_core.runnables import RunnableConfig
+
+    class Seen(TypedDict):
+        copies: int
+        who: str
+
+    def leaf(state: Seen, config: RunnableConfig) -> Seen:
+        return {"copies": config["tags"].count("my-tag"), "who": config["metadata"].get("user", "?")}
+
+    graph = StateGraph(Seen).add_node("leaf", leaf).add_edge(START, "leaf").compile()
+    rec = tape.record(graph, name="tags")
+    config = {"configurable": {"thread_id": "t-1"}, "tags": ["my-tag"], "metadata": {"user": "ada"}}
+    assert rec.invoke({"copies": 0, "who": ""}, config) == {"copies": 1, "who": "ada"}
+    result = tape.replay(rec.last_run_id, graph)
+    assert (result.status, result.divergence, result.live) == ("finished", None, 0)
+    assert result.output == {"copies": 1, "who": "ada"} and result.output_matches is True

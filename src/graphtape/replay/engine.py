@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 MODES = ("strict", "flight", "live")
 #: the configurable keys naming where a run started: the replay's own (graphtape.replay.startpoint)
 _START_KEYS = ("checkpoint_id", "checkpoint_ns", "checkpoint_map")
+#: the keys of a recorded run's config (besides ``configurable``) its replay is invoked with
+_REPLAYED_CONFIG = ("recursion_limit", "tags", "metadata", "max_concurrency")
 #: recorded call arguments the replay leaves out: they only print
 _NOT_REPLAYED = ("debug", "print_mode")
 
@@ -601,8 +603,10 @@ def _core(
         for key, v in (rec_config.get("configurable") or {}).items():
             if key not in ("thread_id", *_START_KEYS) and v != serde.REDACTED:
                 config["configurable"][key] = v
-        if "recursion_limit" in rec_config:
-            config["recursion_limit"] = rec_config["recursion_limit"]
+        # the rest of what the run was invoked with that its nodes may read (config["tags"], ...)
+        for key in _REPLAYED_CONFIG:
+            if key in rec_config:
+                config[key] = rec_config[key]
         if new_run_id is not None and index == len(chain) - 1:
             # the run that replays the target gets the id the caller chose (a server answers with it at once)
             config["run_id"] = uuid.UUID(new_run_id)
