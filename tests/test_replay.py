@@ -686,3 +686,31 @@ def test_the_recorded_tags_and_metadata_are_given_to_the_replay(tape):
     result = tape.replay(rec.last_run_id, graph)
     assert (result.status, result.divergence, result.live) == ("finished", None, 0)
     assert result.output == {"copies": 1, "who": "ada"} and result.output_matches is True
+
+
+def test_a_run_of_the_chain_that_ends_otherwise_than_recorded_is_a_divergence(tape):
+    """A node that interrupts only the first time it is called (a counter outside the tape) does not
+    interrupt when the chain is replayed: the resume after it then has nothing to resume and ends
+    as recorded, but the replay did not do what the recording did, so it is not exact."""
+    calls = {"n": 0}
+
+    class Log(TypedDict):
+        log: Annotated[list[str], operator.add]
+
+    def flaky(state: Log) -> Log:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            interrupt("once")
+        return {"log": ["flaky"]}
+
+    graph = StateGraph(Log).add_node("flaky", flaky).add_edge(START, "flaky").compile()
+    rec = tape.record(graph, name="flaky")
+    cfg = {"configurable": {"thread_id": "t-1"}}
+    rec.invoke({"log": []}, cfg)
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    rec.invoke(None, cfg)  # (calls["n"] is 2: flaky does not interrupt again)
+    assert tape.run(rec.last_run_id).status == "finished"
+    result = tape.replay(rec.last_run_id, graph)
+    assert result.status == "diverged"
+    assert result.divergence["reason"] == "the run ended finished; the recorded run ended interrupted"
+    assert len(result.run_ids) == 1

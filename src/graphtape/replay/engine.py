@@ -409,6 +409,35 @@ def _match_interrupts(recorded: list[EventRow], replayed: list[EventRow], read_r
     return out
 
 
+def _ended_otherwise(original: RunRecord, status: str) -> bool:
+    """Whether a replayed run of a chain ended otherwise than the recorded one (interrupted where it
+    finished, or the reverse): the next run would then continue from another state, and may still
+    end as recorded (a resume with nothing to resume), so the difference is reported where it is.
+    A run stopped from outside (cancelled, Ctrl-C) is not held to where it was stopped."""
+    if original.status not in ("finished", "interrupted") or (original.meta or {}).get("stopped_by"):
+        return False
+    return status != original.status
+
+
+def _status_divergence(original: RunRecord, replay_run_id: str, status: str) -> dict[str, Any]:
+    reason = f"the run ended {status}; the recorded run ended {original.status}"
+    hint = (
+        "a node interrupted (or did not) as it did not when recorded: check what decides whether it "
+        "calls interrupt(); a counter or the outside world read directly differs in a replay"
+    )
+    message = f"replay of run {original.run_id} diverged at its end: {reason}; {hint}"
+    return events.Divergence(
+        message=message,
+        run_id=original.run_id,
+        replay_run_id=replay_run_id,
+        kind="state",
+        name="?",
+        reason=reason,
+        diff=f"--- recorded\n+++ replay\n-status: {original.status}\n+status: {status}",
+        hint=hint,
+    ).to_data()
+
+
 def _same_failure(recorded: str | None, replayed: str | None, id_map: dict[str, str]) -> bool:
     """Whether a replayed run's error line (``RunRecord.error``) is the recorded one: equal, with the
     interrupt ids they name taken as equal (an interrupt's id differs in a replay, and LangGraph's
@@ -654,6 +683,11 @@ def _core(
         )
         # the status the recorder gave the run it just ended (no read of the run row back)
         status = recorder.last_status or "finished"
+        if index < len(chain) - 1 and _ended_otherwise(original, status):
+            # (the chain's last run is judged by the caller, who compares its status)
+            divergence = _status_divergence(original, run_ids[-1], status)
+            error, status = divergence["message"], "diverged"
+            break
     if served_totals and status in ("finished", "interrupted"):
         totals = answerer.served_totals().to_dict()
     else:  # the replay's call events, read (those of runs read without them, again)
