@@ -598,3 +598,119 @@ def test_a_message_changed_after_a_call_is_recorded_as_it_ends(tape):
     (call,) = tape.calls(g.last_run_id)
     request = tape.store.get_json(tape.store.get_chain(call.messages_ref)[0])
     assert request["content"] == "original question"  # the request as it was sent
+
+
+def test_a_run_that_ends_with_no_output_has_the_same_final_state_when_replayed(tape):
+    """LangGraph returns None for a run whose output channel was never written, and an interrupted
+    functional-API run has no state values yet: the same on both sides is the same final state."""
+    from langgraph.channels import LastValue
+    from langgraph.func import entrypoint, task
+    from langgraph.pregel import NodeBuilder, Pregel
+
+    @task
+    def double(x: int) -> int:
+        return x * 2
+
+    @entrypoint()
+    def asks(xs: list[int]) -> list:
+        futures = [double(x) for x in xs]
+        return [f.result() for f in futures] + [interrupt("more?")]
+
+    rec = tape.record(asks, name="asks")
+    chunks = list(rec.stream([1, 2], {"configurable": {"thread_id": "t-1"}}))
+    assert any("__interrupt__" in c for c in chunks)
+    result = tape.replay(rec.last_run_id, asks)
+    assert (result.status, result.divergence, result.live) == ("interrupted", None, 0)
+    assert result.output_matches is True
+
+    no_out = Pregel(
+        nodes={"one": NodeBuilder().subscribe_only("input").do(lambda x: x + 1).write_to("between")},
+        channels={"input": LastValue(int), "between": LastValue(int), "output": LastValue(int)},
+        input_channels="input",
+        output_channels="output",
+    )
+    rec = tape.record(no_out, name="no_out")
+    assert rec.invoke(2, {"configurable": {"thread_id": "t-2"}}) is None
+    result = tape.replay(rec.last_run_id, no_out)
+    assert (result.status, result.divergence, result.live) == ("finished", None, 0)
+    assert result.output_matches is True
+
+
+def test_a_tool_given_the_state_is_matched_without_its_messages_ids(tape):
+    """A tool run as a node (or with ``InjectedState``) gets the state, whose messages ``add_messages``
+    stamps with fresh uuids on every execution: its request is matched without them, like a model's."""
+    from langchain_core.tools import tool
+    from langgraph.graph import MessagesState
+
+    @tool(return_direct=True)
+    def get_user_name() -> Command:
+        """Retrieve user name"""
+        return Command(update={"user_name": "Meow"}, graph=Command.PARENT)
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("tool", get_user_name)
+    sub.add_edge(START, "tool")
+
+    class Parent(TypedDict):
+        messages: Annotated[list[AnyMessage], add_messages]
+        user_name: str
+
+    builder = StateGraph(Parent)
+    builder.add_node("alice", sub.compile())
+    builder.add_edge(START, "alice")
+    graph = builder.compile()
+    rec = tape.record(graph, name="parent_command")
+    out = rec.invoke({"messages": [("user", "get user name")]}, {"configurable": {"thread_id": "t-1"}})
+    assert out["user_name"] == "Meow"
+    result = tape.replay(rec.last_run_id, graph)
+    assert (result.status, result.divergence, result.live) == ("finished", None, 0)
+    assert result.served == 1 and result.output_matches is True
+
+
+def test_the_recorded_tags_and_metadata_are_given_to_the_replay(tape):
+    """A node may read the run's ``tags`` and ``metadata`` (``config["tags"]``): the replay runs with the
+    recorded ones, as it does with the recorded ``configurable`` keys."""
+    from langchain_core.runnables import RunnableConfig
+
+    class Seen(TypedDict):
+        copies: int
+        who: str
+
+    def leaf(state: Seen, config: RunnableConfig) -> Seen:
+        return {"copies": config["tags"].count("my-tag"), "who": config["metadata"].get("user", "?")}
+
+    graph = StateGraph(Seen).add_node("leaf", leaf).add_edge(START, "leaf").compile()
+    rec = tape.record(graph, name="tags")
+    config = {"configurable": {"thread_id": "t-1"}, "tags": ["my-tag"], "metadata": {"user": "ada"}}
+    assert rec.invoke({"copies": 0, "who": ""}, config) == {"copies": 1, "who": "ada"}
+    result = tape.replay(rec.last_run_id, graph)
+    assert (result.status, result.divergence, result.live) == ("finished", None, 0)
+    assert result.output == {"copies": 1, "who": "ada"} and result.output_matches is True
+
+
+def test_a_run_of_the_chain_that_ends_otherwise_than_recorded_is_a_divergence(tape):
+    """A node that interrupts only the first time it is called (a counter outside the tape) does not
+    interrupt when the chain is replayed: the resume after it then has nothing to resume and ends
+    as recorded, but the replay did not do what the recording did, so it is not exact."""
+    calls = {"n": 0}
+
+    class Log(TypedDict):
+        log: Annotated[list[str], operator.add]
+
+    def flaky(state: Log) -> Log:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            interrupt("once")
+        return {"log": ["flaky"]}
+
+    graph = StateGraph(Log).add_node("flaky", flaky).add_edge(START, "flaky").compile()
+    rec = tape.record(graph, name="flaky")
+    cfg = {"configurable": {"thread_id": "t-1"}}
+    rec.invoke({"log": []}, cfg)
+    assert tape.run(rec.last_run_id).status == "interrupted"
+    rec.invoke(None, cfg)  # (calls["n"] is 2: flaky does not interrupt again)
+    assert tape.run(rec.last_run_id).status == "finished"
+    result = tape.replay(rec.last_run_id, graph)
+    assert result.status == "diverged"
+    assert result.divergence["reason"] == "the run ended finished; the recorded run ended interrupted"
+    assert len(result.run_ids) == 1

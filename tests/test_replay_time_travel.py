@@ -182,6 +182,24 @@ def test_bulk_update_state_is_replayed_superstep_by_superstep(tape):
     assert_exact(tape, rec, "bulk", result, before)
 
 
+def test_a_copy_of_a_past_checkpoint_with_updates_as_named_tuples(tape):
+    """``update_state(config, [StateUpdate(...)], as_node="__copy__")`` forks a copy of a checkpoint and
+    applies the updates to it: the values are a list of LangGraph's ``StateUpdate`` named tuples,
+    kept on the tape as named tuples (not a repr the replay cannot rebuild)."""
+    from langgraph.types import StateUpdate
+
+    rec = tape.record(build_ask())
+    rec.invoke({"log": []}, cfg("copy"))
+    rec.invoke(Command(resume="hello"), cfg("copy"))
+    past = snapshot_before(rec, "copy", "human").config
+    forked = rec.update_state(past, [StateUpdate(values={"log": ["copied"]}, as_node="human")], as_node="__copy__")
+    rec.invoke(None, forked)
+    assert tape.run(rec.last_run_id).status == "finished"
+    result, before = replay_last(tape, rec)
+    assert_exact(tape, rec, "copy", result, before)
+    assert "copied" in result.output["log"]
+
+
 def test_the_update_is_on_the_tape_of_the_next_run(tape):
     rec = tape.record(build_ask())
     rec.invoke({"log": []}, cfg("ev"))

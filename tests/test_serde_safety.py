@@ -59,6 +59,8 @@ HOSTILE_VALUES = [
     {"t": "pydantic", "c": "subprocess:Popen", "v": ["touch", MARKER]},
     {"t": "pydantic", "c": f"{PAYLOAD_MODULE}:Order", "v": {"order": "A-1"}},
     {"t": "dataclass", "c": "os:system.__call__", "v": {}},
+    {"t": "namedtuple", "c": "os:system", "v": [{"t": "json", "v": f"touch {MARKER}"}]},
+    {"t": "namedtuple", "c": f"{PAYLOAD_MODULE}:Order", "v": [{"t": "json", "v": "A-1"}]},
 ]
 
 
@@ -71,6 +73,8 @@ def test_a_value_naming_a_callable_decodes_as_plain_data(env, payload_module):
     expected = inner["v"] if env["t"] == "enum" else inner
     if env["t"] == "dataclass":
         expected = {k: x["v"] for k, x in inner.items()}
+    if env["t"] == "namedtuple":
+        expected = tuple(x["v"] for x in inner)
     assert value == expected
 
 
@@ -188,6 +192,29 @@ def test_langgraph_command_is_trusted():
 
     cmd = Command(resume={"z": 1, "a": 2})
     assert serde.decode_value(serde.json_round_trip(serde.encode_value(cmd))) == cmd
+
+
+def test_named_tuples_are_rebuilt_when_allowed():
+    """LangGraph's ``StateUpdate`` (a ``NamedTuple``, in ``update_state``'s values) is rebuilt as itself;
+    a named tuple of a class that is not allowed comes back as a plain tuple."""
+    import collections
+
+    from langgraph.types import StateUpdate
+
+    update = [StateUpdate(values={"name": "one*"}, as_node="one")]
+    env = serde.encode_value(update)
+    assert env["v"][0] == {
+        "t": "namedtuple",
+        "c": "langgraph.types:StateUpdate",
+        "v": [{"t": "json", "v": {"name": "one*"}}, {"t": "json", "v": "one"}, {"t": "json", "v": None}],
+    }
+    back = serde.decode_value(serde.json_round_trip(env))
+    assert back == update and type(back[0]) is StateUpdate
+    Point = collections.namedtuple("Point", "x y")
+    env = serde.encode_value(Point(1, 2))
+    with pytest.warns(GraphtapeWarning, match="not an allowed class"):
+        assert serde.decode_value(serde.json_round_trip(env)) == (1, 2)
+    assert serde.decode_value(env, policy=TypePolicy([Point])) == Point(1, 2)
 
 
 # -- hostile golden tapes -------------------------------------------------------------------------

@@ -236,7 +236,10 @@ def encode_value(obj: Any, put: Put | None = None) -> dict[str, Any]:
         return {"t": "decimal", "v": str(obj)}
     if isinstance(obj, bytes):
         return {"t": "bytes", "v": base64.b64encode(obj).decode()}
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+    if isinstance(obj, tuple):
+        if typepolicy.is_kind(type(obj), "namedtuple"):
+            # (LangGraph's StateUpdate in update_state's values, a user's own record type)
+            return {"t": "namedtuple", "c": _qualname(type(obj)), "v": [encode_value(v, put) for v in obj]}
         return {"t": "tuple", "v": [encode_value(v, put) for v in obj]}
     if isinstance(obj, list):
         if all(_is_plain_json(v) for v in obj):
@@ -264,9 +267,9 @@ def classes_named(env: Any) -> Iterator[tuple[str, str]]:
     if not isinstance(env, dict):
         return
     t, v = env.get("t"), env.get("v")
-    if t in ("enum", "pydantic", "dataclass"):
+    if t in ("enum", "pydantic", "dataclass", "namedtuple"):
         yield str(env.get("c")), t
-    if t in ("list", "tuple") and isinstance(v, list):
+    if t in ("list", "tuple", "namedtuple") and isinstance(v, list):
         for x in v:
             yield from classes_named(x)
     elif t in ("dict", "dataclass") and isinstance(v, dict):
@@ -331,6 +334,10 @@ def decode_value(env: dict[str, Any], get: Get | None = None, policy: typepolicy
         return base64.b64decode(v)
     if t == "tuple":
         return tuple(decode_value(x, get, policy) for x in v)
+    if t == "namedtuple":
+        items = [decode_value(x, get, policy) for x in v]
+        cls = _allowed(env, "namedtuple", policy)
+        return tuple(items) if cls is None else cls._make(items)  # type: ignore[attr-defined]
     if t == "list":
         return [decode_value(x, get, policy) for x in v]
     if t == "dict":

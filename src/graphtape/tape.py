@@ -622,7 +622,7 @@ def connect(
     written; keys that look like secrets (``api_key``, ``token``, ...) are
     always redacted. ``prices`` adds or overrides model prices (USD per
     million input/output tokens) used for cost estimates. ``types`` are
-    pydantic models, enums, dataclasses and exception classes that replays
+    pydantic models, enums, dataclasses, named tuples and exception classes that replays
     from this tape may rebuild besides those the graph declares (see
     :func:`graphtape.register_types`).
     """

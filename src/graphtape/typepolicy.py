@@ -99,10 +99,16 @@ HOSTILE_MODULES = frozenset(
 )
 
 #: The kinds of class an envelope can claim.
-KINDS = ("pydantic", "enum", "dataclass", "error")
+KINDS = ("pydantic", "enum", "dataclass", "namedtuple", "error")
 
 #: How messages name each kind.
-LABELS = {"pydantic": "a pydantic model", "enum": "an enum", "dataclass": "a dataclass", "error": "an exception class"}
+LABELS = {
+    "pydantic": "a pydantic model",
+    "enum": "an enum",
+    "dataclass": "a dataclass",
+    "namedtuple": "a named tuple",
+    "error": "an exception class",
+}
 
 _REGISTERED: dict[str, type] = {}
 #: Modules that define ``@graphtape.effect`` functions: user code, like the modules of a graph's nodes.
@@ -126,6 +132,8 @@ def is_kind(obj: Any, kind: str) -> bool:
         return issubclass(obj, enum.Enum)
     if kind == "dataclass":
         return dataclasses.is_dataclass(obj)
+    if kind == "namedtuple":  # (typing.NamedTuple or collections.namedtuple: rebuilt with its _make)
+        return issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple) and hasattr(obj, "_make")
     if kind == "error":
         # Not BaseException: a tape must not be able to raise SystemExit or KeyboardInterrupt.
         return issubclass(obj, Exception)
@@ -142,14 +150,14 @@ def check_types(classes: Iterable[type]) -> tuple[type, ...]:
     for cls in out:
         if kind_of(cls) is None:
             raise TypeError(
-                f"{cls!r} is not a pydantic model, enum, dataclass or exception class; "
+                f"{cls!r} is not a pydantic model, enum, dataclass, named tuple or exception class; "
                 "only those can be rebuilt from a tape"
             )
     return out
 
 
 def register_types(*classes: type) -> None:
-    """Allow these classes to be rebuilt from any tape (pydantic models, enums, dataclasses, exceptions).
+    """Allow these classes to be rebuilt from any tape (pydantic models, enums, dataclasses, named tuples, exceptions).
 
     Classes the graph declares (state and context schemas, node annotations,
     classes defined in the modules of its nodes and tools) are allowed

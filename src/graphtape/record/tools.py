@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from graphtape import serde
@@ -36,8 +36,24 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str
     return tool_input, metadata or None, kwargs.get("tool_call_id")
 
 
+def _request_form(value: Any) -> Any:
+    """A tool's input as its request holds it: the messages in it without their ids.
+
+    A tool run as a node, or with ``InjectedState``, is given the state, whose messages
+    ``add_messages`` stamps with fresh uuids on every execution (as a model's request, see
+    :func:`graphtape.serde.message_for_request`): with them, no replay of it would match.
+    """
+    if isinstance(value, BaseMessage):
+        return serde.message_for_request(value)
+    if isinstance(value, dict):
+        return {k: _request_form(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_request_form(v) for v in value]
+    return value
+
+
 def _begin(session: Session, tool: BaseTool, tool_input: Any, metadata: dict[str, Any] | None) -> Call:
-    request = {"tool": tool.name, "input": serde.to_jsonable(tool_input)}
+    request = {"tool": tool.name, "input": serde.to_jsonable(_request_form(tool_input))}
     request = serde.redact(request, session.tape.redact_keys)
     # the code that answers: a tool fixed since the recording is not served its old answer in flight mode
     return session.begin(

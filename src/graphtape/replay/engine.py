@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 MODES = ("strict", "flight", "live")
 #: the configurable keys naming where a run started: the replay's own (graphtape.replay.startpoint)
 _START_KEYS = ("checkpoint_id", "checkpoint_ns", "checkpoint_map")
+#: the keys of a recorded run's config (besides ``configurable``) its replay is invoked with
+_REPLAYED_CONFIG = ("recursion_limit", "tags", "metadata", "max_concurrency")
 #: recorded call arguments the replay leaves out: they only print
 _NOT_REPLAYED = ("debug", "print_mode")
 
@@ -281,20 +283,34 @@ def _recorded_input(
     return value, config, started
 
 
+#: the output of a run that ended with none (LangGraph returned None, or the state had no values yet)
+NO_OUTPUT = "(no output)"
+
+
 def _output_ref(tape: Tape, run: RunRecord | None, rows: list[EventRow] | None = None) -> str | None:
-    """The address of the run's output view (``rows``: its events, if read; else ``run``'s are read)."""
+    """The address of the run's output view (``rows``: its events, if read; else ``run``'s are read);
+    :data:`NO_OUTPUT` for a run that ended without one, None when its end is not on the tape."""
     if rows is None:
         if run is None:
             return None
         rows = tape.store.events(run.run_id, [events.RunFinished.KIND])
     rows = _of(rows, events.RunFinished.KIND)
-    return events.RunFinished.from_row(rows[0]).output if rows else None
+    if not rows:
+        return None
+    return events.RunFinished.from_row(rows[0]).output or NO_OUTPUT
 
 
 def _outputs_match(tape: Tape, recorded_ref: str | None, replayed_ref: str | None) -> bool | None:
-    """Whether two output views (by address) show the same output; None when one is missing."""
+    """Whether two output views (by address) show the same output; None when one is missing.
+
+    A run that ended with no output (a Pregel graph whose output channel was never written returns
+    None; an interrupted functional-API run has no state values yet) is compared too: no output on
+    both sides is the same final state, as LangGraph would report it.
+    """
     if recorded_ref is None or replayed_ref is None:
         return None
+    if NO_OUTPUT in (recorded_ref, replayed_ref):
+        return recorded_ref == replayed_ref
     if recorded_ref == replayed_ref:  # the same stored view (a replay of unchanged code, usually)
         return True
     recorded, replayed = tape.store.get_json(recorded_ref), tape.store.get_json(replayed_ref)
@@ -391,6 +407,35 @@ def _match_interrupts(recorded: list[EventRow], replayed: list[EventRow], read_r
     # (a tape whose tasks left no namespace to find: in order)
     out.update(zip([rid for rid in rec_ids if rid not in out], free))
     return out
+
+
+def _ended_otherwise(original: RunRecord, status: str) -> bool:
+    """Whether a replayed run of a chain ended otherwise than the recorded one (interrupted where it
+    finished, or the reverse): the next run would then continue from another state, and may still
+    end as recorded (a resume with nothing to resume), so the difference is reported where it is.
+    A run stopped from outside (cancelled, Ctrl-C) is not held to where it was stopped."""
+    if original.status not in ("finished", "interrupted") or (original.meta or {}).get("stopped_by"):
+        return False
+    return status != original.status
+
+
+def _status_divergence(original: RunRecord, replay_run_id: str, status: str) -> dict[str, Any]:
+    reason = f"the run ended {status}; the recorded run ended {original.status}"
+    hint = (
+        "a node interrupted (or did not) as it did not when recorded: check what decides whether it "
+        "calls interrupt(); a counter or the outside world read directly differs in a replay"
+    )
+    message = f"replay of run {original.run_id} diverged at its end: {reason}; {hint}"
+    return events.Divergence(
+        message=message,
+        run_id=original.run_id,
+        replay_run_id=replay_run_id,
+        kind="state",
+        name="?",
+        reason=reason,
+        diff=f"--- recorded\n+++ replay\n-status: {original.status}\n+status: {status}",
+        hint=hint,
+    ).to_data()
 
 
 def _same_failure(recorded: str | None, replayed: str | None, id_map: dict[str, str]) -> bool:
@@ -587,8 +632,10 @@ def _core(
         for key, v in (rec_config.get("configurable") or {}).items():
             if key not in ("thread_id", *_START_KEYS) and v != serde.REDACTED:
                 config["configurable"][key] = v
-        if "recursion_limit" in rec_config:
-            config["recursion_limit"] = rec_config["recursion_limit"]
+        # the rest of what the run was invoked with that its nodes may read (config["tags"], ...)
+        for key in _REPLAYED_CONFIG:
+            if key in rec_config:
+                config[key] = rec_config[key]
         if new_run_id is not None and index == len(chain) - 1:
             # the run that replays the target gets the id the caller chose (a server answers with it at once)
             config["run_id"] = uuid.UUID(new_run_id)
@@ -636,6 +683,11 @@ def _core(
         )
         # the status the recorder gave the run it just ended (no read of the run row back)
         status = recorder.last_status or "finished"
+        if index < len(chain) - 1 and _ended_otherwise(original, status):
+            # (the chain's last run is judged by the caller, who compares its status)
+            divergence = _status_divergence(original, run_ids[-1], status)
+            error, status = divergence["message"], "diverged"
+            break
     if served_totals and status in ("finished", "interrupted"):
         totals = answerer.served_totals().to_dict()
     else:  # the replay's call events, read (those of runs read without them, again)
