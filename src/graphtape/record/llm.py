@@ -379,11 +379,10 @@ def _wrap_gen(original: Any) -> Any:
         if begun is not None:
             _BEGUN.set(None)  # this request only: a model called from inside it is a call of its own
             return LLM.run(*begun, lambda: original(self, messages, stop, run_manager, **kwargs))
-        metadata = getattr(run_manager, "metadata", None)
-        session = current_session(metadata)
+        session = current_session()
         if session is None:
             return original(self, messages, stop, run_manager, **kwargs)
-        call = begin_llm(session, self, messages, stop, kwargs, metadata)
+        call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
         return LLM.run(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
 
     return _generate_with_cache
@@ -404,11 +403,10 @@ def _wrap_agen(original: Any) -> Any:
         if begun is not None:
             _BEGUN.set(None)
             return await LLM.arun(*begun, lambda: original(self, messages, stop, run_manager, **kwargs))
-        metadata = getattr(run_manager, "metadata", None)
-        session = current_session(metadata)
+        session = current_session()
         if session is None:
             return await original(self, messages, stop, run_manager, **kwargs)
-        call = begin_llm(session, self, messages, stop, kwargs, metadata)
+        call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
         return await LLM.arun(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
 
     return _agenerate_with_cache
@@ -429,12 +427,12 @@ def _fast_begin(
     if _SERVING.get() is not None or _BEGUN.get() is not None:
         return None
     # recording, or no run at all: settled before any config is built (langchain's path is the reference)
-    found = current_session(config.get("metadata") if isinstance(config, dict) else None)
+    found = current_session(config if isinstance(config, dict) else None)
     if found is None or not found.answerer.replays:
         return None
     cfg = ensure_config(config)
     metadata = call_metadata(cfg, self)
-    session = current_session(metadata)
+    session = current_session(cfg)
     if session is None or not session.answerer.replays or not nobody_listens(cfg.get("callbacks"), self):
         return None
     messages = _input_messages(self, input)
@@ -540,7 +538,7 @@ def _stream_setup(
     """
     from langchain_core.runnables.config import ensure_config
 
-    session = current_session((config or {}).get("metadata") if isinstance(config, dict) else None)
+    session = current_session(config if isinstance(config, dict) else None)
     if session is None or _SERVING.get() is not None:
         return None, None
     if not self._should_stream(async_api=async_api, **{**kwargs, "stream": True}):
@@ -647,8 +645,8 @@ def _batch_wrapper(name: str) -> Any:
     """A maker of ``name`` (a batch method) with slotted configs while a run is recorded or replayed."""
 
     def configs(inputs: Any, config: Any) -> Any:
-        meta = config.get("metadata") if isinstance(config, dict) else None
-        return _slotted(inputs, config) if inputs and current_session(meta) is not None else config
+        given = config if isinstance(config, dict) else None
+        return _slotted(inputs, config) if inputs and current_session(given) is not None else config
 
     def make(orig: Any) -> Any:
         wrapper: Callable[..., Any]
