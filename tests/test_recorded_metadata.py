@@ -63,9 +63,13 @@ def _norm(value: Any, thread_id: str) -> Any:
     return value
 
 
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}, "metadata": {"user_key": "u"}}
+
+
 def _observed(graph: Any, thread_id: str, seen: list[dict[str, Any]]) -> dict[str, Any]:
     """What a user of ``graph`` sees of a run's metadata on thread ``thread_id``."""
-    config = {"configurable": {"thread_id": thread_id}, "metadata": {"user_key": "u"}}
+    config = _config(thread_id)
     parts = list(graph.stream({"messages": [HumanMessage("hi")]}, config, stream_mode=["messages", "debug"]))
     snapshot = graph.get_state(config)
     out = {
@@ -96,6 +100,13 @@ def test_recorded_run_shows_the_metadata_of_an_unrecorded_one(tape, saver_kind):
     assert recorded_graph.last_run_id is not None and tape.run(recorded_graph.last_run_id).status == "interrupted"
     assert plain["messages"] and plain["debug"] and len(plain["history"]) >= 3
     assert [key for key in plain if recorded[key] != plain[key]] == []
+    # the link from checkpoints to their run is graphtape's own: every checkpoint of the thread is the run's
+    run_id = recorded_graph.last_run_id
+    ids = {
+        s.config["configurable"]["checkpoint_id"] for s in recorded_graph.get_state_history(_config("recorded-thread"))
+    }
+    entries = tape.history("recorded-thread").entries
+    assert ids and ids <= {e.checkpoint_id for e in entries if e.run_id == run_id}
 
 
 async def test_recorded_astream_events_show_the_metadata_of_an_unrecorded_one(tape):
