@@ -83,6 +83,19 @@ def current_session(config: Mapping[str, Any] | None = None) -> Session | None:
     return None
 
 
+def adopt(config: Mapping[str, Any] | None) -> contextvars.Token[Session | None] | None:
+    """Make the run ``config`` carries current, when the calling context has lost it; else None.
+
+    A thread that user code starts without copying the context (``threading.Thread``, a plain
+    ``ThreadPoolExecutor``) has neither the current session nor LangGraph's runnable config, but
+    a call made there with its node's ``config`` names the run. Undo with :func:`reset_current`.
+    """
+    if not config or _CURRENT.get() is not None or var_child_runnable_config.get() is not None:
+        return None
+    session = session_of(config)
+    return _CURRENT.set(session) if session is not None and session.active else None
+
+
 def runnable_metadata() -> dict[str, Any]:
     """The metadata of the runnable this code runs in (LangGraph's task metadata inside a node)."""
     cfg = var_child_runnable_config.get()

@@ -52,7 +52,7 @@ from langchain_core.runnables.config import ensure_config
 
 from graphtape import serde
 from graphtape.calls import BATCH_SLOT_KEY, chat_fingerprint
-from graphtape.record.context import current_session
+from graphtape.record.context import adopt, current_session, reset_current
 from graphtape.record.intercept import CallKind, Interceptor, Patch
 from graphtape.record.serve_fast import call_metadata, nobody_listens
 from graphtape.record.session import Call, Session
@@ -461,6 +461,15 @@ def _wrap_invoke(original: Any) -> Any:
     def invoke(
         self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
     ) -> Any:
+        adopted = adopt(config if isinstance(config, dict) else None)
+        if adopted is None:
+            return _invoke(self, input, config, stop, kwargs)
+        try:  # called on a thread that lost the run's context, with its node's config: the run is found
+            return _invoke(self, input, config, stop, kwargs)
+        finally:
+            reset_current(adopted)
+
+    def _invoke(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]) -> Any:
         begun = _fast_begin(self, input, config, stop, kwargs)
         if begun is None:
             return original(self, input, config, stop=stop, **kwargs)
@@ -480,6 +489,15 @@ def _wrap_ainvoke(original: Any) -> Any:
     async def ainvoke(
         self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
     ) -> Any:
+        adopted = adopt(config if isinstance(config, dict) else None)
+        if adopted is None:
+            return await _ainvoke(self, input, config, stop, kwargs)
+        try:  # (as invoke)
+            return await _ainvoke(self, input, config, stop, kwargs)
+        finally:
+            reset_current(adopted)
+
+    async def _ainvoke(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]) -> Any:
         begun = _fast_begin(self, input, config, stop, kwargs)
         if begun is None:
             return await original(self, input, config, stop=stop, **kwargs)
