@@ -92,8 +92,7 @@ class Patch:
 
 
 def _tap_without_flush(self: TapSaver, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
-    rid = (config.get("metadata") or {}).get(context_mod.RUN_META_KEY)
-    session = context_mod.session_for_run(rid)
+    session = context_mod.session_of(config)
     if session is not None:
         session.on_checkpoint(config, checkpoint, metadata)
 

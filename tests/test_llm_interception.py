@@ -413,3 +413,37 @@ def test_json_mode_sends_no_schema_so_a_schema_edit_is_no_changed_request(tape, 
     assert (result.status, result.served, result.live) == ("finished", 1, 0), result.error
     assert result.output["verdict"] == {"label": "fine", "confidence": 0.5}
     assert len(provider_server.requests) == sent
+
+
+@pytest.mark.parametrize("api", ["stream", "invoke"])
+def test_a_call_on_a_thread_without_the_run_context_but_with_its_config_is_recorded_and_served(tape, api):
+    """A node that calls its model on a thread it started itself (no context copied) and hands it
+    its ``config``: the run is found from the config (graphtape's run id rides in its ``configurable``)."""
+    import threading
+
+    from langchain_core.runnables import RunnableConfig
+
+    def build_threaded():
+        model = SyncOnly()
+
+        def ask(s: Answer, config: RunnableConfig):
+            box: dict[str, Any] = {}
+            worker = threading.Thread(target=lambda: box.update(msg=model.invoke(QUESTION, config)))
+            worker.start()
+            worker.join()
+            return {"answer": _text(box["msg"])}
+
+        b = StateGraph(Answer)
+        b.add_node("ask", ask)
+        b.add_edge(START, "ask")
+        return b.compile()
+
+    rec = tape.record(build_threaded(), name="threaded")
+    cfg = {"configurable": {"thread_id": f"threaded-{api}"}}
+    out = rec.invoke({}, cfg) if api == "invoke" else list(rec.stream({}, cfg, stream_mode="values"))[-1]
+    run_id = rec.last_run_id
+    assert len(tape.store.events(run_id, ["llm_call"])) == 1
+    with forbid():
+        result = tape.replay(run_id, build_threaded(), mode="strict")
+    assert (result.status, result.served, result.live) == ("finished", 1, 0)
+    assert result.output == out

@@ -2,9 +2,11 @@
 
 The wrapper changes nothing in the user's graph. It
 
-* puts ``graphtape_run_id`` into the run's config metadata (LangGraph
-  copies it into every checkpoint's metadata and every nested runnable's
-  metadata, which is how interceptions find their run),
+* puts the run id into the run's ``configurable`` (``context.RUN_CONF_KEY``:
+  LangGraph hands it to every task, nested runnable, subgraph and
+  checkpoint write, which is how interceptions find their run, and shows it
+  in no metadata or stream part, so the user sees what an unrecorded run
+  shows),
 * records its node tasks (LangGraph's task runner, wrapped by
   ``record/task_runner.py``, finds the run from that id; no callback handler),
 * wraps the checkpointer (the user's, or graphtape's default beside the
@@ -33,7 +35,7 @@ from graphtape.record import install, task_runner
 from graphtape.record import writer as writer_mod
 from graphtape.record.answer import RECORD, ReplayPlan
 from graphtape.record.checkpoints import FLUSHER, TapSaver
-from graphtape.record.context import RUN_META_KEY
+from graphtape.record.context import RUN_CONF_KEY
 from graphtape.record.session import Session
 from graphtape.record.tasks import TaskCallbacks, TaskRecorder
 from graphtape.record.updates import UpdateCall
@@ -261,7 +263,7 @@ class RecordedGraph:
             self._history_messages -= len(history[0])
             session.writer.carry(history)
         session.types = self.types
-        config["metadata"] = {**(config.get("metadata") or {}), RUN_META_KEY: session.run_id}
+        configurable[RUN_CONF_KEY] = session.run_id  # (the config's own copy, made above)
         tasks = TaskRecorder(session)
         if task_runner.installed():
             task_runner.register(session.run_id, tasks)

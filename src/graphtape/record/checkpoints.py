@@ -1,9 +1,9 @@
 """A checkpoint saver wrapper that links LangGraph's checkpoints to the tape.
 
 Every ``put`` is delegated to the user's saver and then becomes a
-``checkpoint`` event on the run that wrote it; the run is found through
-``graphtape_run_id`` in the checkpoint metadata, which LangGraph copies from
-the run's config. The tape's buffered rows are written at most every
+``checkpoint`` event on the run that wrote it; the run is found through the
+run id in the config LangGraph writes with (``context.RUN_CONF_KEY`` in its
+``configurable``, never in the stored metadata). The tape's buffered rows are written at most every
 ``FLUSH_INTERVAL`` (50 ms) of the run, by a thread of their own (see
 :class:`TapeFlusher`), and at the end of the run. (graphtape's own saver does
 not need this wrapper: it writes the tape in each checkpoint's transaction.)
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from graphtape.record.context import RUN_META_KEY, SESSIONS, session_for_run
+from graphtape.record.context import RUN_CONF_KEY, SESSIONS, session_of
 from graphtape.record.writer import FLUSH_INTERVAL
 
 if TYPE_CHECKING:
@@ -31,8 +31,7 @@ if TYPE_CHECKING:
 def note_interrupts(config: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
     """Tell the run that a task paused on ``interrupt()`` (its status then needs a state read)."""
     if any(channel == INTERRUPT for channel, _ in writes):
-        rid = (config.get("metadata") or {}).get(RUN_META_KEY)
-        session = session_for_run(rid)
+        session = session_of(config)
         if session is not None:
             session.saw_interrupt = True
 
@@ -244,9 +243,8 @@ class TapSaver(BaseCheckpointSaver):
         return self if inner is self.inner else TapSaver(inner)
 
     def _tap(self, config: dict[str, Any], checkpoint: Any, metadata: Any) -> None:
-        # Savers merge the config's metadata into the stored metadata themselves,
-        # so the run id is found on the config, not on ``metadata``.
-        rid = (config.get("metadata") or {}).get(RUN_META_KEY) or (metadata or {}).get(RUN_META_KEY)
+        conf = config.get("configurable")
+        rid = conf.get(RUN_CONF_KEY) if conf else None
         session = SESSIONS.get(rid) if rid else None
         if session is not None:
             session.on_checkpoint(config, checkpoint, metadata)

@@ -52,7 +52,7 @@ from langchain_core.runnables.config import ensure_config
 
 from graphtape import serde
 from graphtape.calls import BATCH_SLOT_KEY, chat_fingerprint
-from graphtape.record.context import current_session
+from graphtape.record.context import adopt, current_session, reset_current
 from graphtape.record.intercept import CallKind, Interceptor, Patch
 from graphtape.record.serve_fast import call_metadata, nobody_listens
 from graphtape.record.session import Call, Session
@@ -379,11 +379,10 @@ def _wrap_gen(original: Any) -> Any:
         if begun is not None:
             _BEGUN.set(None)  # this request only: a model called from inside it is a call of its own
             return LLM.run(*begun, lambda: original(self, messages, stop, run_manager, **kwargs))
-        metadata = getattr(run_manager, "metadata", None)
-        session = current_session(metadata)
+        session = current_session()
         if session is None:
             return original(self, messages, stop, run_manager, **kwargs)
-        call = begin_llm(session, self, messages, stop, kwargs, metadata)
+        call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
         return LLM.run(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
 
     return _generate_with_cache
@@ -404,11 +403,10 @@ def _wrap_agen(original: Any) -> Any:
         if begun is not None:
             _BEGUN.set(None)
             return await LLM.arun(*begun, lambda: original(self, messages, stop, run_manager, **kwargs))
-        metadata = getattr(run_manager, "metadata", None)
-        session = current_session(metadata)
+        session = current_session()
         if session is None:
             return await original(self, messages, stop, run_manager, **kwargs)
-        call = begin_llm(session, self, messages, stop, kwargs, metadata)
+        call = begin_llm(session, self, messages, stop, kwargs, getattr(run_manager, "metadata", None))
         return await LLM.arun(session, call, lambda: original(self, messages, stop, run_manager, **kwargs))
 
     return _agenerate_with_cache
@@ -429,12 +427,12 @@ def _fast_begin(
     if _SERVING.get() is not None or _BEGUN.get() is not None:
         return None
     # recording, or no run at all: settled before any config is built (langchain's path is the reference)
-    found = current_session(config.get("metadata") if isinstance(config, dict) else None)
+    found = current_session(config if isinstance(config, dict) else None)
     if found is None or not found.answerer.replays:
         return None
     cfg = ensure_config(config)
     metadata = call_metadata(cfg, self)
-    session = current_session(metadata)
+    session = current_session(cfg)
     if session is None or not session.answerer.replays or not nobody_listens(cfg.get("callbacks"), self):
         return None
     messages = _input_messages(self, input)
@@ -463,6 +461,15 @@ def _wrap_invoke(original: Any) -> Any:
     def invoke(
         self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
     ) -> Any:
+        adopted = adopt(config if isinstance(config, dict) else None)
+        if adopted is None:
+            return _invoke(self, input, config, stop, kwargs)
+        try:  # called on a thread that lost the run's context, with its node's config: the run is found
+            return _invoke(self, input, config, stop, kwargs)
+        finally:
+            reset_current(adopted)
+
+    def _invoke(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]) -> Any:
         begun = _fast_begin(self, input, config, stop, kwargs)
         if begun is None:
             return original(self, input, config, stop=stop, **kwargs)
@@ -482,6 +489,15 @@ def _wrap_ainvoke(original: Any) -> Any:
     async def ainvoke(
         self: BaseChatModel, input: Any, config: Any = None, *, stop: list[str] | None = None, **kwargs: Any
     ) -> Any:
+        adopted = adopt(config if isinstance(config, dict) else None)
+        if adopted is None:
+            return await _ainvoke(self, input, config, stop, kwargs)
+        try:  # (as invoke)
+            return await _ainvoke(self, input, config, stop, kwargs)
+        finally:
+            reset_current(adopted)
+
+    async def _ainvoke(self: BaseChatModel, input: Any, config: Any, stop: Any, kwargs: dict[str, Any]) -> Any:
         begun = _fast_begin(self, input, config, stop, kwargs)
         if begun is None:
             return await original(self, input, config, stop=stop, **kwargs)
@@ -540,7 +556,7 @@ def _stream_setup(
     """
     from langchain_core.runnables.config import ensure_config
 
-    session = current_session((config or {}).get("metadata") if isinstance(config, dict) else None)
+    session = current_session(config if isinstance(config, dict) else None)
     if session is None or _SERVING.get() is not None:
         return None, None
     if not self._should_stream(async_api=async_api, **{**kwargs, "stream": True}):
@@ -647,8 +663,8 @@ def _batch_wrapper(name: str) -> Any:
     """A maker of ``name`` (a batch method) with slotted configs while a run is recorded or replayed."""
 
     def configs(inputs: Any, config: Any) -> Any:
-        meta = config.get("metadata") if isinstance(config, dict) else None
-        return _slotted(inputs, config) if inputs and current_session(meta) is not None else config
+        given = config if isinstance(config, dict) else None
+        return _slotted(inputs, config) if inputs and current_session(given) is not None else config
 
     def make(orig: Any) -> Any:
         wrapper: Callable[..., Any]

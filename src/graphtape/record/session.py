@@ -696,8 +696,6 @@ def _config_for_tape(config: dict[str, Any]) -> dict[str, Any]:
         for k, v in (config.get("configurable") or {}).items()
         if not k.startswith("__") or (k in _LANGGRAPH_BEHAVIOUR_KEYS and isinstance(v, _PLAIN))
     }
-    if "metadata" in config:
-        out["metadata"] = {k: v for k, v in config["metadata"].items() if k != context.RUN_META_KEY}
     return out
 
 

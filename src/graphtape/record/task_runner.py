@@ -14,7 +14,7 @@ gets a :class:`~graphtape.record.tasks.TaskCallbacks` handler on its own run
 instead (not inherited by the runnables inside it).
 
 Inert for every task whose run is not being recorded: the run is found from
-the ``graphtape_run_id`` in the task's metadata (``record/context.py``), and
+the run id in the task's ``configurable`` (``record/context.py``), and
 only runs opened by :class:`~graphtape.recorder.RecordedGraph` register a
 recorder here. Removed by ``graphtape.record.uninstall()``; if LangGraph's
 runner is not where it is expected, nothing is installed and the recorder
@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackManager
 
-from graphtape.record.context import RUN_META_KEY
+from graphtape.record.context import RUN_CONF_KEY
 from graphtape.record.intercept import Interceptor, Patch, PatchOnDemand
 from graphtape.record.tasks import Opened, TaskCallbacks, TaskRecorder, step_tagged
 
@@ -57,15 +57,15 @@ def unregister(run_id: str) -> None:
 
 
 def _recorders_for(task: Any) -> tuple[TaskRecorder, ...]:
-    """The recorders of ``task``: its run's (found from its metadata) after the enclosing runs' ones.
+    """The recorders of ``task``: its run's (found from its config) after the enclosing runs' ones.
 
     Only tasks the callback handler saw: runs LangGraph tags ``graph:step:<n>`` (a task's own callback
     manager; see tasks.py). A functional-API task called with its caller's callbacks is not tagged, and
     a ``RunnableCallable`` proc that opens no run sent no callback.
     """
     config = task.config
-    md = config.get("metadata")
-    rid = md.get(RUN_META_KEY) if md else None
+    conf = config.get("configurable")
+    rid = conf.get(RUN_CONF_KEY) if conf else None
     recorder = _RECORDERS.get(rid) if rid is not None else None
     enclosing = _ENCLOSING.get()
     if recorder is None and not enclosing:

@@ -27,13 +27,16 @@ from graphtape.record.intercept import CallKind, Interceptor, Patch
 from graphtape.record.session import Call, Session
 
 
-def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, str | None]:
+def _split(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, dict[str, Any], dict[str, Any] | None, str | None]:
+    """A tool call's input, config, metadata and tool call id, from ``BaseTool.run``'s arguments."""
     tool_input = args[0] if args else kwargs.get("tool_input")
     config = kwargs.get("config") or {}
     metadata = dict(config.get("metadata") or {})
     if kwargs.get("metadata"):
         metadata.update(kwargs["metadata"])
-    return tool_input, metadata or None, kwargs.get("tool_call_id")
+    return tool_input, config, metadata or None, kwargs.get("tool_call_id")
 
 
 def _request_form(value: Any) -> Any:
@@ -115,8 +118,8 @@ TOOL = CallKind(present=_present)
 
 def _wrap_run(original: Any) -> Any:
     def run(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
-        tool_input, metadata, tool_call_id = _split(args, kwargs)
-        session = current_session(metadata)
+        tool_input, config, metadata, tool_call_id = _split(args, kwargs)
+        session = current_session(config)
         if session is None:
             return original(self, *args, **kwargs)
         call = _begin(session, self, tool_input, metadata)
@@ -129,8 +132,8 @@ def _wrap_run(original: Any) -> Any:
 
 def _wrap_arun(original: Any) -> Any:
     async def arun(self: BaseTool, *args: Any, **kwargs: Any) -> Any:
-        tool_input, metadata, tool_call_id = _split(args, kwargs)
-        session = current_session(metadata)
+        tool_input, config, metadata, tool_call_id = _split(args, kwargs)
+        session = current_session(config)
         if session is None:
             return await original(self, *args, **kwargs)
         call = _begin(session, self, tool_input, metadata)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from graphtape import clock, events, serde
 from graphtape.errors import Divergence, ReplayError, StoreError
 from graphtape.record.answer import ReplayPlan
+from graphtape.record.context import LEGACY_RUN_META_KEY
 from graphtape.record.session import one_line_error
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.lineage import recovered_line
@@ -889,7 +890,8 @@ def _copy_checkpoint(saver: Any, thread_id: str, checkpoint_id: str, new_thread:
             "replay from the run's input instead, or use the checkpointer the run was recorded with"
         )
     checkpoint = source.checkpoint
-    metadata = {k: v for k, v in (source.metadata or {}).items() if k != "graphtape_run_id"}
+    # (a checkpoint of a tape written before context.RUN_CONF_KEY holds its run's id in its metadata)
+    metadata = {k: v for k, v in (source.metadata or {}).items() if k != LEGACY_RUN_META_KEY}
     saver.put(
         {"configurable": {"thread_id": new_thread, "checkpoint_ns": ""}},
         checkpoint,

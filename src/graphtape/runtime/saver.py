@@ -46,7 +46,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from graphtape import serde
 from graphtape.jsontext import one_shot
 from graphtape.record.checkpoints import note_interrupts
-from graphtape.record.context import RUN_META_KEY, SESSIONS, session_for_run
+from graphtape.record.context import LEGACY_RUN_META_KEY, RUN_CONF_KEY, SESSIONS, session_of
 from graphtape.runtime.saver_values import ChainedLists, chainable, chained_head
 from graphtape.store.base import CheckpointRow, TapeStore, WriteBatch, WriteRow
 
@@ -206,7 +206,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
     @staticmethod
     def _session(config: RunnableConfig) -> Any:
         """The recording session of the run that wrote through ``config``, or None (not recorded)."""
-        return session_for_run((config.get("metadata") or {}).get(RUN_META_KEY))
+        return session_of(config)
 
     def _write(
         self,
@@ -401,7 +401,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
         else:
             last_versions = last_values = _NOTHING
             parent_source = None
-        rid = (config.get("metadata") or _NOTHING).get(RUN_META_KEY)
+        rid = conf.get(RUN_CONF_KEY)
         session = SESSIONS.get(rid) if rid else None
         addresses: dict[str, str] = {}
         for channel, value in values.items():
@@ -431,7 +431,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             checkpoint_ns,
             checkpoint_id,
             parent_id,
-            str(full_metadata.get("run_id") or full_metadata.get(RUN_META_KEY) or "") or None,
+            str(full_metadata.get("run_id") or rid or full_metadata.get(LEGACY_RUN_META_KEY) or "") or None,
             step,
             source,
             str(checkpoint.get("ts", "")),
@@ -488,7 +488,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             )
         if replace and any(channel == INTERRUPT for channel, _ in writes):
             note_interrupts(config, writes)
-        rid = (config.get("metadata") or _NOTHING).get(RUN_META_KEY)
+        rid = conf.get(RUN_CONF_KEY)
         self._write(SESSIONS.get(rid) if rid else None, batch, defer=True)
 
     def delete_thread(self, thread_id: str) -> None:

@@ -39,6 +39,10 @@ class StoreNotFound(StoreError):
     (``open_store(url, create=False)``; importable from :mod:`graphtape.store`)."""
 
 
+#: The key of a recorded run's id in the checkpoint metadata of stores written before the run id moved
+#: out of the metadata a user sees (``record/context.py``): still read, never written.
+LEGACY_RUN_META_KEY = "graphtape_run_id"
+
 #: Run statuses. ``running`` is also what a crashed run looks like.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "diverged", "crashed")
 
@@ -477,18 +481,23 @@ class TapeStore(abc.ABC):
         :data:`~graphtape.store.listing.CheckpointMatch` tuples, in no particular order.
 
         ``thread_id``: in that thread only; ``outside_runs``: only checkpoints
-        written outside any recorded run (no ``graphtape_run_id`` in their
-        metadata). A backend may stop after 50 matches: enough to say a
-        prefix is ambiguous.
+        written outside any recorded run (their row names no run on this
+        store, and their metadata has no ``graphtape_run_id``, where a tape
+        written before ``context.RUN_CONF_KEY`` kept the run's id). A backend
+        may stop after 50 matches: enough to say a prefix is ambiguous.
         """
         rows = self.list_checkpoints(
-            thread_id=thread_id, metadata_filter={"graphtape_run_id": None} if outside_runs else None
+            thread_id=thread_id, metadata_filter={LEGACY_RUN_META_KEY: None} if outside_runs else None
         )
-        return [
+        found = [
             (r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.run_id, r.step, r.source)
             for r in rows
             if r.checkpoint_id.startswith(prefix)
         ]
+        if outside_runs:
+            # (a row's run_id is a recorded run's id, or the "run_id" of an unrecorded run's metadata)
+            found = [m for m in found if m[3] is None or self.get_run(m[3]) is None]
+        return found
 
     def used_bytes(self) -> int | None:
         """Bytes the store occupies, when the backend knows it cheaply (free space excluded); else None.

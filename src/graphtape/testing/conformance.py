@@ -401,6 +401,15 @@ class StoreConformance:
             ("t2", "", "1f0b-1", None, 0, "update")
         ]
         assert conformance_store.find_checkpoints("1f0a", outside_runs=True) == []
+        # a recorded run's checkpoint names its run in its row only (its metadata is the user's); an
+        # unrecorded run's "run_id" metadata (LangGraph's server sets one) names no run on the store
+        recorded = _run(thread_id="t3")
+        in_run = dataclasses.replace(_checkpoint("t3", "1f0c-1", step=1, source="loop"), run_id=recorded.run_id)
+        outside = _checkpoint("t3", "1f0c-2", step=2, source="loop", run_id="a-server-run")
+        conformance_store.write(WriteBatch(new_runs=[recorded], checkpoints=[in_run, outside]))
+        assert conformance_store.find_checkpoints("1f0c", outside_runs=True) == [
+            ("t3", "", "1f0c-2", "a-server-run", 2, "loop")
+        ]
         if conformance_store.finds_checkpoints_by_prefix:
             assert [m[2] for m in conformance_store.find_checkpoints("1f0b-")] == ["1f0b-1"]
 

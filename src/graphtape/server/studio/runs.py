@@ -6,7 +6,9 @@
 store claims it and calls :meth:`Runs.execute`, which runs the graph recorded
 through graphtape (``tape.record``) on the run's thread, so it is on the tape
 like any other run; its graphtape run id is the HTTP run id (and is in the
-run's metadata as ``graphtape_run_id``). Everything the graph streams goes
+run's metadata as ``graphtape_run_id``; the graph is not given that key, so
+its checkpoints and stream parts carry the metadata LangGraph's server
+gives a graph). Everything the graph streams goes
 through the run's publisher (:mod:`graphtape.server.studio.publish`), whose
 ``emit`` appends to the run's event log in the store.
 
@@ -249,6 +251,10 @@ def _check_config(config: dict[str, Any] | None) -> None:
         raise BadRequest("config.tags must be a list of strings")
 
 
+#: the key of the graphtape run id in an HTTP run's metadata (the API's run record, not the graph's config)
+GRAPHTAPE_RUN_KEY = "graphtape_run_id"
+
+
 def graph_config(run: QueuedRun, *, graphtape_run_id: str | None = None, resume: bool = False) -> dict[str, Any]:
     """The LangGraph config of a run, from its stored kwargs (so any worker can rebuild it).
 
@@ -264,7 +270,11 @@ def graph_config(run: QueuedRun, *, graphtape_run_id: str | None = None, resume:
     config: dict[str, Any] = {k: given[k] for k in ("tags", "recursion_limit", "max_concurrency") if k in given}
     config["configurable"] = configurable
     config["run_id"] = uuid.UUID(graphtape_run_id or run.run_id)
-    config["metadata"] = {**(given.get("metadata") or {}), **run.metadata}
+    # the run's own metadata, as LangGraph's server passes it to the graph, without graphtape's key:
+    # it would be copied into every checkpoint and stream part (the graph's run is found by its run id)
+    metadata = {**(given.get("metadata") or {}), **run.metadata}
+    metadata.pop(GRAPHTAPE_RUN_KEY, None)
+    config["metadata"] = metadata
     return config
 
 
@@ -405,7 +415,7 @@ class Runs:
             "assistant_id": assistant.assistant_id,
             "thread_id": thread.thread_id,
             "run_id": run_id,
-            "graphtape_run_id": run_id,
+            GRAPHTAPE_RUN_KEY: run_id,
         }
         row = QueuedRun(
             run_id, thread.thread_id, assistant.assistant_id, assistant.graph_id, kwargs, metadata,
