@@ -138,6 +138,12 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods | {"OPTIONS"}) if methods else []
 
 
+def _routed(app: FastAPI, scope: Any) -> bool:
+    """Whether a route of the app serves the request's method at its path (else the router answers
+    404 or 405 without running anything)."""
+    return any(route.matches(scope)[0] == Match.FULL for route in app.router.routes)
+
+
 _DOCS_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>graphtape Studio API</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}code{background:#f3f3f3;padding:0 .3em}
@@ -320,5 +326,6 @@ def create_app(
         token=token,
         hosts=HostRule(bind_host, allowed_hosts),
         cors_origins=cors_origins,
+        routed=lambda scope: _routed(app, scope),
     )
     return app

@@ -157,7 +157,9 @@ class Guard:
     """ASGI middleware: the Host, token, cross-site, content type and body size checks (module docstring).
 
     ``openapi``: the app's OpenAPI document, which says what body types each route takes (see
-    :class:`BodyTypes`); ``cors_origins``: the origins configured beside the loopback ones."""
+    :class:`BodyTypes`); ``cors_origins``: the origins configured beside the loopback ones;
+    ``routed``: whether a route of the app serves a request (its method and path), so that a
+    request none serves gets the router's 404 or 405 rather than a 415 about its body."""
 
     def __init__(
         self,
@@ -168,8 +170,10 @@ class Guard:
         token: str | None,
         hosts: HostRule,
         cors_origins: Sequence[str] = (),
+        routed: Callable[[Scope], bool] | None = None,
     ):
         self.app = app
+        self.routed = routed
         self.body_types = BodyTypes(openapi)
         self.max_body_bytes = max_body_bytes
         self.token = token
@@ -341,6 +345,8 @@ class Guard:
     # -- body types --------------------------------------------------------------------------
 
     def _type_refused(self, scope: Scope, headers: dict[str, str]) -> Response | None:
+        if self.routed is not None and not self.routed(scope):
+            return None  # no route serves it: the router answers 404 or 405 before anything reads the body
         method, path = str(scope.get("method")), str(scope.get("path", ""))
         takes = self.body_types.of(method, path)
         given = headers.get("content-type", "").partition(";")[0].strip().lower()

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from graphtape.server.studio.bounds import MAX_POSITION
+
 __all__ = [
     "Assistant",
     "AssistantCreate",
@@ -105,7 +107,7 @@ class AssistantSearch(_Request):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     limit: int = Field(10, ge=0, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_POSITION)
 
 
 class GraphStructure(_Response):
@@ -187,7 +189,7 @@ class ThreadSearch(_Request):
     status: ThreadStatus | None = None
     ids: list[str] | None = None
     limit: int = Field(10, ge=0, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_POSITION)
     select: list[ThreadField] | None = Field(None, description="the fields to answer (all when not given)")
 
 

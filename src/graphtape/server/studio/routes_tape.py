@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from graphtape import events, serde
 from graphtape.errors import GraphtapeError, InvalidEdit, ReplayError, RunNotFound, StoreError, TapeFormatError
 from graphtape.server.studio import tape_views
+from graphtape.server.studio.bounds import MAX_POSITION
 from graphtape.server.studio.debug_sessions import DebugEntry, apply_breakpoints
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound, StudioProblem
 from graphtape.server.studio.tape_models import (
@@ -122,7 +123,7 @@ async def list_runs(
     until: float | None = None,
     mode: str | None = None,
     limit: int = Query(50, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_POSITION),
 ) -> dict[str, Any]:
     tape = _studio(request).tape
     runs, total = await run_in_threadpool(
@@ -146,7 +147,10 @@ async def get_timeline(request: Request, run_id: str) -> dict[str, Any]:
 
 @router.get("/runs/{run_id}/events", response_model=EventPage, summary="The run's raw tape events")
 async def get_events(
-    request: Request, run_id: str, after: int = -1, limit: int = Query(1000, ge=1, le=10000)
+    request: Request,
+    run_id: str,
+    after: int = Query(-1, le=MAX_POSITION),
+    limit: int = Query(1000, ge=1, le=10000),
 ) -> dict[str, Any]:
     """Events with ``seq > after`` (every event by default: seqs start at 0), at most ``limit``."""
     tape = _studio(request).tape
@@ -171,7 +175,7 @@ async def get_events(
 async def stream_events(
     request: Request,
     run_id: str,
-    after: int | None = None,
+    after: int | None = Query(None, le=MAX_POSITION),
     last_event_id: str | None = Header(None),
 ) -> StreamingResponse:
     """SSE: ``id: <seq>``, ``event: <kind>``, ``data: <event JSON>``, read from the store as written."""
