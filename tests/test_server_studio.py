@@ -574,7 +574,9 @@ async def test_json_nested_too_deep_is_refused_before_parsing_and_never_stored(t
         assert found == []  # refused, so not stored
         r = await client.post("/runs/wait", json={"assistant_id": "slow", "input": {"seconds": 0, "x": nested(900)}})
         assert_error(r, 422, "the limit is 50")
-        r = await client.post("/threads", content=b'{"metadata": ' + b"[" * 5000, headers={"content-type": "x"})
+        r = await client.post(
+            "/threads", content=b'{"metadata": ' + b"[" * 5000, headers={"content-type": "application/json"}
+        )
         assert_error(r, 422, "5001 levels")  # not even JSON: refused before a parser recurses into it
 
         tid = (await client.post("/threads", json={"metadata": {"k": nested(48), "s": "[[[[" * 100}})).json()

@@ -136,8 +136,12 @@ def test_deep_bodies_on_every_route_of_a_real_server_get_a_4xx_and_every_thread_
                     for name in ("run_id", "checkpoint_id", "assistant_id", "session_id", "call_id"):
                         url = url.replace("{" + name + "}", "x")
                     r = client.request(method.upper(), url, json=body)
-                    tried += 1
                     assert r.status_code < 500, (method, path, r.status_code, r.text[:300])
+                    takes = (operations[method].get("requestBody") or {}).get("content") or {}
+                    if takes and "application/json" not in takes:  # a tape file: JSON is the wrong type
+                        assert r.status_code == 415, (method, path, r.text[:300])
+                        continue
+                    tried += 1
                     if r.status_code == 422 and "levels deep" in r.text:
                         assert "the limit is 100" in r.json()["error"]
                         refused += 1
