@@ -168,6 +168,10 @@ ThreadField = Literal[
 ]
 
 
+#: what ``POST /threads/search`` sorts by (LangGraph's ``sort_by``)
+ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
+
+
 class ThreadCreate(_Request):
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
@@ -190,6 +194,8 @@ class ThreadSearch(_Request):
     ids: list[str] | None = None
     limit: int = Field(10, ge=0, le=1000)
     offset: int = Field(0, ge=0, le=MAX_POSITION)
+    sort_by: ThreadSortBy | None = Field(None, description="the field to sort by (updated_at when not given)")
+    sort_order: Literal["asc", "desc"] | None = Field(None, description="desc (newest, or last, first) when not given")
     select: list[ThreadField] | None = Field(None, description="the fields to answer (all when not given)")
 
 
