@@ -174,3 +174,48 @@ async def test_an_ended_server_run_keeps_no_secret_in_the_run_queue(store_url):
     dump = raw_dump(store_url)
     assert b"blue" in dump  # the dump sees the run's other values
     assert found_in(dump) == []
+
+
+def test_a_pending_run_ended_by_a_newer_runs_strategy_is_never_seen_with_its_secrets(store_url):
+    """A newer run's ``interrupt``/``rollback`` strategy ends the thread's pending run and redacts
+    its kwargs in the same transaction or script: a process that learns of the end (the queue's
+    ``ended`` notice) and reads the run at once finds no secret in it."""
+    import threading
+    import time
+
+    from graphtape.store.runqueue import QueuedRun, run_queue_for
+
+    kwargs = {"config": {"configurable": SECRETS}}
+    with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
+        speaker, reader = run_queue_for(tape), run_queue_for(tape)
+        read: dict[str, str] = {}  # run id -> its kwargs and metadata as read when its end was announced
+        everything = threading.Event()
+        try:
+
+            def on_notice(what: str, run_id: str) -> None:
+                if what == "ended" and run_id.startswith("pending-"):
+                    row = reader.get(run_id)
+                    assert row is not None
+                    read[run_id] = json.dumps([row.status, row.kwargs, row.metadata])
+                    if len(read) == 20:
+                        everything.set()
+
+            stop = reader.listen(on_notice)
+            if stop is None:
+                pytest.skip("this backend sends no notices (its queue is polled): nothing can read in between")
+            try:
+                time.sleep(0.5)  # subscribed
+                for n in range(20):
+                    meta = {"auth_token": META_SECRET}
+                    speaker.enqueue(QueuedRun(f"pending-{n}", f"t{n}", "a", "g", kwargs=kwargs, metadata=meta))
+                    newer = QueuedRun(f"newer-{n}", f"t{n}", "a", "g", kwargs=kwargs)
+                    ended = speaker.enqueue(newer, strategy="interrupt" if n % 2 else "rollback")
+                    assert [r.run_id for r in ended.active] == [f"pending-{n}"]
+                assert everything.wait(20), sorted(read)
+            finally:
+                stop()
+        finally:
+            speaker.close()
+            reader.close()
+    assert all(json.loads(text)[0] == "interrupted" for text in read.values())
+    assert {run_id: found_in(text) for run_id, text in read.items() if found_in(text)} == {}

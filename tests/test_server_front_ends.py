@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import TypedDict
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi")
@@ -137,6 +138,50 @@ async def test_threads_carry_their_assistant_id_and_a_search_by_the_assistants_u
         assert {t["thread_id"] for t in by_uuid} == {mine, "py"}
         (py,) = [t for t in by_uuid if t["thread_id"] == "py"]
         assert py["values"]["topic"] == "py" and len(py["interrupts"]) == 1
+
+
+async def test_thread_search_sorts_as_langgraphs_server_and_a_new_thread_has_no_values(studio_url):
+    """By ``updated_at``, last first, unless ``sort_by``/``sort_order`` say otherwise; a thread no run
+    has written to answers ``values: null`` (LangGraph's ``Thread.values`` is optional)."""
+    mine = {"sorted": "here"}  # these threads only
+
+    async with langgraph_sdk.get_client(url=studio_url) as client:
+
+        async def order(**sort):
+            return [t["thread_id"] for t in await client.threads.search(metadata=mine, **sort)]
+
+        made = await client.threads.create(metadata=mine)
+        assert made["values"] is None and made["interrupts"] == {}
+        first = made["thread_id"]
+        second = (await client.threads.create(metadata=mine))["thread_id"]
+        third = (await client.threads.create(metadata=mine))["thread_id"]
+        assert (await client.threads.get(third))["values"] is None
+        await client.runs.wait(first, "doc", input={"topic": "sorting"})  # its state changes (and its row)
+        await client.threads.update(second, metadata={"patched": True})  # its row only
+
+        assert await order() == [second, first, third]
+        assert await order(sort_by="updated_at", sort_order="asc") == [third, first, second]
+        assert await order(sort_by="created_at") == [third, second, first]
+        assert await order(sort_by="created_at", sort_order="asc") == [first, second, third]
+        # a patch is no change of state: the threads without a checkpoint are as old as their state
+        assert await order(sort_by="state_updated_at") == [first, third, second]
+        assert await order(sort_by="thread_id", sort_order="asc") == sorted([first, second, third])
+        idle = sorted([second, third])
+        assert await order(sort_by="status", sort_order="asc") == [*idle, first]  # "idle" < "interrupted"
+        assert await order(sort_by="status", sort_order="desc") == [first, *reversed(idle)]
+        assert await order(limit=1, offset=1) == [first]
+
+        listed = {t["thread_id"]: t for t in await client.threads.search(metadata=mine)}
+        assert listed[second]["values"] is None and listed[first]["values"]["topic"] == "sorting"
+        assert listed[second]["state_updated_at"] == listed[second]["created_at"]
+        assert listed[second]["updated_at"] > listed[second]["created_at"]
+        assert listed[first]["state_updated_at"] == (await client.threads.get_state(first))["created_at"]
+        # its state, read: the latest checkpoint's values (an empty state is still `{}` there)
+        assert (await client.threads.get_state(third))["values"] == {}
+
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await client.threads.search(metadata=mine, sort_by="size")  # type: ignore[arg-type]
+        assert refused.value.response.status_code == 422 and "sort_by" in refused.value.response.text
 
 
 def test_remote_graph_get_state_with_only_a_thread_id_answers_the_latest_state(studio_url):

@@ -282,6 +282,74 @@ def test_loopback_own_and_configured_origins_may_write_with_cors(served, tmp_pat
         tape.close()
 
 
+def test_a_refusal_carries_cors_headers_for_a_front_end_cors_allows(tmp_path):
+    """A loopback or configured front end reads why it was refused (token, body type, size); a
+    page of another origin is refused without them and reads nothing."""
+    tape = graphtape.connect(f"sqlite:///{tmp_path / 'tape.db'}")
+    try:
+        app = create_app(tape, studio_graphs(), token="tok", cors_origins=["https://ui.example"], max_body_bytes=1024)
+        with serve_app(app) as base, httpx.Client(base_url=base, timeout=30) as http:
+            for origin in ("http://localhost:3000", "http://127.0.0.1:5173", "https://ui.example"):
+                r = http.get("/info", headers={"Origin": origin})
+                assert_error(r, 401, "missing or wrong token")
+                assert r.headers["access-control-allow-origin"] == origin and "Origin" in r.headers["vary"]
+            front = {"Origin": "http://localhost:3000", "x-api-key": "tok"}
+            r = http.post("/threads", content=b"{}", headers={**front, "Content-Type": "text/plain"})
+            assert_error(r, 415, "application/json")
+            assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
+            r = http.post("/threads", json={"metadata": {"big": "x" * 2000}}, headers=front)
+            assert_error(r, 413, "larger than 1024 bytes")
+            assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
+            # a page of another origin: refused, and its script may not read why
+            for r in (
+                http.get("/info", headers={"Origin": EVIL}),
+                http.post("/threads", json={}, headers={"Origin": EVIL, "x-api-key": "tok"}),
+                http.get("/info", headers={"Origin": "http://localhost:3000", "Host": "evil.example"}),
+            ):
+                assert r.status_code in (401, 403)
+                if r.request.headers.get("origin") == EVIL:
+                    assert "access-control-allow-origin" not in r.headers
+            assert http.get("/info", headers={"x-api-key": "tok"}).status_code == 200
+            if Path(CHROMIUM).exists():
+                _a_loopback_page_reads_the_refusals(base)
+    finally:
+        tape.close()
+
+
+def _a_loopback_page_reads_the_refusals(base: str) -> None:
+    """In a real browser: a page served on another port of localhost (as Agent Chat UI would be)
+    calls the server with fetch, and reads each refusal's JSON message (no CORS error)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    async def front_page(request: Any) -> HTMLResponse:
+        return HTMLResponse("<p>front end</p>")
+
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    front = Starlette(routes=[Route("/", front_page)])
+    with serve_app(front, name="front-page-uvicorn") as page_url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        try:
+            page = browser.new_page()
+            page.goto(page_url.replace("127.0.0.1", "localhost") + "/")
+            read = """async ([url, init]) => {
+                const r = await fetch(url, init);
+                return [r.status, (await r.json()).detail];
+            }"""
+            status, detail = page.evaluate(read, [base + "/info", {}])
+            assert status == 401 and "missing or wrong token" in detail
+            json_post = {"method": "POST", "body": "{}", "headers": {"Content-Type": "application/json"}}
+            status, detail = page.evaluate(read, [base + "/threads", json_post])  # after its preflight
+            assert status == 401 and "x-api-key" in detail
+            plain = {"method": "POST", "body": "{}", "headers": {"Content-Type": "text/plain", "x-api-key": "tok"}}
+            status, detail = page.evaluate(read, [base + "/threads", plain])
+            assert status == 415 and "application/json" in detail
+        finally:
+            browser.close()
+
+
 def test_options_says_which_methods_a_route_serves(served, ids):
     base, _ = served
     with httpx.Client(base_url=base, timeout=30) as http:
@@ -292,11 +360,10 @@ def test_options_says_which_methods_a_route_serves(served, ids):
         r = http.options("/ui-assets/app.js")
         assert r.status_code == 204 and r.headers["allow"] == "GET, HEAD, OPTIONS"
         assert_error(http.options("/nowhere"), 404, "/docs")
-        # the 405 names the methods of the path's own route, as the OpenAPI document lists them (not those
-        # of /threads/{thread_id}, which "search" matches too)
+        # the 405 names every method served at the path (/threads/{thread_id} takes "search" too)
         r = http.put("/threads/search", json={})
-        assert_error(r, 405, "use OPTIONS, POST")
-        assert r.headers["allow"] == "OPTIONS, POST"
+        assert_error(r, 405, "use DELETE, GET, OPTIONS, PATCH, POST")
+        assert r.headers["allow"] == "DELETE, GET, OPTIONS, PATCH, POST"
 
 
 def test_the_token_opens_the_ui_by_a_cookie_and_a_wrong_one_says_how_to_get_in(tmp_path):

@@ -56,8 +56,18 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisRunQueue"]
 
+#: how many times an enqueue that ends a thread's pending runs is tried while new ones keep coming
+_ENQUEUE_TRIES = 8
+
+# ARGV[7] = n, then n triples (run id, its kwargs and metadata redacted), then the new run's field pairs.
+# A pending run the strategy ends is redacted in this script, so nothing reads it ended with its
+# secrets; one whose redaction was not given (it was queued after the caller looked) makes the
+# script change nothing and answer -1 with the thread's active runs, for the caller to try again.
 _ENQUEUE = """
 local p, rid, tid, strategy, now, cancelled = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local n = tonumber(ARGV[7])
+local redacted = {}
+for i = 0, n - 1 do redacted[ARGV[8 + 3 * i]] = {ARGV[9 + 3 * i], ARGV[10 + 3 * i]} end
 local found = {}
 for _, other in ipairs(redis.call('ZRANGE', p .. 'q:active', 0, -1)) do
   if redis.call('HGET', p .. 'q:run:' .. other, 'thread_id') == tid then table.insert(found, other) end
@@ -65,10 +75,16 @@ end
 if #found > 0 and strategy == 'reject' then return {0, found} end
 if strategy == 'interrupt' or strategy == 'rollback' then
   for _, other in ipairs(found) do
+    if redis.call('HGET', p .. 'q:run:' .. other, 'status') == 'pending' and not redacted[other] then
+      return {-1, found}
+    end
+  end
+  for _, other in ipairs(found) do
     local key = p .. 'q:run:' .. other
     local status = redis.call('HGET', key, 'status')
     if status == 'pending' then
       redis.call('HSET', key, 'status', 'interrupted', 'result', cancelled, 'updated_at', now)
+      redis.call('HSET', key, 'kwargs', redacted[other][1], 'metadata', redacted[other][2])
       redis.call('ZREM', p .. 'q:active', other)
       redis.call('PUBLISH', p .. 'q:notices', 'ended:' .. other)
     elseif status == 'running' then
@@ -79,7 +95,7 @@ if strategy == 'interrupt' or strategy == 'rollback' then
 end
 local pos = redis.call('INCR', p .. 'q:pos')
 local key = p .. 'q:run:' .. rid
-for i = 7, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+for i = 8 + 3 * n, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', key, 'pos', pos)
 redis.call('ZADD', p .. 'q:active', pos, rid)
 redis.call('ZADD', p .. 'q:runs', pos, rid)
@@ -144,13 +160,6 @@ elseif status == 'running' then
   redis.call('PUBLISH', ARGV[4], 'cancel:' .. ARGV[3])
 end
 return status
-"""
-
-_SCRUB = """
-local status = redis.call('HGET', KEYS[1], 'status')
-if status == false or status == 'pending' or status == 'running' then return 0 end
-redis.call('HSET', KEYS[1], 'kwargs', ARGV[1], 'metadata', ARGV[2])
-return 1
 """
 
 _APPEND = """
@@ -245,7 +254,6 @@ class RedisRunQueue(RunQueue):
         self._release = client.register_script(_RELEASE)
         self._cancel = client.register_script(_CANCEL)
         self._append = client.register_script(_APPEND)
-        self._scrub = client.register_script(_SCRUB)
         self._create_thread = client.register_script(_CREATE_THREAD)
 
     @classmethod
@@ -302,16 +310,24 @@ class RedisRunQueue(RunQueue):
         }
         if run.result is not None:
             fields["result"] = json_text(run.result)
-        args: list[Any] = [self._prefix, run.run_id, run.thread_id, strategy, repr(now), json_text(cancel_result)]
-        for name, value in fields.items():
-            args += [name, value]
-        done, found = self._call(self._enqueue, [], args)
-        active = self._rows(found)
-        if strategy in ("interrupt", "rollback"):
-            for other in active:  # the pending ones the script ended (read after it)
-                if other.done:
-                    self._scrub_ended(other.run_id)
-        return Enqueued(run if done else None, active)
+        head: list[Any] = [self._prefix, run.run_id, run.thread_id, strategy, repr(now), json_text(cancel_result)]
+        pairs = [x for item in fields.items() for x in item]
+        redactions: dict[str, list[str]] = {}
+        # first as if the thread had no pending run (the usual case); when it has, the script
+        # answers -1 with its active runs, and is called again with their redactions
+        for _ in range(_ENQUEUE_TRIES):
+            given = [x for rid, texts in redactions.items() for x in (rid, *texts)]
+            done, found = self._call(self._enqueue, [], [*head, len(redactions), *given, *pairs])
+            if int(done) >= 0:
+                return Enqueued(run if int(done) else None, self._rows(found))
+            for other in found:
+                rid = _text(other) or ""
+                if rid not in redactions:
+                    redactions[rid] = self._redacted(rid) or ["{}", "{}"]
+        raise StoreError(
+            f"runs kept being queued on thread {run.thread_id!r} while run {run.run_id!r} was being queued "
+            f"with multitask_strategy={strategy!r}; try again"
+        )
 
     def _redacted(self, run_id: str) -> list[str]:
         """The run's kwargs and metadata as an ended run keeps them (:func:`ended_text`), or [] when
@@ -320,11 +336,6 @@ class RedisRunQueue(RunQueue):
         if kwargs is None:
             return []
         return [ended_text(json.loads(_text(v) or "{}"), self.redact_keys) for v in (kwargs, metadata)]
-
-    def _scrub_ended(self, run_id: str) -> None:
-        redacted = self._redacted(run_id)
-        if redacted:
-            self._call(self._scrub, [self.p + "run:" + run_id], redacted)
 
     def claim(self, worker: str, ttl: float) -> QueuedRun | None:
         now = time.time()

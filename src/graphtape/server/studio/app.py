@@ -21,7 +21,6 @@ network needs by default:
 from __future__ import annotations
 
 import contextlib
-import re
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -120,40 +119,11 @@ def _validation_message(errors: Sequence[Any]) -> tuple[int, str]:
 _METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 
 
-def _documented_methods(request: Request) -> set[str] | None:
-    """The methods the OpenAPI document lists for the request's path (None: a path it does not list).
-
-    Of the templates that match, the one with the fewest parameters is the path's own:
-    ``/threads/search`` is that route's, not ``/threads/{thread_id}``'s, which it also matches."""
-    doc = request.app.openapi()
-    patterns = _PATH_PATTERNS.get(id(doc))
-    if patterns is None:
-        patterns = [
-            (template.count("{"), re.compile(re.sub(r"\\\{[^}]*\\\}", "[^/]+", re.escape(template)) + "$"), ops)
-            for template, ops in doc.get("paths", {}).items()
-        ]
-        _PATH_PATTERNS.clear()
-        _PATH_PATTERNS[id(doc)] = patterns
-    path = request.url.path
-    found = [(params, ops) for params, pattern, ops in patterns if pattern.match(path)]
-    if not found:
-        return None
-    _, ops = min(found, key=lambda f: f[0])
-    return {m.upper() for m in ops if m.upper() in _METHODS}
-
-
-#: OpenAPI path templates as patterns, for the document they were made from (the app's, cached by FastAPI)
-_PATH_PATTERNS: dict[int, list[tuple[int, re.Pattern[str], dict[str, Any]]]] = {}
-
-
 def _allowed_methods(request: Request) -> list[str]:
-    """Every method served at the request's path, OPTIONS included (answered on every route); none
-    when no route serves the path. A path of the OpenAPI document gets the methods the document
-    lists for it; another (the UI's pages and assets) asks each route whether it takes the path with
-    each method (the routes of an included router are only reachable that way)."""
-    documented = _documented_methods(request)
-    if documented is not None:
-        return sorted(documented | {"OPTIONS"})
+    """Every method some route serves at the request's path, OPTIONS included (answered on every
+    route); none when no route serves the path. Each route is asked whether it takes the path with
+    each method (the routes of an included router are only reachable that way), so the answer names
+    every method of every route sharing the path."""
     # the app's own scope: a mounted app (the UI's assets) raised with its own root_path
     scope = {**request.scope, "root_path": request.scope.get("app_root_path", request.scope.get("root_path", ""))}
     methods: set[str] = set()
@@ -166,6 +136,12 @@ def _allowed_methods(request: Request) -> list[str]:
             if route.matches({**scope, "method": method})[0] == Match.FULL:
                 methods.add(method)
     return sorted(methods | {"OPTIONS"}) if methods else []
+
+
+def _routed(app: FastAPI, scope: Any) -> bool:
+    """Whether a route of the app serves the request's method at its path (else the router answers
+    404 or 405 without running anything)."""
+    return any(route.matches(scope)[0] == Match.FULL for route in app.router.routes)
 
 
 _DOCS_PAGE = """<!doctype html>
@@ -350,5 +326,6 @@ def create_app(
         token=token,
         hosts=HostRule(bind_host, allowed_hosts),
         cors_origins=cors_origins,
+        routed=lambda scope: _routed(app, scope),
     )
     return app

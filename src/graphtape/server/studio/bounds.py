@@ -10,6 +10,9 @@ value deeper than :data:`~graphtape.store.runqueue_base.MAX_STORED_DEPTH`,
 whatever the limit here (:func:`install` answers that with a 422 too), so
 nothing that cannot be read back is stored.
 
+Integers a query binds (offsets, limits, sequence numbers) are bounded the same
+way, by :data:`MAX_POSITION` on each field that takes one.
+
 Tape files (``application/x-ndjson``, ``application/octet-stream``) are not
 scanned: they are read line by line by the importer, not parsed as one value.
 """
@@ -25,7 +28,12 @@ from fastapi.responses import JSONResponse
 from graphtape.jsontext import json_depth
 from graphtape.store.runqueue_base import MAX_STORED_DEPTH, UnreadableValue
 
-__all__ = ["DEFAULT_MAX_JSON_DEPTH", "JsonDepthLimit", "install"]
+__all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_POSITION", "JsonDepthLimit", "install"]
+
+#: the largest offset, limit or sequence number a request may give (a 422 beyond): the largest
+#: integer a JavaScript client sends exactly, and far inside the signed 64-bit integers the stores'
+#: queries bind (SQLite refuses a larger one with an OverflowError), even with a page added to it
+MAX_POSITION = 2**53 - 1
 
 #: the deepest nesting of arrays and objects a request body may have by default
 DEFAULT_MAX_JSON_DEPTH = 100

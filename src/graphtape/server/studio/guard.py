@@ -25,6 +25,11 @@ guard, an ASGI middleware outside everything else in the app, refuses:
   request (``text/plain``, a form, multipart, no type at all), which a page
   can send without a CORS preflight, reaches a route;
 * a body larger than the limit (413).
+
+A refusal answered to a front end CORS allows (a loopback origin, a configured
+one) carries CORS headers as the app's answers do, so the page can read the
+JSON message (a missing token, a body type) instead of a bare CORS error; a
+page of another origin gets none and reads nothing.
 """
 
 from __future__ import annotations
@@ -157,7 +162,9 @@ class Guard:
     """ASGI middleware: the Host, token, cross-site, content type and body size checks (module docstring).
 
     ``openapi``: the app's OpenAPI document, which says what body types each route takes (see
-    :class:`BodyTypes`); ``cors_origins``: the origins configured beside the loopback ones."""
+    :class:`BodyTypes`); ``cors_origins``: the origins configured beside the loopback ones;
+    ``routed``: whether a route of the app serves a request (its method and path), so that a
+    request none serves gets the router's 404 or 405 rather than a 415 about its body."""
 
     def __init__(
         self,
@@ -168,8 +175,10 @@ class Guard:
         token: str | None,
         hosts: HostRule,
         cors_origins: Sequence[str] = (),
+        routed: Callable[[Scope], bool] | None = None,
     ):
         self.app = app
+        self.routed = routed
         self.body_types = BodyTypes(openapi)
         self.max_body_bytes = max_body_bytes
         self.token = token
@@ -189,16 +198,17 @@ class Guard:
         if refused is None and scope.get("method") in STATE_CHANGING:
             refused = self._origin_refused(headers) or self._type_refused(scope, headers)
         if refused is not None:
-            await refused(scope, receive, send)
+            await refused(scope, receive, self._readable(headers, send))
             return
         length = headers.get("content-length")
         if length is not None:
             # the HTTP server holds the client to the length it declared
             if not length.isdigit():
-                await error_json(400, "Content-Length must be a number of bytes")(scope, receive, send)
+                refusal = error_json(400, "Content-Length must be a number of bytes")
+                await refusal(scope, receive, self._readable(headers, send))
                 return
             if int(length) > self.max_body_bytes:
-                await error_json(413, self._too_large())(scope, receive, send)
+                await error_json(413, self._too_large())(scope, receive, self._readable(headers, send))
                 return
             await self.app(scope, receive, send)
             return
@@ -212,7 +222,7 @@ class Guard:
             chunk = message.get("body", b"")
             total += len(chunk)
             if total > self.max_body_bytes:
-                await error_json(413, self._too_large())(scope, receive, send)
+                await error_json(413, self._too_large())(scope, receive, self._readable(headers, send))
                 return
             chunks.append(chunk)
             if not message.get("more_body"):
@@ -228,6 +238,26 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    def _readable(self, headers: dict[str, str], send: Send) -> Send:
+        """``send`` for a refusal: with the CORS headers the app would give the request's origin,
+        when CORS allows that origin (the loopback ones and those configured), so that its page
+        reads the message; unchanged for any other origin."""
+        origin = headers.get("origin")
+        if origin is None or not self._cors_allowed(origin):
+            return send
+        extra = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+
+        async def with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        return with_cors
+
+    def _cors_allowed(self, origin: str) -> bool:
+        value = origin.strip().rstrip("/").lower()
+        return self.any_origin or value in self.origins or bool(self._loopback_origin.fullmatch(value))
 
     def _too_large(self) -> str:
         return f"request body larger than {self.max_body_bytes} bytes; send less (or raise the server's body limit)"
@@ -331,9 +361,9 @@ class Guard:
         return None
 
     def _origin_allowed(self, origin: str, host: str | None) -> bool:
-        value = origin.strip().rstrip("/").lower()
-        if self.any_origin or value in self.origins or self._loopback_origin.fullmatch(value):
+        if self._cors_allowed(origin):
             return True
+        value = origin.strip().rstrip("/").lower()
         parts = urlsplit(value)
         # the server's own pages: the origin's host and port are the ones the request was sent to
         return parts.scheme in ("http", "https") and host is not None and parts.netloc == host.strip().lower()
@@ -341,6 +371,8 @@ class Guard:
     # -- body types --------------------------------------------------------------------------
 
     def _type_refused(self, scope: Scope, headers: dict[str, str]) -> Response | None:
+        if self.routed is not None and not self.routed(scope):
+            return None  # no route serves it: the router answers 404 or 405 before anything reads the body
         method, path = str(scope.get("method")), str(scope.get("path", ""))
         takes = self.body_types.of(method, path)
         given = headers.get("content-type", "").partition(";")[0].strip().lower()

@@ -12,9 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: the largest ``offset`` a listing takes: a store adds it to the page's size in a 64-bit integer (SQLite
-#: raises OverflowError past 2**63), and no listing holds more rows than this
-MAX_OFFSET = 2**31 - 1
+from graphtape.server.studio.bounds import MAX_POSITION
 
 __all__ = [
     "Assistant",
@@ -109,7 +107,7 @@ class AssistantSearch(_Request):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     limit: int = Field(10, ge=0, le=1000)
-    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    offset: int = Field(0, ge=0, le=MAX_POSITION)
 
 
 class GraphStructure(_Response):
@@ -170,6 +168,10 @@ ThreadField = Literal[
 ]
 
 
+#: what ``POST /threads/search`` sorts by (LangGraph's ``sort_by``)
+ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
+
+
 class ThreadCreate(_Request):
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
@@ -191,7 +193,9 @@ class ThreadSearch(_Request):
     status: ThreadStatus | None = None
     ids: list[str] | None = None
     limit: int = Field(10, ge=0, le=1000)
-    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    offset: int = Field(0, ge=0, le=MAX_POSITION)
+    sort_by: ThreadSortBy | None = Field(None, description="the field to sort by (updated_at when not given)")
+    sort_order: Literal["asc", "desc"] | None = Field(None, description="desc (newest, or last, first) when not given")
     select: list[ThreadField] | None = Field(None, description="the fields to answer (all when not given)")
 
 

@@ -38,6 +38,7 @@ from fastapi.responses import StreamingResponse
 
 from graphtape.server.studio.agui import AGUI_PROTOCOL, AGUI_PROTOCOL_VERSION, state_of
 from graphtape.server.studio.assistants import AssistantEntry
+from graphtape.server.studio.bounds import MAX_POSITION
 from graphtape.server.studio.models import CommandBody, RunCreate
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.routes_assistants import find_assistant
@@ -139,7 +140,7 @@ def _breakpoints(body: RunAgentInput) -> tuple[list[str], list[str]]:
 
 def _last_event_id(request: Request) -> int:
     value = request.headers.get("last-event-id", "0").strip() or "0"
-    if not value.isdigit():
+    if not value.isdigit() or len(value) > 16 or int(value) > MAX_POSITION:
         raise BadRequest(f"Last-Event-ID must be the id of an event of this run (a number), not {value!r}")
     return int(value)
 

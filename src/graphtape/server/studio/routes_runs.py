@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from graphtape.server.studio.assistants import AssistantEntry
+from graphtape.server.studio.bounds import MAX_POSITION
 from graphtape.server.studio.models import Run, RunCreate, RunsCancel
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.routes_assistants import find_assistant
@@ -91,7 +92,11 @@ async def stream_run(request: Request, thread_id: str, body: RunCreate) -> Strea
 
 @router.get("/threads/{thread_id}/runs", response_model=list[Run])
 async def list_runs(
-    request: Request, thread_id: str, limit: int = 10, offset: int = 0, status: str | None = None
+    request: Request,
+    thread_id: str,
+    limit: int = Query(10, le=MAX_POSITION),
+    offset: int = Query(0, le=MAX_POSITION),
+    status: str | None = None,
 ) -> list[dict[str, Any]]:
     studio = request.app.state.studio
     studio.threads.get(thread_id)
@@ -123,7 +128,12 @@ async def join_stream(request: Request, thread_id: str, run_id: str) -> Streamin
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    status_code=202,
+    response_class=Response,
+    responses={202: {"description": "cancelling (no body)"}, 204: {"description": "cancelled (wait=true; no body)"}},
+)
 async def cancel_run(
     request: Request,
     thread_id: str,

@@ -25,7 +25,7 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response
 from langgraph.store.base import NOT_PROVIDED, InvalidNamespaceError, Item
 from pydantic import BaseModel, ConfigDict, Field
 
-from graphtape.server.studio.models import MAX_OFFSET
+from graphtape.server.studio.bounds import MAX_POSITION
 from graphtape.server.studio.problems import StudioProblem
 from graphtape.store.kv import InvalidStoreOp, KVStore, kv_store_for
 
@@ -110,7 +110,7 @@ class SearchItemsRequest(_Request):
         default=None, description="top-level fields of the value: a value, or {'$eq'|'$ne'|'$gt'|...: value}"
     )
     limit: int = Field(default=10, ge=0, le=MAX_PAGE)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    offset: int = Field(default=0, ge=0, le=MAX_POSITION)
     query: str | None = Field(default=None, description="accepted and ignored: there is no vector search")
     refresh_ttl: bool | None = None
 
@@ -118,9 +118,9 @@ class SearchItemsRequest(_Request):
 class ListNamespacesRequest(_Request):
     prefix: list[str] | None = Field(default=None, description="labels the namespace starts with ('*' is any)")
     suffix: list[str] | None = Field(default=None, description="labels the namespace ends with ('*' is any)")
-    max_depth: int | None = Field(default=None, ge=1, description="namespaces cut to this many labels")
+    max_depth: int | None = Field(default=None, ge=1, le=MAX_POSITION, description="namespaces cut to this many labels")
     limit: int = Field(default=100, ge=0, le=MAX_PAGE)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    offset: int = Field(default=0, ge=0, le=MAX_POSITION)
 
 
 class StoreItem(BaseModel):

@@ -25,8 +25,8 @@ from starlette.concurrency import run_in_threadpool
 from graphtape import events, serde
 from graphtape.errors import GraphtapeError, InvalidEdit, ReplayError, RunNotFound, StoreError, TapeFormatError
 from graphtape.server.studio import tape_views
+from graphtape.server.studio.bounds import MAX_POSITION
 from graphtape.server.studio.debug_sessions import DebugEntry, apply_breakpoints
-from graphtape.server.studio.models import MAX_OFFSET
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound, StudioProblem
 from graphtape.server.studio.tape_models import (
     ActionStarted,
@@ -123,7 +123,7 @@ async def list_runs(
     until: float | None = None,
     mode: str | None = None,
     limit: int = Query(50, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    offset: int = Query(0, ge=0, le=MAX_POSITION),
     cursor: str | None = Query(None, description="the 'next' of the previous page: the page after it"),
 ) -> dict[str, Any]:
     """A page of runs; ``next`` (null on the last page) is the ``cursor`` of the page after it."""
@@ -154,7 +154,10 @@ async def get_timeline(request: Request, run_id: str) -> dict[str, Any]:
 
 @router.get("/runs/{run_id}/events", response_model=EventPage, summary="The run's raw tape events")
 async def get_events(
-    request: Request, run_id: str, after: int = -1, limit: int = Query(1000, ge=1, le=10000)
+    request: Request,
+    run_id: str,
+    after: int = Query(-1, le=MAX_POSITION),
+    limit: int = Query(1000, ge=1, le=10000),
 ) -> dict[str, Any]:
     """Events with ``seq > after`` (every event by default: seqs start at 0), at most ``limit``."""
     tape = _studio(request).tape
@@ -179,7 +182,7 @@ async def get_events(
 async def stream_events(
     request: Request,
     run_id: str,
-    after: int | None = None,
+    after: int | None = Query(None, le=MAX_POSITION),
     last_event_id: str | None = Header(None),
 ) -> StreamingResponse:
     """SSE: ``id: <seq>``, ``event: <kind>``, ``data: <event JSON>``, read from the store as written."""

@@ -23,7 +23,7 @@ from graphtape.server.studio.models import (
 )
 from graphtape.server.studio.problems import BadRequest, Conflict, NotFound
 from graphtape.server.studio.state import checkpoint_of, empty_state, state_body
-from graphtape.server.studio.threads import ThreadEntry
+from graphtape.server.studio.threads import ThreadEntry, page, time_key
 
 __all__ = ["check_checkpoint", "router", "thread_graph"]
 
@@ -97,7 +97,11 @@ async def describe_thread(request: Request, thread: ThreadEntry, fields: set[str
     else:
         state = await read_state(request, thread)
         interrupts = {task["id"]: task["interrupts"] for task in state["tasks"] if task["interrupts"]}
-        body = thread.describe(state["values"], interrupts, error=error, state_updated_at=state["created_at"])
+        # no checkpoint yet: no values (null, as LangGraph's server answers a new thread), not an
+        # empty state, and the state is as old as the thread (a metadata patch does not change it)
+        values = state["values"] if state["checkpoint"] is not None else None
+        changed = state["created_at"] or thread.created_at
+        body = thread.describe(values, interrupts, error=error, state_updated_at=changed)
     return body if fields is None else {k: v for k, v in body.items() if k in fields}
 
 
@@ -110,9 +114,35 @@ async def create_thread(request: Request, body: ThreadCreate) -> dict[str, Any]:
     return await describe_thread(request, thread)
 
 
+async def state_updated_at(request: Request, thread: ThreadEntry) -> str:
+    """When the thread's latest checkpoint was written (that checkpoint alone is read, not its
+    history), as :func:`describe_thread` answers it: when the thread was created if it has no
+    checkpoint, when it was last updated if its graph is not served (its state is not read)."""
+    studio = request.app.state.studio
+    if thread.graph_id is not None and studio.assistants.find(thread.graph_id) is None:
+        return thread.updated_at
+    entry = thread_graph(request, thread)
+    if entry is not None:
+        config = {"configurable": {"thread_id": thread.thread_id, "checkpoint_ns": ""}}
+        latest = await entry.recorded.graph.checkpointer.aget_tuple(config)
+        if latest is not None and latest.checkpoint.get("ts"):
+            return str(latest.checkpoint["ts"])
+    return thread.created_at
+
+
 @router.post("/threads/search", response_model=list[SelectedThread], response_model_exclude_unset=True)
 async def search_threads(request: Request, body: ThreadSearch) -> list[dict[str, Any]]:
-    found = request.app.state.studio.threads.search(body.metadata, body.status, body.ids, body.limit, body.offset)
+    """Threads sorted as LangGraph's server sorts them: by ``sort_by`` (``updated_at`` when not
+    given), last first unless ``sort_order`` is ``asc``."""
+    threads = request.app.state.studio.threads
+    sort_by, descending = body.sort_by or "updated_at", body.sort_order != "asc"
+    if sort_by == "state_updated_at":
+        # the one field a thread's row does not hold: one latest-checkpoint read per matching thread
+        matching = threads.matching(body.metadata, body.status, body.ids)
+        times = {t.thread_id: time_key(await state_updated_at(request, t)) for t in matching}
+        found = page(matching, lambda t: times[t.thread_id], descending, body.limit, body.offset)
+    else:
+        found = threads.search(body.metadata, body.status, body.ids, body.limit, body.offset, sort_by, descending)
     fields = {str(name) for name in body.select} if body.select else None
     # one latest-checkpoint read per thread of the page, as Agent Chat UI's history lists threads by their first message
     return [await describe_thread(request, thread, fields) for thread in found]
@@ -120,7 +150,7 @@ async def search_threads(request: Request, body: ThreadSearch) -> list[dict[str,
 
 @router.post("/threads/count", response_model=int)
 async def count_threads(request: Request, body: ThreadCount) -> int:
-    return len(request.app.state.studio.threads.search(body.metadata, body.status, None, 1_000_000, 0))
+    return len(request.app.state.studio.threads.matching(body.metadata, body.status, None))
 
 
 @router.patch("/threads/{thread_id}", response_model=Thread)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import anyio
 from starlette.concurrency import run_in_threadpool
 
+from graphtape.server.studio.bounds import MAX_POSITION
 from graphtape.server.studio.problems import BadRequest
 from graphtape.store.base import EventRow
 
@@ -126,7 +127,7 @@ def parse_after(last_event_id: str | None, after: int | None) -> int:
     """The seq after which to start: ``Last-Event-ID`` wins over ``?after=``; -1 (everything) by default."""
     if last_event_id is not None and last_event_id.strip():
         value = last_event_id.strip()
-        if not value.lstrip("-").isdigit():
+        if not value.lstrip("-").isdigit() or len(value) > 17 or abs(int(value)) > MAX_POSITION:
             raise BadRequest(f"Last-Event-ID must be the seq of an event of this run (a number), not {value!r}")
         return int(value)
     return after if after is not None else -1

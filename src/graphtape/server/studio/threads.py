@@ -24,14 +24,36 @@ from graphtape.server.studio.problems import Conflict, NotFound
 from graphtape.store.runqueue import RunQueue, ThreadRow
 from graphtape.store.runqueue_base import MAX_STORED_DEPTH, json_text
 
-__all__ = ["ThreadEntry", "Threads", "iso"]
+__all__ = ["SORT_FIELDS", "ThreadEntry", "Threads", "iso", "page", "time_key"]
 
 log = logging.getLogger(__name__)
+
+
+#: the fields ``POST /threads/search`` sorts by (LangGraph's ``sort_by``); by default ``updated_at``, newest first
+SORT_FIELDS = ("thread_id", "status", "created_at", "updated_at", "state_updated_at")
+
+_NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 def iso(ts: float) -> str:
     """A Unix time as the API shows times (ISO 8601, UTC)."""
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat()
+
+
+def time_key(value: str | None) -> datetime.datetime:
+    """An ISO 8601 time of the API as a sort key (the strings do not sort as times: a whole second
+    has no fraction); a missing or unreadable one sorts first."""
+    try:
+        parsed = datetime.datetime.fromisoformat(value) if value else _NEVER
+    except ValueError:
+        return _NEVER
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+
+
+def page(entries: list[ThreadEntry], key: Any, descending: bool, limit: int, offset: int) -> list[ThreadEntry]:
+    """One page of ``entries`` sorted by ``key`` (ties by thread id, in the same direction)."""
+    ordered = sorted(entries, key=lambda e: (key(e), e.thread_id), reverse=descending)
+    return ordered[offset : offset + limit]
 
 
 @dataclass
@@ -172,8 +194,27 @@ class Threads:
             self.update(entry, deleted=True)
 
     def search(
-        self, metadata: dict[str, Any] | None, status: str | None, ids: list[str] | None, limit: int, offset: int
+        self,
+        metadata: dict[str, Any] | None,
+        status: str | None,
+        ids: list[str] | None,
+        limit: int,
+        offset: int,
+        sort_by: str = "updated_at",
+        descending: bool = True,
     ) -> list[ThreadEntry]:
+        """A page of the threads that match, sorted by a field of their row (``state_updated_at``
+        is read from each thread's latest checkpoint: the route sorts by it, with :meth:`matching`)."""
+        if sort_by in ("created_at", "updated_at"):
+            key: Any = lambda e: time_key(getattr(e, sort_by))  # noqa: E731
+        elif sort_by in ("thread_id", "status"):
+            key = lambda e: getattr(e, sort_by)  # noqa: E731
+        else:
+            raise ValueError(f"threads sort by one of {', '.join(SORT_FIELDS[:-1])} here, not {sort_by!r}")
+        return page(self.matching(metadata, status, ids), key, descending, limit, offset)
+
+    def matching(self, metadata: dict[str, Any] | None, status: str | None, ids: list[str] | None) -> list[ThreadEntry]:
+        """Every thread (with a row or recorded only) whose status, id and metadata match, unsorted."""
         rows = {row.thread_id: row for row in self.queue.list_threads()}
         entries = [ThreadEntry.from_row(row) for row in rows.values() if not row.deleted and _readable(row)]
         seen = set(rows)
@@ -181,15 +222,13 @@ class Threads:
             if run.thread_id not in seen:
                 seen.add(run.thread_id)
                 entries.append(self._recorded(run))
-        found = [
+        return [
             e
             for e in entries
             if (status is None or e.status == status)
             and (ids is None or e.thread_id in ids)
             and all(e.metadata.get(k) == v for k, v in (metadata or {}).items())
         ]
-        found.sort(key=lambda e: e.created_at, reverse=True)
-        return found[offset : offset + limit]
 
 
 def _readable(row: ThreadRow) -> bool:
