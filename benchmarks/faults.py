@@ -97,7 +97,11 @@ def final_state(url: str, thread: str) -> dict:
 
     tape = graphtape.connect(url)
     try:
-        return tape.record(crash_worker.graph).get_state({"configurable": {"thread_id": thread}}).values
+        return (
+            tape.record(crash_worker.graph, checkpointer=tape.saver)
+            .get_state({"configurable": {"thread_id": thread}})
+            .values
+        )
     finally:
         tape.close()
 

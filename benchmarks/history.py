@@ -98,7 +98,7 @@ def record_thread(path: Path, checkpoints: int, thread: str, state: str) -> floa
     if state == "window":
         first["messages"] = [HumanMessage("Where is my refund for order A-1001?")]
     with graphtape.connect(f"sqlite:///{path}") as tape:
-        recorded = tape.record(build_graph(steps, state))
+        recorded = tape.record(build_graph(steps, state), checkpointer=tape.saver)
         t0 = time.perf_counter()
         recorded.invoke(first, {"configurable": {"thread_id": thread}, "recursion_limit": steps + 10})
         return time.perf_counter() - t0

@@ -267,7 +267,7 @@ def bench_recording(tmp: Path, reps: int) -> dict[str, Any]:
     tape_user = graphtape.connect(f"sqlite:///{tmp}/tape-user-saver.db")
     tape_default = graphtape.connect(f"sqlite:///{tmp}/tape-default.db")
     rec_user = tape_user.record(plain, name="linear50", checkpointer=sqlite_saver(tmp / "user-saver.db"))
-    rec_default = tape_default.record(plain, name="linear50")
+    rec_default = tape_default.record(plain, name="linear50", checkpointer=tape_default.saver)
 
     def run(target: Any, durability: str) -> Callable[[], Any]:
         return lambda: target.invoke(LINEAR_INPUT, new_thread(), durability=durability)
@@ -405,7 +405,7 @@ def bench_replay(tmp: Path, reps: int) -> dict[str, Any]:
     graph = builder.compile()
     unrecorded = builder.compile(checkpointer=sqlite_saver(tmp / "live-unrecorded.db"))
     tape = graphtape.connect(f"sqlite:///{tmp}/tape-replay.db")
-    recorded = tape.record(graph, name="calls10")
+    recorded = tape.record(graph, name="calls10", checkpointer=tape.saver)
     recorded.invoke({"topic": "refunds", "notes": []}, new_thread())
     run_id = recorded.last_run_id
     expected_calls = 2 * N_CALL_NODES
@@ -663,7 +663,9 @@ def bench_conversation(tmp: Path, turns: int, *, realistic: bool = True) -> dict
     saver_tape = None
     if realistic:
         saver_tape = graphtape.connect(f"sqlite:///{tmp}/tape-conversation-saver.db")
-        own = saver_tape.record(chat_graph(make_model(seed=1, paragraphs=True)).compile(), name="chat")
+        own = saver_tape.record(
+            chat_graph(make_model(seed=1, paragraphs=True)).compile(), name="chat", checkpointer=saver_tape.saver
+        )
         plain = chat_graph(make_model(seed=1, paragraphs=True)).compile(
             checkpointer=sqlite_saver(tmp / "conversation-sqlite.db", synchronous="NORMAL")
         )

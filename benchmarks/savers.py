@@ -20,7 +20,7 @@ What is measured, per backend (details in ``docs/benchmarks.md``):
 
 1. **Per-super-step cost of a recorded run.** A 50-node linear graph of
    trivial nodes, ``durability="sync"``, recorded with graphtape's own saver
-   (``tape.record(graph)``, no checkpointer) versus the same graph,
+   (``tape.record(graph, checkpointer=tape.saver)``) versus the same graph,
    unrecorded, on LangGraph's saver for that backend: ``SqliteSaver`` as
    shipped (WAL, ``synchronous=FULL``), ``PostgresSaver``, and the plain-Redis
    ``RedisSaver`` of ``langgraph-checkpoint-plainredis`` (LangGraph's own
@@ -563,7 +563,7 @@ def bench_steps(be: Backend, size: str, reps: int, warmup: int) -> dict[str, Any
     inp = INPUTS[size]
     baseline = builder.compile(checkpointer=be.langgraph_saver())
     tape = be.connect()
-    recorded = tape.record(plain, name=f"linear50-{size}")
+    recorded = tape.record(plain, name=f"linear50-{size}", checkpointer=tape.saver)
     in_memory = builder.compile(checkpointer=InMemorySaver())
 
     def run(graph: Any) -> Callable[[], Any]:
@@ -676,7 +676,7 @@ def breakdown(be: Backend, size: str, runs: int) -> dict[str, Any]:
     plain = builder.compile()
     inp = INPUTS[size]
     tape = be.connect()
-    recorded = tape.record(plain, name=f"breakdown-{size}")
+    recorded = tape.record(plain, name=f"breakdown-{size}", checkpointer=tape.saver)
     saver = recorded.checkpointer
     store = tape.store
     lg_saver = be.langgraph_saver()
@@ -821,7 +821,7 @@ def isolated(be: Backend, size: str, reps: int) -> dict[str, Any]:
     plain = builder.compile()
     inp = INPUTS[size]
     tape = be.connect()
-    recorded = tape.record(plain, name=f"isolated-{size}")
+    recorded = tape.record(plain, name=f"isolated-{size}", checkpointer=tape.saver)
     recorded.invoke(inp, new_thread(), durability="sync")  # warm up
     saver, store = recorded.checkpointer, tape.store
     where = threading.local()
@@ -911,7 +911,7 @@ def profile_recorded(be: Backend, size: str, runs: int, top: int = 30) -> str:
     """cProfile of ``runs`` recorded runs, the main thread and the saver's calls on LangGraph's threads merged."""
     plain = linear_graph().compile()
     tape = be.connect()
-    recorded = tape.record(plain, name=f"profile-{size}")
+    recorded = tape.record(plain, name=f"profile-{size}", checkpointer=tape.saver)
     recorded.invoke(INPUTS[size], new_thread(), durability="sync")
     saver = recorded.checkpointer
     profiles: list[cProfile.Profile] = []
@@ -967,7 +967,7 @@ def bench_bytes(be: Backend) -> dict[str, Any]:
     thread = f"bytes-{uuid.uuid4().hex[:8]}"
     cfg = {"configurable": {"thread_id": thread}}
     tape = be.connect()
-    recorded = tape.record(plain, name="bytes")
+    recorded = tape.record(plain, name="bytes", checkpointer=tape.saver)
     saver = be.langgraph_saver()
     lg = linear_graph().compile(checkpointer=saver)
     out: dict[str, Any] = {}
@@ -1017,7 +1017,7 @@ def bench_threads(be: Backend, lengths: list[int], history_reps: int, state_reps
     build_s: dict[str, dict[int, float]] = {"graphtape": {}, "langgraph": {}}
     for length in lengths:
         builder = loop_builder(length - 2)
-        recorded = tape.record(builder.compile(), name=f"loop{length}")
+        recorded = tape.record(builder.compile(), name=f"loop{length}", checkpointer=tape.saver)
         lg = builder.compile(checkpointer=lg_saver)
         for kind, graph, saver in (("graphtape", recorded, gt_saver), ("langgraph", lg, lg_saver)):
             thread = f"{kind}-{length}-{uuid.uuid4().hex[:6]}"

@@ -38,7 +38,8 @@ def record_examples(tape: graphtape.Tape) -> dict[str, str]:
         runs["refund_agent"] = rec.last_run_id
 
     with console.status("recording the research assistant (pauses for a human review)"):
-        rec = tape.record(research_assistant.build_graph(), name="research_assistant")
+        # the thread persists between the call that pauses and the one that answers: graphtape's saver
+        rec = tape.record(research_assistant.build_graph(), name="research_assistant", checkpointer=tape.saver)
         cfg = {"configurable": {"thread_id": f"research-{graphtape.serde.digest(str(id(rec)))[:8]}"}}
         rec.invoke(research_assistant.EXAMPLE_INPUT, cfg)
         console.print(

@@ -163,7 +163,7 @@ def main() -> None:
         print(json.dumps([r.to_dict() for r in results]))
     else:
         t0 = time.perf_counter()
-        recorded = tape.record(graph, name="crash_worker", lease_ttl=0.5)
+        recorded = tape.record(graph, name="crash_worker", lease_ttl=0.5, checkpointer=tape.saver)
         out = recorded.invoke({"order": "o-1", "log": []}, {"configurable": {"thread_id": thread}})
         print(json.dumps(out))
         # how long the run took once the store was open (what a caller sizes GT_KILL_WINDOW by)

@@ -41,7 +41,7 @@ def main() -> None:
     url, thread, name, wait = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     tape = graphtape.connect(url)
     try:
-        rec = tape.record(graph, name="race", wait=wait)
+        rec = tape.record(graph, name="race", wait=wait, checkpointer=tape.saver)
         rec.invoke({"log": [f"start-{name}"]}, {"configurable": {"thread_id": thread}})
         print("done")
     except graphtape.ThreadBusy as exc:

@@ -39,7 +39,7 @@ def age_thread(tape, thread: str, days: float = 40) -> None:
 
 
 def record_linear(tape, thread: str) -> str:
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": ""}, {"configurable": {"thread_id": thread}})
     return rec.last_run_id
 
@@ -66,7 +66,7 @@ def replays_strictly(tape, run_id: str, build, status: str = "finished", **kw) -
 
 
 def hitl_thread(tape, thread: str, *, finish: bool) -> str:
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": thread}}
     rec.invoke({}, cfg)
     if finish:
@@ -115,7 +115,7 @@ def test_round_trip_with_an_interrupt_and_a_fork(tape, tmp_path):
     assert again.status == "finished" and again.live == 0
     replays_strictly(tape, paused, graphs.build_review, "interrupted")
     # the paused thread resumes from its restored checkpoints
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "paused"}}
     interrupts = rec.get_state(cfg).interrupts
     assert interrupts

@@ -157,7 +157,7 @@ def test_a_thread_with_checkpoints_and_no_run_is_archived_with_them(tape, tmp_pa
     record_linear(tape, "source")
     saver_for(tape.store).copy_thread("source", "copy")
     assert tape.store.list_runs(thread_id="copy") == [] and tape.store.has_checkpoints("copy")
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "copy"}}
     values = rec.get_state(cfg).values
     checkpoints = sorted(cp.checkpoint_id for cp in tape.store.list_checkpoints(thread_id="copy"))

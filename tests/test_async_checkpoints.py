@@ -67,7 +67,7 @@ def stored_checkpoints(tape: graphtape.Tape, thread_id: str) -> int:
 
 def test_an_async_run_stores_its_checkpoints_together(tape, monkeypatch):
     slow_background_writer(monkeypatch)
-    rec = tape.record(chain(), name="chain")
+    rec = tape.record(chain(), name="chain", checkpointer=tape.saver)
     writes = record_writes(tape.store, monkeypatch)
     out = rec.invoke({"n": 0}, {"configurable": {"thread_id": "a"}})
     assert out == {"n": N_NODES}
@@ -83,7 +83,7 @@ def test_an_async_run_stores_its_checkpoints_together(tape, monkeypatch):
 
 def test_a_sync_run_stores_each_checkpoint_before_the_next_step(tape, monkeypatch):
     slow_background_writer(monkeypatch)
-    rec = tape.record(chain(), name="chain")
+    rec = tape.record(chain(), name="chain", checkpointer=tape.saver)
     writes = record_writes(tape.store, monkeypatch)
     rec.invoke({"n": 0}, {"configurable": {"thread_id": "s"}}, durability="sync")
     assert [n for _, n in writes if n] == [1] * (N_NODES + 2)
@@ -93,7 +93,7 @@ def test_a_sync_run_stores_each_checkpoint_before_the_next_step(tape, monkeypatc
 def test_deferred_checkpoints_reach_the_store_while_the_run_waits(tape, store_url):
     """Another reader sees the run's checkpoints within the background writer's interval, mid-run."""
     go_on = threading.Event()
-    rec = tape.record(chain(wait=go_on, at=3), name="chain")
+    rec = tape.record(chain(wait=go_on, at=3), name="chain", checkpointer=tape.saver)
     result: dict[str, Any] = {}
     runner = threading.Thread(
         target=lambda: result.update(out=rec.invoke({"n": 0}, {"configurable": {"thread_id": "w"}}))
@@ -120,7 +120,7 @@ def test_deferred_checkpoints_reach_the_store_while_the_run_waits(tape, store_ur
 def test_after_a_failed_background_write_checkpoints_are_written_in_line(tape, monkeypatch):
     """The failed write's rows stay buffered and go with the next one; the run no longer defers."""
     go_on = threading.Event()
-    rec = tape.record(chain(wait=go_on, at=2), name="chain")
+    rec = tape.record(chain(wait=go_on, at=2), name="chain", checkpointer=tape.saver)
     writes = record_writes(tape.store, monkeypatch, fail_on="graphtape-tape-writer")
     timer = threading.Timer(0.5, go_on.set)  # node 2 waits past the background write, which fails
     timer.start()
@@ -151,7 +151,7 @@ def test_a_recordings_saves_run_on_the_graphs_thread(tape, monkeypatch):
 
         monkeypatch.setattr(GraphtapeSaver, name, spy)
     slow_background_writer(monkeypatch)
-    rec = tape.record(chain(), name="chain")
+    rec = tape.record(chain(), name="chain", checkpointer=tape.saver)
     rec.invoke({"n": 0}, {"configurable": {"thread_id": "i"}})
     here = threading.current_thread().name
     assert threads == {"put": {here}, "put_writes": {here}}

@@ -180,7 +180,7 @@ def test_a_journaled_call_is_seen_by_another_process_while_its_node_waits(tmp_pa
             appends.append(1)
             original(self, batch)
 
-        rec = tape.record(builder.compile(), name="slow")
+        rec = tape.record(builder.compile(), name="slow", checkpointer=tape.saver)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(journal.CallJournal, "append", append)
             mp.setattr(writer_mod, "FLUSH_INTERVAL", 5.0)  # the call goes to the journal, however slow the machine

@@ -753,3 +753,16 @@ def test_load_graph_never_replaces_another_module(agent, tmp_path):
     assert graph.nodes and sys.modules["json"] is json_module
     assert "_graphtape_graph_json" in sys.modules
     del sys.modules["_graphtape_graph_json"]
+
+
+def test_show_says_a_run_of_a_graph_without_checkpointer_had_a_thread_of_its_own(cli, agent, url):
+    """Recorded through the API without a checkpointer, a call runs afresh; ``show`` names the caller's thread."""
+    with graphtape.connect(url) as tape:
+        recorded = tape.record(load_graph(f"{agent}:graph"))
+        recorded.invoke({"topic": "cats"}, {"configurable": {"thread_id": "chat-7"}})
+        rid, thread = recorded.last_run_id, tape.run(recorded.last_run_id).thread_id
+    assert thread != "chat-7"
+    out = " ".join(cli.ok("show", rid).stdout.replace("│", " ").split())  # (as one line: the row wraps)
+    assert f"thread {thread} (its own: the graph has no checkpointer; called with thread_id chat-7)" in out
+    # the CLI's own runs keep the thread they are given (``--resume`` continues it)
+    assert cli.json("show", cli.record(agent, "graph", "dogs", "--thread", "tb"))["run"]["thread_id"] == "tb"

@@ -98,7 +98,7 @@ def one_line_error(result, code: int = 2) -> str:
 def recorded(url):
     """An agent run with a strict replay and a label; the checkpoints of the run."""
     with graphtape.connect(url) as tape:
-        g = tape.record(graphs.build_agent())
+        g = tape.record(graphs.build_agent(), checkpointer=tape.saver)
         g.invoke({"messages": [HumanMessage("find cats")]}, {"configurable": {"thread_id": "t-agent"}})
         run_id = g.last_run_id
         with forbid():
@@ -156,7 +156,7 @@ def test_history_rows_are_whole_when_piped(tmp_path):
     b.add_edge(node, END)
     url = f"sqlite:///{tmp_path}/w.db"
     with graphtape.connect(url) as tape:
-        tape.record(b.compile()).invoke({}, {"configurable": {"thread_id": "wide"}})
+        tape.record(b.compile(), checkpointer=tape.saver).invoke({}, {"configurable": {"thread_id": "wide"}})
     piped = CliRunner().invoke(app, ["--url", url, "history", "wide"], env={**ENV, "COLUMNS": None})
     assert piped.exit_code == 0 and node in piped.stdout
     narrow = CliRunner().invoke(app, ["--url", url, "history", "wide"], env={**ENV, "COLUMNS": "80"})
@@ -178,7 +178,9 @@ def test_history_of_a_run_as_json(cli, recorded):
 
 def test_history_with_subgraph_namespaces(cli, url):
     with graphtape.connect(url) as tape:
-        tape.record(graphs.build_subgraph_node()).invoke({"question": "q"}, {"configurable": {"thread_id": "t-sub"}})
+        tape.record(graphs.build_subgraph_node(), checkpointer=tape.saver).invoke(
+            {"question": "q"}, {"configurable": {"thread_id": "t-sub"}}
+        )
     plain = cli.ok("history", "t-sub")
     nested = cli.ok("history", "t-sub", "--namespaces")
     assert "sub/inner" not in plain.replace("in sub/inner", "")
@@ -220,7 +222,7 @@ def test_state_of_a_checkpoint_in_another_saver_needs_the_graph(cli, url, tmp_pa
     module.write_text(FOREIGN.replace("PATH", repr(str(tmp_path / "lg.db"))), encoding="utf-8")
     spec = f"{module}:graph"
     with graphtape.connect(url) as tape:
-        g = tape.record(load_graph(spec))
+        g = tape.record(load_graph(spec))  # (compiled with its own SqliteSaver)
         g.invoke({"n": 41}, {"configurable": {"thread_id": "t-foreign"}})
         last = tape.history("t-foreign")[-1].checkpoint_id
     out = cli.ok("history", "t-foreign")

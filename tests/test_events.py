@@ -146,12 +146,14 @@ def _check_rows(rows) -> set[str]:
 
 
 def test_every_event_of_recorded_runs_parses_and_reserialises_identically(tape, monkeypatch):
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": ""}, {"configurable": {"thread_id": "lin"}})
     linear = rec.last_run_id
     tape.label(linear, "good", "a note")
-    tape.record(graphs.build_fanout(), name="fan").invoke({"topic": "x"}, {"configurable": {"thread_id": "fan"}})
-    review = tape.record(graphs.build_review(), name="review")
+    tape.record(graphs.build_fanout(), name="fan", checkpointer=tape.saver).invoke(
+        {"topic": "x"}, {"configurable": {"thread_id": "fan"}}
+    )
+    review = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "rev"}}
     review.invoke({}, cfg)
     from langgraph.types import Command
@@ -169,7 +171,7 @@ def test_every_event_of_recorded_runs_parses_and_reserialises_identically(tape, 
     b.add_edge(START, "boom")
     b.add_edge("boom", END)
     with pytest.raises(ValueError):
-        tape.record(b.compile()).invoke({"topic": ""}, {"run_id": uuid.uuid4()})
+        tape.record(b.compile(), checkpointer=tape.saver).invoke({"topic": ""}, {"run_id": uuid.uuid4()})
     # a replay that serves, and one that diverges
     with forbid():
         served = tape.replay(linear, graphs.build_linear())

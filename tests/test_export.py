@@ -35,7 +35,7 @@ def test_round_trip_is_byte_identical_and_replayable(tape, tmp_path):
 
 
 def test_thread_export_carries_the_whole_conversation(tape, tmp_path):
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "conv"}}
     rec.invoke({}, cfg)
     rec.invoke(Command(resume={i.id: "fine" for i in rec.get_state(cfg).interrupts}), cfg)

@@ -39,7 +39,7 @@ def comparable(snapshot_values: dict, ours: dict) -> dict:
 
 
 def test_history_of_a_run(tape):
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("lin"))
     run_id = g.last_run_id
     h = tape.history(run_id)
@@ -68,7 +68,7 @@ def test_history_of_a_run(tape):
 
 
 def test_history_reads_no_checkpoint_body_or_value(tape, monkeypatch):
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("lean"))
     from graphtape.runtime.saver import GraphtapeSaver
 
@@ -88,7 +88,7 @@ def test_history_reads_no_checkpoint_body_or_value(tape, monkeypatch):
 
 
 def test_history_of_a_thread_across_interrupts_and_resumes(tape):
-    g = tape.record(graphs.build_review())
+    g = tape.record(graphs.build_review(), checkpointer=tape.saver)
     g.invoke({}, cfg("rev"))
     first = g.last_run_id
     pending = g.get_state(cfg("rev")).interrupts
@@ -137,7 +137,7 @@ def test_a_step_finished_by_a_resume_counts_the_tasks_done_before_the_interrupt(
     b.add_edge(START, "slow")
     b.add_edge("fast", END)
     b.add_edge("slow", END)
-    g = tape.record(b.compile())
+    g = tape.record(b.compile(), checkpointer=tape.saver)
     g.invoke({}, cfg("par"))
     g.invoke(Command(resume="yes"), cfg("par"))
     last = tape.history("par")[-1]
@@ -168,18 +168,20 @@ def _parallel_interrupt_graph():
 def _run_scenarios(tape, prefix: str) -> list[str]:
     """Threads with one run (LLM calls and effects), interrupts answered across runs, a step finished by a
     resume, a subgraph, a fan-out, an agent with tool calls."""
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg(f"{prefix}-lin"))
-    g = tape.record(graphs.build_review())
+    g = tape.record(graphs.build_review(), checkpointer=tape.saver)
     g.invoke({}, cfg(f"{prefix}-rev"))
     g.invoke(Command(resume={i.id: "ok" for i in g.get_state(cfg(f"{prefix}-rev")).interrupts}), cfg(f"{prefix}-rev"))
     g.invoke(Command(resume="publish"), cfg(f"{prefix}-rev"))
-    g = tape.record(_parallel_interrupt_graph())
+    g = tape.record(_parallel_interrupt_graph(), checkpointer=tape.saver)
     g.invoke({}, cfg(f"{prefix}-par"))
     g.invoke(Command(resume="yes"), cfg(f"{prefix}-par"))
-    tape.record(graphs.build_subgraph_node()).invoke({"question": "q"}, cfg(f"{prefix}-sub"))
-    tape.record(graphs.build_fanout()).invoke({}, cfg(f"{prefix}-fan"))
-    tape.record(graphs.build_agent()).invoke({"messages": [HumanMessage("find cats")]}, cfg(f"{prefix}-agent"))
+    tape.record(graphs.build_subgraph_node(), checkpointer=tape.saver).invoke({"question": "q"}, cfg(f"{prefix}-sub"))
+    tape.record(graphs.build_fanout(), checkpointer=tape.saver).invoke({}, cfg(f"{prefix}-fan"))
+    tape.record(graphs.build_agent(), checkpointer=tape.saver).invoke(
+        {"messages": [HumanMessage("find cats")]}, cfg(f"{prefix}-agent")
+    )
     return [f"{prefix}-{name}" for name in ("lin", "rev", "par", "sub", "fan", "agent")]
 
 
@@ -231,7 +233,7 @@ def test_a_finished_run_is_listed_without_reading_task_or_call_events(tape, monk
     """Its rows carry their writers and calls; only labels are read from the events."""
     from graphtape.store.base import TapeStore
 
-    g = tape.record(graphs.build_agent())
+    g = tape.record(graphs.build_agent(), checkpointer=tape.saver)
     g.invoke({"messages": [HumanMessage("find cats")]}, cfg("lean-calls"))
     expected = [(e.writers, e.calls) for e in tape.history("lean-calls")]
     assert any(calls for _, calls in expected)
@@ -274,7 +276,7 @@ def test_a_retried_task_is_a_writer_of_its_step(tape, stored, monkeypatch):
     b.add_node("flaky", flaky, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.0, jitter=False))
     b.add_edge(START, "flaky")
     b.add_edge("flaky", END)
-    tape.record(b.compile()).invoke({}, cfg("retry"))
+    tape.record(b.compile(), checkpointer=tape.saver).invoke({}, cfg("retry"))
     assert len(attempts) == 2
     assert [e.writers for e in tape.history("retry")] == [(), ("__start__",), ("flaky",)]
 
@@ -285,7 +287,7 @@ def test_a_retried_task_is_a_writer_of_its_step(tape, stored, monkeypatch):
 
 
 def test_subgraph_checkpoints_under_their_namespace(tape):
-    g = tape.record(graphs.build_subgraph_node())
+    g = tape.record(graphs.build_subgraph_node(), checkpointer=tape.saver)
     g.invoke({"question": "q"}, cfg("sub"))
     root = tape.history("sub")
     assert [e.ns for e in root] == [""] * 4
@@ -307,7 +309,7 @@ def test_subgraph_checkpoints_under_their_namespace(tape):
 
 
 def test_send_fan_out_writers_and_namespaces(tape):
-    g = tape.record(graphs.build_fanout())
+    g = tape.record(graphs.build_fanout(), checkpointer=tape.saver)
     g.invoke({}, cfg("fan"))
     h = tape.history("fan")
     assert sorted(h[3].writers) == ["side", "worker"]
@@ -322,7 +324,7 @@ def test_send_fan_out_writers_and_namespaces(tape):
 
 
 def test_replays_are_branches_of_the_run_they_replay(tape):
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("orig"))
     run_id = g.last_run_id
     cps = [e.checkpoint_id for e in tape.history(run_id)]
@@ -349,7 +351,7 @@ def test_replays_are_branches_of_the_run_they_replay(tape):
 
 
 def test_forks_in_the_same_thread(tape):
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("tt"))
     first = g.last_run_id
     snaps = {s.metadata["step"]: s for s in g.get_state_history(cfg("tt"))}
@@ -380,7 +382,7 @@ def test_forks_in_the_same_thread(tape):
 
 
 def test_a_run_continuing_a_fork_stays_on_the_fork(tape):
-    g = tape.record(graphs.build_review())
+    g = tape.record(graphs.build_review(), checkpointer=tape.saver)
     g.invoke({}, cfg("fr"))
     first = g.last_run_id
     snaps = {s.metadata["step"]: s for s in g.get_state_history(cfg("fr"))}
@@ -397,7 +399,7 @@ def test_a_run_continuing_a_fork_stays_on_the_fork(tape):
 
 
 def test_labels_latest_wins_and_show_on_branches(tape):
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("lab"))
     run_id = g.last_run_id
     replayed = tape.replay(run_id, graphs.build_linear(), mode="flight")
@@ -421,7 +423,7 @@ def test_labels_latest_wins_and_show_on_branches(tape):
 def test_labels_travel_with_an_export(tape, tmp_path):
     import graphtape
 
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("exp"))
     tape.label(g.last_run_id, "keep", note="exported")
     tape.export_run(g.last_run_id, tmp_path / "run.jsonl")
@@ -436,7 +438,7 @@ def test_labels_travel_with_an_export(tape, tmp_path):
 
 
 def test_state_at_every_checkpoint_matches_langgraph(tape):
-    g = tape.record(graphs.build_agent())
+    g = tape.record(graphs.build_agent(), checkpointer=tape.saver)
     g.invoke({"messages": [HumanMessage("find cats")]}, cfg("agent"))
     for snap in g.get_state_history(cfg("agent")):
         ours = tape.state(snap.config["configurable"]["checkpoint_id"])
@@ -448,7 +450,7 @@ def test_state_at_every_checkpoint_matches_langgraph(tape):
 
 
 def test_state_errors(tape):
-    g = tape.record(graphs.build_linear())
+    g = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     g.invoke({}, cfg("err"))
     ids = [e.checkpoint_id for e in tape.history("err")]
     with pytest.raises(RunNotFound, match="at least 8"):
@@ -479,7 +481,7 @@ def test_a_foreign_saver_history_comes_from_the_tape_and_state_needs_the_graph(t
     assert tape.state(last, graph=mem) == values
 
     # the same graph on graphtape's saver lists the same history
-    g2 = tape.record(graphs.build_agent())
+    g2 = tape.record(graphs.build_agent(), checkpointer=tape.saver)
     g2.invoke({"messages": [HumanMessage("hi")]}, cfg("gt"))
     h2 = tape.history("gt")
     assert h2.source == "saver"
@@ -487,7 +489,7 @@ def test_a_foreign_saver_history_comes_from_the_tape_and_state_needs_the_graph(t
 
 
 def test_diff_between_checkpoints_of_one_run(tape):
-    g = tape.record(graphs.build_agent())
+    g = tape.record(graphs.build_agent(), checkpointer=tape.saver)
     g.invoke({"messages": [HumanMessage("find cats")]}, cfg("d1"))
     h = tape.history("d1")
     d = tape.diff(h[1].checkpoint_id, h[-1].checkpoint_id)
@@ -504,7 +506,7 @@ def test_diff_between_checkpoints_of_one_run(tape):
 
 
 def test_diff_across_runs_ignores_message_ids(tape):
-    g = tape.record(graphs.build_agent())
+    g = tape.record(graphs.build_agent(), checkpointer=tape.saver)
     g.invoke({"messages": [HumanMessage("find cats")]}, cfg("orig-agent"))
     with forbid():
         result = tape.replay(g.last_run_id, graphs.build_agent(), mode="strict")
@@ -526,7 +528,7 @@ def test_diff_across_runs_ignores_message_ids(tape):
 
 
 def test_turns_of_a_conversation_are_one_branch(tape):
-    g = tape.record(graphs.build_agent())
+    g = tape.record(graphs.build_agent(), checkpointer=tape.saver)
     runs = []
     for text in ("find cats", "and dogs?", "thanks"):
         g.invoke({"messages": [HumanMessage(text)]}, cfg("chat"))

@@ -196,7 +196,7 @@ def _count_writes(tape: graphtape.Tape, monkeypatch: Any) -> list[WriteBatch]:
 
 def test_a_strict_replay_writes_its_checkpoints_with_its_end(tape: graphtape.Tape, monkeypatch) -> None:
     graph = notes_graph(SeededChatModel(seed=4, latency=0))
-    rec = tape.record(graph, name="notes")
+    rec = tape.record(graph, name="notes", checkpointer=tape.saver)
     out = rec.invoke({"topic": "refunds", "notes": []}, {"configurable": {"thread_id": "t"}})
     run_id = rec.last_run_id or ""
     recorded_checkpoints = len(tape.store.list_checkpoints(thread_id="t"))

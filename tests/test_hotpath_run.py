@@ -130,7 +130,7 @@ def test_a_subgraph_task_gets_its_nested_node_path(tape: graphtape.Tape) -> None
     b.add_node("outer", inner)
     b.add_edge(START, "outer")
     b.add_edge("outer", END)
-    rec = tape.record(b.compile(), name="nested")
+    rec = tape.record(b.compile(), name="nested", checkpointer=tape.saver)
     assert rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}}) == {"n": 2}
     started = [events.parse(r) for r in tape.store.events(rec.last_run_id or "", [events.TaskStarted.KIND])]
     paths = sorted(e.node_path for e in started)  # type: ignore[attr-defined]
@@ -210,7 +210,7 @@ class ReleasingStore(SqliteTapeStore):
 def test_a_store_that_releases_in_write_ends_a_run_with_one_write(tmp_path: Any, own_saver: bool) -> None:
     store = ReleasingStore(tmp_path / "tape.db")
     tape = graphtape.Tape(store)
-    rec = tape.record(line(3), name="line", **({} if own_saver else {"checkpointer": InMemorySaver()}))
+    rec = tape.record(line(3), name="line", checkpointer=tape.saver if own_saver else InMemorySaver())
     for _ in range(2):  # the thread is free again at once, and no renewal took it back
         assert rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}}) == {"n": 3}
         assert store.lease_holder("thread:t") is None
@@ -224,7 +224,7 @@ def test_a_store_that_releases_in_write_ends_a_run_with_one_write(tmp_path: Any,
 def test_when_the_releasing_write_fails_the_lease_is_still_given_up(tmp_path: Any) -> None:
     store = ReleasingStore(tmp_path / "tape.db", fail_releasing_write=True)
     tape = graphtape.Tape(store)
-    rec = tape.record(line(2), name="line")
+    rec = tape.record(line(2), name="line", checkpointer=tape.saver)
     with pytest.raises(StoreError, match="last write"):
         rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
     assert store.lease_holder("thread:t") is None
@@ -238,7 +238,7 @@ def test_a_failing_read_of_the_state_after_a_run_still_ends_it(
 ) -> None:
     """The state read after a run (which writes a strict replay's held rows) fails: the run ends, its lease goes."""
     graph = line(2)
-    recorded = tape.record(graph, name="ends")
+    recorded = tape.record(graph, name="ends", checkpointer=tape.saver)
 
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("state read failed")
@@ -252,4 +252,4 @@ def test_a_failing_read_of_the_state_after_a_run_still_ends_it(
     assert run.status == "failed" and "state read failed" in (run.error or "")
     monkeypatch.undo()
     # the thread's lease was given up: a second run on the thread starts at once
-    assert tape.record(graph, name="ends").invoke({"n": 0}, cfg) == {"n": 2}
+    assert tape.record(graph, name="ends", checkpointer=tape.saver).invoke({"n": 0}, cfg) == {"n": 2}

@@ -126,7 +126,7 @@ def test_invalidate_blocks_effects_without_permission(tape):
 
 def test_resume_pending_interrupts_by_id_and_strict_replay_asks_nothing(tape):
     graph = graphs.build_review()
-    rec = tape.record(graph, name="review")
+    rec = tape.record(graph, name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "hitl"}}
     rec.invoke({}, cfg)
     pending = rec.get_state(cfg).interrupts

@@ -23,7 +23,7 @@ def state_reads(monkeypatch):
 
 
 def test_a_finished_strict_replay_does_not_read_its_state(tape, state_reads):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     rec.invoke({"topic": ""})
     state_reads.clear()
     with forbid():

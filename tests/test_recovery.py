@@ -30,7 +30,7 @@ def final_state(url: str, thread: str) -> dict:
 
     tape = graphtape.connect(url)
     try:
-        rec = tape.record(crash_worker.graph)
+        rec = tape.record(crash_worker.graph, checkpointer=tape.saver)
         return rec.get_state({"configurable": {"thread_id": thread}}).values
     finally:
         tape.close()

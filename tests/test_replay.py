@@ -32,7 +32,7 @@ def history_values(recorded, thread_id):
 
 def record_and_replay(tape, build, run_input, *, api="invoke", config=None):
     graph = build()
-    rec = tape.record(graph, name=build.__name__)
+    rec = tape.record(graph, name=build.__name__, checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "t-1"}, **(config or {})}
     if api == "ainvoke":
         out = asyncio.run(rec.ainvoke(run_input, cfg))
@@ -100,7 +100,7 @@ def test_functional_api(tape):
 
 def test_interrupts_and_resume_replay_without_asking(tape):
     graph = graphs.build_review()
-    rec = tape.record(graph, name="review")
+    rec = tape.record(graph, name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "hitl"}}
     rec.invoke({}, cfg)
     first = rec.last_run_id
@@ -124,7 +124,7 @@ def test_interrupts_and_resume_replay_without_asking(tape):
 
 
 def test_replay_of_an_interrupted_run_stops_at_the_same_interrupt(tape):
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     rec.invoke({}, {"configurable": {"thread_id": "h2"}})
     with forbid():
         result = tape.replay(rec.last_run_id, graphs.build_review())
@@ -168,7 +168,7 @@ def test_parallel_interrupts_are_matched_by_the_task_that_raised_them(tape, monk
     """Resume values go to the interrupt of the same node whatever order the nodes finish in, and the
     ``__interrupt__`` list's order does not make an interrupted run's output differ."""
     monkeypatch.setitem(_REVIEW_DELAY, "a", 0.05)
-    rec = tape.record(build_parallel_reviews(), name="reviews")
+    rec = tape.record(build_parallel_reviews(), name="reviews", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "par"}}
     rec.invoke({"log": []}, cfg)
     first = rec.last_run_id
@@ -193,7 +193,7 @@ def test_parallel_interrupts_are_matched_by_the_task_that_raised_them(tape, monk
 def test_a_resumed_task_that_writes_another_state_is_not_blamed_on_the_clock(tape):
     """A task that resumed an interrupt and then wrote another state diverges with a hint about its
     interrupt's answer first, not only the clock and random numbers."""
-    rec = tape.record(build_parallel_reviews(), name="reviews")
+    rec = tape.record(build_parallel_reviews(), name="reviews", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "hint"}}
     rec.invoke({"log": []}, cfg)
     rec.invoke(Command(resume={i.id: "ok" for i in rec.get_state(cfg).interrupts}), cfg)
@@ -209,7 +209,7 @@ def test_strict_resume_refusing_an_answer_is_replayed_as_recorded(tape):
     from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
     from langgraph.errors import UnknownInterruptError
 
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "strict", CONFIG_KEY_STRICT_RESUME: True}}
     rec.invoke({}, cfg)
     answers = {i.id: "ok" for i in rec.get_state(cfg).interrupts}
@@ -232,7 +232,7 @@ def test_strict_resume_refusing_an_answer_is_replayed_as_recorded(tape):
 
 
 def test_prompt_edit_diverges_in_strict_mode(tape, monkeypatch):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     rec.invoke({"topic": ""})
     run_id = rec.last_run_id
     monkeypatch.setitem(graphs.PROMPTS, "write", "Write a haiku about")
@@ -252,7 +252,7 @@ def test_prompt_edit_diverges_in_strict_mode(tape, monkeypatch):
 
 
 def test_new_call_diverges(tape):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     rec.invoke({"topic": ""})
 
     # a graph whose code makes one more model call in a node
@@ -270,7 +270,7 @@ def test_new_call_diverges(tape):
 
 
 def test_flight_mode_serves_unchanged_and_calls_changed_live(tape, monkeypatch):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     out = rec.invoke({"topic": ""})
     run_id = rec.last_run_id
     monkeypatch.setitem(graphs.PROMPTS, "write", "Write a haiku about")
@@ -288,7 +288,7 @@ def test_flight_mode_serves_unchanged_and_calls_changed_live(tape, monkeypatch):
 
 
 def test_flight_mode_reports_tokens_and_cost_saved(tape):
-    rec = tape.record(graphs.build_fanout())
+    rec = tape.record(graphs.build_fanout(), checkpointer=tape.saver)
     rec.invoke({"questions": []})
     result = tape.replay(rec.last_run_id, graphs.build_fanout(), mode="flight")
     assert result.live == 0 and result.served == 5
@@ -297,7 +297,7 @@ def test_flight_mode_reports_tokens_and_cost_saved(tape):
 
 
 def test_changed_effect_is_blocked_in_flight_mode_without_permission(tape, monkeypatch):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     rec.invoke({"topic": ""})
     monkeypatch.setitem(graphs.PROMPTS, "write", "Write a limerick about")
     before = LIVE.copy()
@@ -315,7 +315,7 @@ def test_models_with_own_cache_or_cache_false_are_recorded(tape):
     set_llm_cache(global_cache)
     try:
         for model in (graphs.RandomModel(cache=False), graphs.RandomModel(cache=InMemoryCache()), graphs.RandomModel()):
-            rec = tape.record(graphs.build_linear(model))
+            rec = tape.record(graphs.build_linear(model), checkpointer=tape.saver)
             rec.invoke({"topic": ""})
             assert tape.run(rec.last_run_id).llm_calls == 2
         # the global cache kept working for the model that uses it
@@ -328,7 +328,7 @@ def test_models_with_own_cache_or_cache_false_are_recorded(tape):
 
 @pytest.mark.parametrize("api", ["stream", "astream", "astream_events"])
 def test_streaming_apis_are_recorded_and_replayable(tape, api):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": f"s-{api}"}}
     if api == "stream":
         chunks = list(rec.stream({"topic": ""}, cfg, stream_mode="updates"))
@@ -386,7 +386,7 @@ def test_closing_a_recorded_astream_cancels_the_run_as_langgraph_does(tape):
     async def break_after_first_event(recorded: bool) -> tuple[list[str], list[str]]:
         log: list[str] = []
         graph = build_fast_and_slow(log)
-        target = tape.record(graph, name="fast-slow") if recorded else graph
+        target = tape.record(graph, name="fast-slow", checkpointer=tape.saver) if recorded else graph
         cfg = {"configurable": {"thread_id": f"close-{recorded}"}}
         async with contextlib.aclosing(target.astream({}, cfg, stream_mode="updates")) as events:
             async for _event in events:
@@ -407,7 +407,7 @@ def test_secrets_are_redacted_on_capture(tape):
         def _identifying_params(self):
             return {**super()._identifying_params, "api_key": self.api_key}
 
-    rec = tape.record(graphs.build_linear(KeyedModel()))
+    rec = tape.record(graphs.build_linear(KeyedModel()), checkpointer=tape.saver)
     rec.invoke({"topic": ""}, {"configurable": {"thread_id": "k", "openai_api_key": "sk-config-SECRET"}})
     run_id = rec.last_run_id
     for call in tape.calls(run_id):
@@ -430,7 +430,7 @@ def test_run_id_from_config_and_failed_runs(tape):
     b.add_node("boom", boom)
     b.add_edge(START, "boom")
     b.add_edge("boom", END)
-    rec = tape.record(b.compile())
+    rec = tape.record(b.compile(), checkpointer=tape.saver)
     rid = uuid.uuid4()
     with pytest.raises(ValueError):
         rec.invoke({"topic": ""}, {"run_id": rid})
@@ -464,7 +464,7 @@ def test_a_failed_run_reproduced_in_a_chain_is_a_faithful_step(tape):
         b.add_edge("work", END)
         return b.compile()
 
-    rec = tape.record(build(), name="retried")
+    rec = tape.record(build(), name="retried", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "retry"}}
     with pytest.raises(ConnectionError):
         rec.invoke({"topic": ""}, cfg)
@@ -487,7 +487,7 @@ def test_a_failed_run_reproduced_in_a_chain_is_a_faithful_step(tape):
 
 
 def test_replay_from_a_checkpoint(tape):
-    rec = tape.record(graphs.build_linear())
+    rec = tape.record(graphs.build_linear(), checkpointer=tape.saver)
     out = rec.invoke({"topic": ""}, {"configurable": {"thread_id": "cp"}})
     run_id = rec.last_run_id
     checkpoints = [e.data for e in tape.events(run_id, ["checkpoint"])]
@@ -552,7 +552,7 @@ def test_batch_calls_are_each_recorded(tape):
     b.add_node("many", lambda s: {"log": [r.content for r in m.batch(["a", "b", "c"])]})
     b.add_edge(START, "many")
     b.add_edge("many", END)
-    rec = tape.record(b.compile())
+    rec = tape.record(b.compile(), checkpointer=tape.saver)
     out = rec.invoke({"topic": ""})
     assert tape.run(rec.last_run_id).llm_calls == 3
     with forbid():
@@ -590,7 +590,7 @@ def test_a_message_changed_after_a_call_is_recorded_as_it_ends(tape):
     b.add_edge(START, "ask")
     b.add_edge("ask", "edit")
     b.add_edge("edit", END)
-    g = tape.record(b.compile())
+    g = tape.record(b.compile(), checkpointer=tape.saver)
     result = g.invoke({"messages": [HumanMessage("original question")]}, {"configurable": {"thread_id": "memo"}})
     recorded = _recorded_output_messages(tape, g.last_run_id)
     assert result["messages"][0].content == "edited in place"

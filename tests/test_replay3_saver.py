@@ -97,7 +97,7 @@ def _review_chain(tape):
 
     from tests import graphs
 
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "hitl"}}
     rec.invoke({}, cfg)
     rec.invoke(Command(resume={i.id: "ok" for i in rec.get_state(cfg).interrupts}), cfg)
@@ -108,7 +108,7 @@ def _review_chain(tape):
 def test_a_strict_replay_reads_no_checkpoint_of_its_new_thread_before_writing_one(tape, monkeypatch):
     from tests import graphs
 
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": "cats"})
     seen = _reads(monkeypatch, tape.store)
     with graphs.forbid():
@@ -134,7 +134,7 @@ def test_a_thread_the_caller_names_is_read(tape, monkeypatch):
     from graphtape.replay import engine
     from tests import graphs
 
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": "cats"})
     seen = _reads(monkeypatch, tape.store)
     with graphs.forbid():

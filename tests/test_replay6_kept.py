@@ -68,7 +68,7 @@ def test_a_second_replay_of_a_run_reads_none_of_its_events_and_reports_the_same(
 
 def test_a_kept_chain_of_runs_replays_the_same(tape):
     graph = graphs.build_review()
-    rec = tape.record(graph, name="review")
+    rec = tape.record(graph, name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "kept-hitl"}}
     rec.invoke({}, cfg)
     answers = {i.id: f"ok-{i.value['question']}" for i in rec.get_state(cfg).interrupts}

@@ -31,7 +31,7 @@ def _parents(tape, run_ids: list[str]) -> list[str | None]:
 
 def _review_thread(tape, thread_id: str) -> list[str]:
     """Three runs on one thread: two stop at interrupts, the third finishes."""
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": thread_id}}
     rec.invoke({}, cfg)
     pending = rec.get_state(cfg).interrupts
@@ -41,7 +41,7 @@ def _review_thread(tape, thread_id: str) -> list[str]:
 
 
 def test_a_replay_of_one_run_reads_no_previous_run(tape, listings):
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": "cats"})
     listings.clear()
     with forbid():
@@ -81,7 +81,7 @@ def test_a_replay_of_a_replay_follows_the_replayed_chain(tape, listings):
 
 
 def test_a_thread_given_by_the_caller_is_looked_up(tape, listings):
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": "cats"})
     # a run already on the thread the replay is told to use (its checkpoints elsewhere: the replay starts afresh)
     other = tape.record(graphs.build_linear(), name="linear", checkpointer=InMemorySaver())
@@ -96,14 +96,14 @@ def test_a_thread_given_by_the_caller_is_looked_up(tape, listings):
 
 def test_the_recorder_forgets_the_new_thread_after_its_first_run(tape, listings):
     graph = graphs.build_linear()
-    rec = tape.record(graph, name="linear")
+    rec = tape.record(graph, name="linear", checkpointer=tape.saver)
     rec.new_threads.add("fresh")
     cfg = {"configurable": {"thread_id": "fresh"}}
     rec.invoke({"topic": "a"}, cfg)
     assert rec.new_threads == set()
     assert _looked_up(listings, "fresh") == 0
     # someone else runs on the thread: the next run of this graph reads the latest run again
-    tape.record(graph, name="linear").invoke({"topic": "b"}, cfg)
+    tape.record(graph, name="linear", checkpointer=tape.saver).invoke({"topic": "b"}, cfg)
     listings.clear()
     rec.invoke({"topic": "c"}, cfg)
     assert _looked_up(listings, "fresh") == 1

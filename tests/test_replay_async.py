@@ -26,7 +26,7 @@ def assert_exact(result) -> None:
 
 
 async def test_areplay_of_an_ainvoke_run_in_the_running_loop(tape):
-    rec = tape.record(graphs.build_async(), name="async")
+    rec = tape.record(graphs.build_async(), name="async", checkpointer=tape.saver)
     out = await rec.ainvoke({"topic": "x"})
     with forbid():
         result = await tape.areplay(rec.last_run_id, graphs.build_async())
@@ -37,7 +37,7 @@ async def test_areplay_of_an_ainvoke_run_in_the_running_loop(tape):
 
 
 async def test_areplay_of_an_astream_events_run(tape):
-    rec = tape.record(graphs.build_async(), name="async")
+    rec = tape.record(graphs.build_async(), name="async", checkpointer=tape.saver)
     events = [e async for e in rec.astream_events({"topic": "x"}, version="v2")]
     assert any(e["event"] == "on_chat_model_stream" for e in events)
     with forbid():
@@ -49,7 +49,7 @@ async def test_areplay_of_an_astream_events_run(tape):
 
 
 async def test_areplay_of_a_sync_recorded_thread_with_interrupts(tape):
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "a-hitl"}}
     rec.invoke({}, cfg)
     rec.invoke(Command(resume={i.id: "ok" for i in rec.get_state(cfg).interrupts}), cfg)
@@ -61,7 +61,7 @@ async def test_areplay_of_a_sync_recorded_thread_with_interrupts(tape):
 
 
 async def test_afork_aoverride_and_ainvalidate_from(tape):
-    rec = tape.record(graphs.build_async(), name="async")
+    rec = tape.record(graphs.build_async(), name="async", checkpointer=tape.saver)
     await rec.ainvoke({"topic": "x"})
     run_id = rec.last_run_id
     before_second = next(e.data["checkpoint_id"] for e in tape.events(run_id, ["checkpoint"]) if e.data["step"] == 1)
@@ -83,7 +83,7 @@ async def test_afork_aoverride_and_ainvalidate_from(tape):
 
 
 async def test_aresume_answers_in_the_running_loop(tape):
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "a-resume"}}
     await rec.ainvoke({}, cfg)
     pending = (await rec.aget_state(cfg)).interrupts
@@ -93,7 +93,7 @@ async def test_aresume_answers_in_the_running_loop(tape):
 
 
 async def test_sync_replay_inside_a_running_loop_points_to_areplay_and_writes_nothing(tape):
-    rec = tape.record(graphs.build_async(), name="async")
+    rec = tape.record(graphs.build_async(), name="async", checkpointer=tape.saver)
     await rec.ainvoke({"topic": "x"})
     runs = len(tape.runs())
     with pytest.raises(graphtape.ReplayError, match=r"await tape\.areplay"):
@@ -157,7 +157,7 @@ def build_two_turns(model: BaseChatModel, prompt: str):
 
 def record_two_turns(tape, model: BaseChatModel, thread_id: str) -> str:
     async def both() -> str:
-        rec = tape.record(build_two_turns(model, "Write"), name="two_turns")
+        rec = tape.record(build_two_turns(model, "Write"), name="two_turns", checkpointer=tape.saver)
         cfg = {"configurable": {"thread_id": thread_id}}
         await rec.ainvoke({}, cfg)
         await rec.ainvoke(Command(resume="approved"), cfg)
@@ -179,7 +179,7 @@ def test_sync_flight_replay_of_an_async_thread_uses_one_loop(tape):
 
 
 def test_invoke_version_v2_replays_with_the_same_output_type(tape):
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     out = rec.invoke({"topic": ""}, version="v2")
     assert type(out).__name__ == "GraphOutput"
     with forbid():
@@ -190,7 +190,7 @@ def test_invoke_version_v2_replays_with_the_same_output_type(tape):
 
 
 def test_interrupt_before_and_output_keys_are_replayed(tape):
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     out = rec.invoke({"topic": ""}, interrupt_before=("rate",), output_keys=["draft"])
     assert set(out) == {"draft"} and tape.run(rec.last_run_id).status == "interrupted"
     with forbid():
@@ -200,7 +200,7 @@ def test_interrupt_before_and_output_keys_are_replayed(tape):
 
 
 def test_stream_runs_replay_through_stream_with_their_mode(tape):
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     chunks = list(rec.stream({"topic": ""}, stream_mode="updates", durability="exit"))
     assert [next(iter(c)) for c in chunks] == ["start", "write", "rate"]
     with forbid():
@@ -260,7 +260,7 @@ graph = b.compile()
 with graphtape.connect(url) as tape:
     if what == "record":
         async def both():
-            rec = tape.record(graph, name="two_turns")
+            rec = tape.record(graph, name="two_turns", checkpointer=tape.saver)
             cfg = {"configurable": {"thread_id": "oa"}}
             await rec.ainvoke({}, cfg)
             await rec.ainvoke(Command(resume="approved"), cfg)
@@ -315,7 +315,7 @@ def test_a_json_context_is_replayed(tape):
         b.add_edge("greet", END)
         return b.compile()
 
-    rec = tape.record(build())
+    rec = tape.record(build(), checkpointer=tape.saver)
     out = rec.invoke({}, context={"user": "ada"})
     with forbid():
         result = tape.replay(rec.last_run_id, build())

@@ -101,7 +101,7 @@ async def areplay_last(tape: Any, rec: Any) -> Any:
 
 
 def test_a_run_from_a_past_checkpoint_replays_from_that_checkpoint(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("past"))  # interrupted at human
     rec.invoke(None, snapshot_before(rec, "past", "a").config)  # a runs again, interrupted again
     assert tape.run(rec.last_run_id).status == "interrupted"
@@ -112,7 +112,7 @@ def test_a_run_from_a_past_checkpoint_replays_from_that_checkpoint(tape):
 
 def test_a_run_from_before_an_answered_interrupt_stops_at_it_again(tape):
     # the example: recorded `interrupted ['a']`, replayed `finished ['a', 'human:hello']`
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("again"))
     rec.invoke(Command(resume="hello"), cfg("again"))
     rec.invoke(None, snapshot_before(rec, "again", "human").config)
@@ -123,7 +123,7 @@ def test_a_run_from_before_an_answered_interrupt_stops_at_it_again(tape):
 
 
 def test_a_fork_made_by_update_state_on_a_past_checkpoint(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("fork"))
     rec.invoke(Command(resume="hello"), cfg("fork"))
     forked = rec.update_state(snapshot_before(rec, "fork", "human").config, {"log": ["edited"]}, as_node="human")
@@ -135,7 +135,7 @@ def test_a_fork_made_by_update_state_on_a_past_checkpoint(tape):
 
 
 def test_update_state_on_the_latest_checkpoint_then_resume(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("latest"))
     rec.update_state(cfg("latest"), {"log": ["note"]})  # as_node inferred by LangGraph (a)
     rec.invoke(Command(resume="hi"), cfg("latest"))
@@ -146,7 +146,7 @@ def test_update_state_on_the_latest_checkpoint_then_resume(tape):
 
 
 def test_a_resume_on_a_forked_branch(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("branch"))
     rec.invoke(Command(resume="first"), cfg("branch"))
     forked = rec.update_state(snapshot_before(rec, "branch", "human").config, {"log": ["x"]}, as_node="a")
@@ -159,7 +159,7 @@ def test_a_resume_on_a_forked_branch(tape):
 
 
 def test_update_state_on_a_new_thread_before_its_first_run(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     seeded = rec.update_state(cfg("seeded"), {"log": ["seed"]}, as_node="a")
     rec.invoke(None, seeded)  # human interrupts at once: the seed is a's output
     assert tape.run(rec.last_run_id).status == "interrupted"
@@ -171,7 +171,7 @@ def test_update_state_on_a_new_thread_before_its_first_run(tape):
 def test_bulk_update_state_is_replayed_superstep_by_superstep(tape):
     from langgraph.types import StateUpdate
 
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("bulk"))
     rec.bulk_update_state(
         cfg("bulk"),
@@ -201,7 +201,7 @@ def test_a_copy_of_a_past_checkpoint_with_updates_as_named_tuples(tape):
 
 
 def test_the_update_is_on_the_tape_of_the_next_run(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("ev"))
     first = rec.last_run_id
     past = snapshot_before(rec, "ev", "human").config
@@ -216,7 +216,7 @@ def test_the_update_is_on_the_tape_of_the_next_run(tape):
 
 
 async def test_async_time_travel_and_fork(tape):
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     await rec.ainvoke({"log": []}, cfg("async"))
     await rec.ainvoke(Command(resume="hello"), cfg("async"))
     past = next(iter([s async for s in rec.aget_state_history(cfg("async")) if s.next == ("human",)]))
@@ -236,7 +236,7 @@ async def test_async_time_travel_and_fork(tape):
 
 def test_a_replay_from_a_checkpoint_copies_a_start_it_did_not_replay(tape):
     # from_checkpoint skips the runs before it: a later run's start is copied from the recording
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("copy"))
     rec.invoke(Command(resume="hello"), cfg("copy"))
     second = rec.last_run_id
@@ -352,7 +352,7 @@ def test_time_travel_to_a_subgraph_checkpoint_and_a_fork_there(tape, own_history
         outer.add_edge(START, "sub")
         return outer.compile()
 
-    rec = tape.record(build())
+    rec = tape.record(build(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("nested"))
     at_ask = rec.get_state(cfg("nested"), subgraphs=True).tasks[0].state.config
     assert at_ask["configurable"]["checkpoint_ns"].startswith("sub")

@@ -65,7 +65,7 @@ def _threads_of(monkeypatch, cls: type) -> list[tuple[str, bool]]:
 
 def test_strict_replay_saves_in_line_with_the_recording_history(tape, monkeypatch):
     graph = build()
-    rec = tape.record(graph)
+    rec = tape.record(graph, checkpointer=tape.saver)
     rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
     seen = _threads_of(monkeypatch, ReplaySaver)
     result = tape.replay(rec.last_run_id, graph, mode="strict")
@@ -84,7 +84,7 @@ def test_strict_replay_saves_in_line_with_the_recording_history(tape, monkeypatc
 
 def test_a_failing_save_fails_the_replay(tape, monkeypatch):
     graph = build()
-    rec = tape.record(graph)
+    rec = tape.record(graph, checkpointer=tape.saver)
     rec.invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "r"}})
 
     def broken(self, *args, **kwargs):
@@ -117,13 +117,16 @@ def test_which_replays_use_the_replay_saver(tape, kind):
     graph = build(checkpointer=InMemorySaver() if kind == "own_saver" else None)
     mode = "flight" if kind == "flight" else "strict"
     new_run_id = "00000000-0000-4000-8000-000000000001" if kind == "new_run_id" else None
-    assert engine._saver(tape, graph, mode, None, new_run_id) is None
+    # graphtape's saver as it is, or the graph's own: the replay's thread persists either way
+    assert engine._saver(tape, graph, mode, None, new_run_id) is (
+        graph.checkpointer if kind == "own_saver" else tape.saver
+    )
     assert isinstance(engine._saver(tape, build(), "strict", None, None), ReplaySaver)
 
 
 async def test_async_strict_replay_saves_without_a_thread(tape, monkeypatch):
     graph = build()
-    rec = tape.record(graph)
+    rec = tape.record(graph, checkpointer=tape.saver)
     await rec.ainvoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "ra"}})
     seen = _threads_of(monkeypatch, ReplaySaver)
     result = await tape.areplay(rec.last_run_id, graph, mode="strict")

@@ -145,7 +145,7 @@ def test_a_chain_with_interrupts_sums_as_stored(store_url):
 
     tape = graphtape.connect(store_url, prices=PRICES)
     try:
-        rec = tape.record(graphs.build_review(), name="review")
+        rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
         cfg = {"configurable": {"thread_id": "h"}}
         rec.invoke({}, cfg)
         rec.invoke(Command(resume={i.id: "yes" for i in rec.get_state(cfg).interrupts}), cfg)

@@ -28,7 +28,7 @@ ENV = {"COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb", "GRAPHTAPE_URL": None}
 
 
 def record_linear(tape, thread: str) -> str:
-    rec = tape.record(graphs.build_linear(), name="linear")
+    rec = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
     rec.invoke({"topic": ""}, {"configurable": {"thread_id": thread}})
     return rec.last_run_id
 
@@ -115,7 +115,7 @@ def test_prune_by_age_deletes_quiet_threads_and_their_checkpoints(tape):
 
 def test_prune_by_status(tape):
     ok = record_linear(tape, "ok")
-    rec = tape.record(build_failing(), name="failing")
+    rec = tape.record(build_failing(), name="failing", checkpointer=tape.saver)
     with pytest.raises(RuntimeError):
         rec.invoke({"topic": ""}, {"configurable": {"thread_id": "bad"}})
     failed = rec.last_run_id
@@ -196,7 +196,7 @@ def test_a_replay_keeps_its_original_and_shared_blobs_survive(tape):
 
 
 def test_a_later_run_keeps_the_earlier_runs_of_its_thread(tape):
-    rec = tape.record(graphs.build_review(), name="review")
+    rec = tape.record(graphs.build_review(), name="review", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "hitl"}}
     rec.invoke({}, cfg)
     first = rec.last_run_id
@@ -258,7 +258,7 @@ def test_prune_checks_the_plan_again_before_deleting(tape):
 
 
 def test_collecting_garbage_counts_chain_nodes(tape):
-    rec = tape.record(graphs.build_agent(), name="agent")
+    rec = tape.record(graphs.build_agent(), name="agent", checkpointer=tape.saver)
     from langchain_core.messages import HumanMessage
 
     rec.invoke({"messages": [HumanMessage("hello there")]}, {"configurable": {"thread_id": "chat"}})
@@ -434,10 +434,10 @@ def test_cli_recover(tape, store_url, agent_file):
 
     cli = Cli(store_url)
     spec = f"{agent_file}:graph"
-    named = tape.record(load_graph(spec), name=spec)
+    named = tape.record(load_graph(spec), name=spec, checkpointer=tape.saver)
     named.invoke({"q": "one"}, {"configurable": {"thread_id": "t1"}})
     first = named.last_run_id
-    anonymous = tape.record(load_graph(spec), name="support-bot")
+    anonymous = tape.record(load_graph(spec), name="support-bot", checkpointer=tape.saver)
     anonymous.invoke({"q": "two"}, {"configurable": {"thread_id": "t2"}})
     second = anonymous.last_run_id
     assert "no orphaned runs" in cli.ok("recover", "--dry-run").stdout

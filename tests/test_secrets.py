@@ -36,7 +36,7 @@ def found_in(data: bytes | str) -> list[str]:
 
 def record_with_secrets(store_url: str) -> tuple[str, str]:
     with graphtape.connect(store_url, redact=["customer_ref"]) as tape:
-        agent = tape.record(graphs.build_linear(), name="linear")
+        agent = tape.record(graphs.build_linear(), name="linear", checkpointer=tape.saver)
         config = {
             "configurable": {"thread_id": "secret-thread", **SECRETS},
             "metadata": {"auth_token": META_SECRET, "team": "blue"},

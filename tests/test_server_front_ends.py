@@ -133,7 +133,9 @@ async def test_threads_carry_their_assistant_id_and_a_search_by_the_assistants_u
         assert (await client.threads.get(mine))["metadata"]["assistant_id"] == assistant_id_for("doc")
 
         # a thread recorded from Python is found by its graph's assistant UUID too
-        studio_tape.record(build_doc(), name="doc").invoke({"topic": "py"}, {"configurable": {"thread_id": "py"}})
+        studio_tape.record(build_doc(), name="doc", checkpointer=studio_tape.saver).invoke(
+            {"topic": "py"}, {"configurable": {"thread_id": "py"}}
+        )
         by_uuid = await client.threads.search(metadata={"assistant_id": assistant_id_for("doc")}, limit=100)
         assert {t["thread_id"] for t in by_uuid} == {mine, "py"}
         (py,) = [t for t in by_uuid if t["thread_id"] == "py"]

@@ -222,13 +222,17 @@ async def test_threads_create_get_search_delete(client):
 async def test_threads_recorded_from_python_are_found(client, tape):
     from tests.studio_graphs import build_doc
 
-    tape.record(build_doc(), name="doc").invoke({"topic": "z"}, {"configurable": {"thread_id": "py-thread"}})
+    tape.record(build_doc(), name="doc", checkpointer=tape.saver).invoke(
+        {"topic": "z"}, {"configurable": {"thread_id": "py-thread"}}
+    )
     thread = (await client.get("/threads/py-thread")).json()
     assert thread["status"] == "interrupted" and thread["metadata"]["graph_id"] == "doc"
     state = (await client.get("/threads/py-thread/state")).json()
     assert state["next"] == ["approve"]
 
-    tape.record(build_doc(), name="unserved").invoke({"topic": "u"}, {"configurable": {"thread_id": "other"}})
+    tape.record(build_doc(), name="unserved", checkpointer=tape.saver).invoke(
+        {"topic": "u"}, {"configurable": {"thread_id": "other"}}
+    )
     other = (await client.get("/threads/other")).json()
     assert other["metadata"]["graph_id"] == "unserved" and other["values"] is None
     assert_error(await client.get("/threads/other/state"), 404, "unserved", "not served")

@@ -47,7 +47,7 @@ def test_each_action_takes_its_new_run_id(tape):
 
 
 def test_async_forms_and_a_chain_of_runs(tape):
-    rec = tape.record(build_doc())
+    rec = tape.record(build_doc(), checkpointer=tape.saver)
     config = {"configurable": {"thread_id": "doc-1"}}
     rec.invoke({"topic": "tides"}, config)
     rec.invoke(Command(resume="approve"), config)

@@ -156,7 +156,7 @@ def test_create_agent_recovers_from_a_tool_error_and_replays_exactly(sqlite_tape
     server.script(
         {"tool_calls": [{"name": "quota_lookup", "args": {"q": "cats"}}, {"name": "search_web", "args": {"q": "cats"}}]}
     )
-    rec = tape.record(build_recovering_agent(server), name="agent")
+    rec = tape.record(build_recovering_agent(server), name="agent", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "agent-err"}}
     out = rec.invoke({"messages": [HumanMessage("find cats")]}, cfg)
     errors = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.status == "error"]
@@ -176,7 +176,7 @@ def test_create_agent_recovers_from_invalid_tool_arguments_and_replays_exactly(s
         {"tool_calls": [{"name": "search_web", "args": {"q": "cats"}}]},
     )
     build = lambda: create_agent(openai_model(server), tools=[search_web])  # noqa: E731
-    rec = tape.record(build(), name="agent")
+    rec = tape.record(build(), name="agent", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "agent-args"}}
     out = rec.invoke({"messages": [HumanMessage("find cats")]}, cfg)
     tool_msgs = [m for m in out["messages"] if isinstance(m, ToolMessage)]
@@ -209,7 +209,7 @@ def test_human_edit_with_unsorted_keys_replays_exactly(tape, provider_server, in
             middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True}, interrupt_mode=interrupt_mode)],
         )
 
-    rec = tape.record(build(), name="mailer")
+    rec = tape.record(build(), name="mailer", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": f"hitl-{interrupt_mode}"}}
     rec.invoke({"messages": [HumanMessage("mail bob")]}, cfg)
     assert tape.run(rec.last_run_id).status == "interrupted"
@@ -257,7 +257,7 @@ def test_toolnode_handled_errors_replay_exactly(sqlite_tape, provider_server):
     server.script(
         {"tool_calls": [{"name": "quota_lookup", "args": {"q": "cats"}}, {"name": "search_web", "args": {"q": 42}}]}
     )
-    rec = tape.record(build_toolnode_agent(server), name="toolnode")
+    rec = tape.record(build_toolnode_agent(server), name="toolnode", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "tn"}}
     out = rec.invoke({"messages": [HumanMessage("find cats")]}, cfg)
     quota, bad_args = [m for m in out["messages"] if isinstance(m, ToolMessage)]
@@ -301,7 +301,7 @@ def build_retrying_effect(error: type[Exception]):
 
 @pytest.mark.parametrize("error", [Transient, QuotaExceeded])
 def test_retry_policy_on_a_user_error_replays_exactly(tape, error):
-    rec = tape.record(build_retrying_effect(error), name="retry")
+    rec = tape.record(build_retrying_effect(error), name="retry", checkpointer=tape.saver)
     out = rec.invoke({}, {"configurable": {"thread_id": "retry"}})
     assert out["slot"].startswith("slot-")
     assert [c.kind for c in tape.calls(rec.last_run_id)] == ["effect", "effect"]
@@ -330,7 +330,7 @@ def build_retrying_model(server, provider: str):
 def test_retry_policy_on_a_provider_error_replays_exactly(sqlite_tape, provider_server, provider):
     tape, server = sqlite_tape, provider_server
     server.fail_next(500)
-    rec = tape.record(build_retrying_model(server, provider), name="retry-model")
+    rec = tape.record(build_retrying_model(server, provider), name="retry-model", checkpointer=tape.saver)
     out = rec.invoke({}, {"configurable": {"thread_id": "retry-model"}})
     assert out["answer"].startswith("srv-") and len(server.requests) == 2
 
@@ -399,7 +399,7 @@ def script_json_mode(server, method: str, schema: type[BaseModel]) -> None:
 def test_structured_output_replays_exactly(sqlite_tape, provider_server, provider, method):
     tape, server = sqlite_tape, provider_server
     script_json_mode(server, method, Weather)
-    rec = tape.record(build_forecast(server, provider, method), name="forecast")
+    rec = tape.record(build_forecast(server, provider, method), name="forecast", checkpointer=tape.saver)
     out = rec.invoke({}, {"configurable": {"thread_id": "so"}})
     assert set(out["report"]) == {"city", "degrees", "sunny", "tags"}
 
@@ -411,7 +411,7 @@ def test_structured_output_replays_exactly(sqlite_tape, provider_server, provide
 def test_structured_output_schema_edit_is_a_changed_request(sqlite_tape, provider_server, provider, method):
     """json_mode is left out: it sends no schema, so editing the class changes no request."""
     tape, server = sqlite_tape, provider_server
-    rec = tape.record(build_forecast(server, provider, method), name="forecast")
+    rec = tape.record(build_forecast(server, provider, method), name="forecast", checkpointer=tape.saver)
     rec.invoke({}, {"configurable": {"thread_id": "so-edit"}})
     run_id = rec.last_run_id
     edited = edited_weather()
@@ -457,7 +457,7 @@ def build_batch(server):
 
 
 def test_batch_with_identical_inputs_is_served_in_recorded_slot_order(tape, provider_server):
-    rec = tape.record(build_batch(provider_server), name="batch")
+    rec = tape.record(build_batch(provider_server), name="batch", checkpointer=tape.saver)
     out = rec.invoke({}, {"configurable": {"thread_id": "batch"}})
     assert len(set(out["answers"])) == 5
     for _ in range(3):
@@ -539,7 +539,7 @@ def build_async_only():
 
 def test_async_only_models_are_recorded_and_served(sqlite_tape):
     tape = sqlite_tape
-    rec = tape.record(build_async_only(), name="async-only")
+    rec = tape.record(build_async_only(), name="async-only", checkpointer=tape.saver)
     out = asyncio.run(rec.ainvoke({}, {"configurable": {"thread_id": "ao"}}))
     assert [t[:5] for t in out["texts"]] == ["agen-", "agen-", "astr-", "astr-"]
     calls = tape.calls(rec.last_run_id)
@@ -576,7 +576,7 @@ def build_async_provider(server):
 
 async def test_ainvoke_and_astream_events_replay_with_areplay(sqlite_tape, provider_server):
     tape, server = sqlite_tape, provider_server
-    rec = tape.record(build_async_provider(server), name="async-provider")
+    rec = tape.record(build_async_provider(server), name="async-provider", checkpointer=tape.saver)
     out = await rec.ainvoke({}, {"configurable": {"thread_id": "ai"}})
     invoked = rec.last_run_id
     events = [e async for e in rec.astream_events({}, {"configurable": {"thread_id": "ae"}}, version="v2")]
@@ -618,7 +618,7 @@ def build_stamped(source: str):
 
 @pytest.mark.parametrize("source", ["datetime", "random"])
 def test_unwrapped_nondeterminism_in_state_fails_strict_replay(tape, source):
-    rec = tape.record(build_stamped(source), name="stamped")
+    rec = tape.record(build_stamped(source), name="stamped", checkpointer=tape.saver)
     rec.invoke({}, {"configurable": {"thread_id": "stamp"}})
     time.sleep(0.001)
     with forbid():
@@ -695,7 +695,7 @@ def test_invoke_version_v2_replays_as_recorded(sqlite_tape, provider_server):
             middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
         )
 
-    rec = tape.record(build(), name="mailer-v2")
+    rec = tape.record(build(), name="mailer-v2", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "v2"}}
     first = rec.invoke({"messages": [HumanMessage("mail bob")]}, cfg, version="v2")
     assert isinstance(first, GraphOutput) and len(first.interrupts) == 1
@@ -736,7 +736,7 @@ def build_streaming(server, provider: str):
 @pytest.mark.parametrize("api", ["invoke", "stream_messages"])
 def test_provider_streaming_replays_exactly(sqlite_tape, provider_server, provider, api):
     tape, server = sqlite_tape, provider_server
-    rec = tape.record(build_streaming(server, provider), name="streaming")
+    rec = tape.record(build_streaming(server, provider), name="streaming", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "st"}}
     if api == "invoke":
         out = rec.invoke({"messages": [HumanMessage("hi")]}, cfg)

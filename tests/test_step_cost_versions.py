@@ -30,7 +30,7 @@ def _versions(tape: Any, thread: str) -> list[Any]:
 
 def test_new_thread_has_integer_versions_and_a_small_body(tmp_path: Path) -> None:
     with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
-        rec = tape.record(counter_line(12), name="g")
+        rec = tape.record(counter_line(12), name="g", checkpointer=tape.saver)
         out = rec.invoke({"n": 0}, {"configurable": {"thread_id": "a"}})
         assert out["n"] == 12
         versions = _versions(tape, "a")

@@ -81,7 +81,7 @@ def test_checkpoint_rows_are_the_typed_events_json(
     tape: graphtape.Tape, monkeypatch: pytest.MonkeyPatch, own_saver: bool
 ) -> None:
     rows, _ = spy_rows(tape, monkeypatch)
-    saver = None if own_saver else InMemorySaver()
+    saver = tape.saver if own_saver else InMemorySaver()
     rec = tape.record(counter_line(3), name="line", checkpointer=saver)
     assert rec.invoke({"n": 0}, {"configurable": {"thread_id": "t"}}) == {"n": 3}
     checkpoints = [r for r in rows if r.kind == events.Checkpoint.KIND]
@@ -114,7 +114,7 @@ def test_step_bookkeeping_is_kept_only_for_graphtapes_own_saver(
     (session,) = Sessions.seen
     assert session.step_writers == {} and session.task_steps == {}  # nobody would read them
     # graphtape's saver stores each step's writers on its checkpoint row, from that bookkeeping
-    own = tape.record(counter_line(3), name="line")
+    own = tape.record(counter_line(3), name="line", checkpointer=tape.saver)
     own.invoke({"n": 0}, {"configurable": {"thread_id": "b"}})
     entries = own.tape.history("b").entries
     assert sorted(w for e in entries for w in e.writers) == ["__start__", "n0", "n1", "n2"]

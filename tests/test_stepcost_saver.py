@@ -36,7 +36,7 @@ def test_a_value_is_sent_once_per_run(tmp_path: Path) -> None:
             write(batch, **kw)
 
         store.write = counting  # type: ignore[method-assign]
-        rec = tape.record(_graph(), name="g")
+        rec = tape.record(_graph(), name="g", checkpointer=tape.saver)
         for durability in ("sync", "async"):
             sent.clear()
             assert rec.invoke({"n": 0}, {"configurable": {"thread_id": durability}}, durability=durability)["n"] == 10
@@ -63,7 +63,7 @@ def test_a_value_is_sent_once_per_run(tmp_path: Path) -> None:
 def test_a_later_run_writes_its_values_again_after_garbage_collection(tmp_path: Path) -> None:
     with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
         store = tape.store
-        rec = tape.record(_graph(), name="g")
+        rec = tape.record(_graph(), name="g", checkpointer=tape.saver)
         rec.invoke({"n": 0}, {"configurable": {"thread_id": "a"}})
         runs = [r.run_id for r in store.list_runs(thread_id="a")]
         store.remove_thread("a", runs)

@@ -74,14 +74,14 @@ SCRIPT = textwrap.dedent(
     results["unrecorded"] = two_turns(builder.compile(checkpointer=InMemorySaver()), "u")
     tape = graphtape.connect(sys.argv[1])
     results["beside InMemorySaver"] = two_turns(tape.record(builder.compile(), checkpointer=InMemorySaver()), "m")
-    recorded = tape.record(builder.compile())
+    recorded = tape.record(builder.compile(), checkpointer=tape.saver)
     results["graphtape saver"] = two_turns(recorded, "g")
     # as the Studio serves a graph compiled without a store: a copy of it with one
     from langgraph.store.memory import InMemoryStore
     from graphtape.store.kv import attach_store
 
     with_store = attach_store(builder.compile(), InMemoryStore())
-    results["store attached"] = two_turns(tape.record(with_store), "s")
+    results["store attached"] = two_turns(tape.record(with_store, checkpointer=tape.saver), "s")
     replay = tape.replay(recorded.last_run_id, builder.compile())
     results["replay"] = {"status": replay.status, "divergence": replay.divergence is not None, "live": replay.live}
     tape.close()

@@ -32,7 +32,7 @@ def spawn(url: str, thread: str, name: str, wait: float) -> subprocess.Popen:
 
 def valid_chain(tape, thread: str) -> list[str]:
     """The thread's checkpoints form one parent chain; returns the final log."""
-    rec = tape.record(race_worker.graph)
+    rec = tape.record(race_worker.graph, checkpointer=tape.saver)
     history = list(rec.get_state_history({"configurable": {"thread_id": thread}}))
     ids = {h.config["configurable"]["checkpoint_id"] for h in history}
     roots = [h for h in history if h.parent_config is None]
@@ -75,12 +75,12 @@ def test_fail_fast_with_thread_busy(tape):
     b.add_edge(START, "slow")
     b.add_edge("slow", END)
     graph = b.compile()
-    first = tape.record(graph)
+    first = tape.record(graph, checkpointer=tape.saver)
     t = threading.Thread(target=first.invoke, args=({"log": []}, {"configurable": {"thread_id": "busy"}}))
     t.start()
     try:
         assert started.wait(10)
-        second = tape.record(graph)
+        second = tape.record(graph, checkpointer=tape.saver)
         t0 = time.monotonic()
         with pytest.raises(graphtape.ThreadBusy, match="thread busy is being run by another process"):
             second.invoke({"log": []}, {"configurable": {"thread_id": "busy"}})
@@ -94,7 +94,7 @@ def test_fail_fast_with_thread_busy(tape):
 
 def test_a_dead_owner_frees_the_thread_after_its_ttl(tape):
     assert tape.store.acquire_lease(lease_name("orphan"), "dead-process", ttl=0.3) is not None
-    rec = tape.record(race_worker.graph, wait=5)
+    rec = tape.record(race_worker.graph, wait=5, checkpointer=tape.saver)
     t0 = time.monotonic()
     rec.invoke({"log": []}, {"configurable": {"thread_id": "orphan"}})
     assert 0.1 < time.monotonic() - t0 < 5

@@ -104,7 +104,7 @@ def test_served_tool_call_args_come_back_in_their_key_order(tape):
 
 
 def test_a_resume_answer_comes_back_in_its_key_order(tape):
-    rec = tape.record(build_resume_graph(), name="order-resume")
+    rec = tape.record(build_resume_graph(), name="order-resume", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "order-resume"}}
     rec.invoke({}, cfg)
     text = rec.invoke(Command(resume={"zeta": 1, "alpha": {"y": 2, "b": 3}}), cfg)["text"]

@@ -255,7 +255,7 @@ def test_a_turn_sends_and_serialises_only_its_new_messages(tmp_path: Path) -> No
             return dumps(obj)
 
         saver.serde.dumps_typed = counting_dumps  # type: ignore[method-assign]
-        rec = tape.record(_chat(), name="chat")
+        rec = tape.record(_chat(), name="chat", checkpointer=tape.saver)
         cfg = {"configurable": {"thread_id": "c"}}
         per_turn: list[tuple[int, int, int]] = []
         for turn in range(24):
@@ -278,7 +278,7 @@ def test_a_turn_sends_and_serialises_only_its_new_messages(tmp_path: Path) -> No
 def test_time_travel_and_forks_of_a_conversation(tape: Any) -> None:
     """Every checkpoint of a recorded conversation reads back its own list; a fork from an earlier
     checkpoint goes on from that list and leaves the main line as it was (every backend)."""
-    rec = tape.record(_chat(), name="chat")
+    rec = tape.record(_chat(), name="chat", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "f"}}
     for turn in range(4):
         out = rec.invoke({"messages": [HumanMessage(f"turn {turn}")]}, cfg)
@@ -380,7 +380,7 @@ def test_an_archived_conversation_comes_back_with_its_lists(tmp_path: Path) -> N
     from tests.test_archive import DAY, age_thread
 
     with graphtape.connect(f"sqlite:///{tmp_path}/t.db") as tape:
-        rec = tape.record(_chat(), name="chat")
+        rec = tape.record(_chat(), name="chat", checkpointer=tape.saver)
         cfg = {"configurable": {"thread_id": "old"}}
         for turn in range(3):
             rec.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg)

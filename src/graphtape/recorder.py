@@ -9,8 +9,21 @@ The wrapper changes nothing in the user's graph. It
   shows),
 * records its node tasks (LangGraph's task runner, wrapped by
   ``record/task_runner.py``, finds the run from that id; no callback handler),
-* wraps the checkpointer (the user's, or graphtape's default beside the
-  tape) so each checkpoint is linked to the run and flushes the tape.
+* wraps the checkpointer (the graph's own, or the one passed to
+  ``Tape.record``) so each checkpoint is linked to the run and flushes the
+  tape.
+
+A graph without a checkpointer keeps LangGraph's semantics for one: every
+call starts afresh, nothing is carried from one call to the next, whatever
+``thread_id`` it is given, and its state may hold values no serializer knows.
+graphtape still needs checkpoints of its runs (replay, recovery, the
+Studio's timeline): each call runs on graphtape's saver, on a thread of its
+own (the caller's ``thread_id`` is kept in the run's meta, ``thread_id_given``),
+and a value that cannot be stored is a placeholder in its checkpoints
+(``GraphtapeSaver(opaque=True)``), never a failure of the user's run. Durable
+threads are asked for by passing a saver: ``tape.record(graph,
+checkpointer=tape.saver)``, as graphtape's server, CLI, recovery and replay do
+(:func:`thread_saver`).
 
 The run id is ``recorder.last_run_id``; a ``run_id`` given in the config is
 used as the graphtape run id, so callers can also choose it up front.
@@ -44,6 +57,39 @@ from graphtape.store.base import WriteBatch
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
+
+
+#: the run meta keys of a run of a graph without a checkpointer: it ran on a thread of its own (True), and the
+#: ``thread_id`` its caller gave, if any (shown; LangGraph ignores it without a checkpointer)
+NO_CHECKPOINTER_META = "no_checkpointer"
+GIVEN_THREAD_META = "thread_id_given"
+
+#: the methods of a graph that read or write a thread's checkpoints: a graph without a checkpointer answers
+#: them itself when recorded (LangGraph's "No checkpointer set"), not from the threads graphtape made for its runs
+STATE_METHODS = frozenset({"get_state", "aget_state", "get_state_history", "aget_state_history"})
+
+
+def own_checkpointer(graph: Any) -> BaseCheckpointSaver | None:
+    """The checkpointer ``graph`` was compiled with (None for none, or ``True``/``False``)."""
+    saver = getattr(graph, "checkpointer", None)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def thread_saver(tape: Tape, graph: Any, *, opaque: bool = False) -> BaseCheckpointSaver:
+    """The saver whose threads persist for ``graph``: its own checkpointer, else graphtape's (``tape.saver``).
+
+    For the callers that keep a graph's threads between calls whatever it was
+    compiled with, as LangGraph's server injects its checkpointer: graphtape's
+    server, the CLI's run commands, ``Tape.resume``, recovery and replay.
+    ``opaque``: for a run recorded without a checkpointer (recovery), whose
+    values graphtape could not store are placeholders (``GraphtapeSaver``).
+    """
+    own = own_checkpointer(graph)
+    if own is not None:
+        return own
+    from graphtape.runtime.saver import saver_for
+
+    return saver_for(tape.store, opaque=opaque)
 
 
 #: threads whose last run a recorded graph remembers (RecordedGraph._previous_run); past it, it forgets them all
@@ -128,11 +174,13 @@ class RecordedGraph:
         install()
         self.tape = tape
         self.original = graph
-        inner = checkpointer or graph.checkpointer
+        inner = checkpointer or own_checkpointer(graph)
+        #: no checkpointer (none compiled in, none given): each call on a thread of its own (module docstring)
+        self.fresh_threads = not isinstance(inner, BaseCheckpointSaver)
         if not isinstance(inner, BaseCheckpointSaver):
             from graphtape.runtime.saver import saver_for
 
-            inner = saver_for(tape.store)
+            inner = saver_for(tape.store, opaque=True)
         if isinstance(inner, TapSaver):
             inner = inner.inner
         # With LANGGRAPH_STRICT_MSGPACK, compiling a graph gives its saver a msgpack allowlist of the
@@ -198,7 +246,17 @@ class RecordedGraph:
 
     def __getattr__(self, name: str) -> Any:
         # get_state, get_state_history, update_state, get_graph, ... of the graph.
-        return getattr(self.graph, name)
+        return getattr(self._state_graph if name in STATE_METHODS else self.graph, name)
+
+    @property
+    def _state_graph(self) -> Any:
+        """The graph that answers state reads and updates: without a checkpointer, the user's own.
+
+        Its runs' threads are graphtape's, one per call: a thread the caller
+        names has no state, and LangGraph raises for a graph without a
+        checkpointer, as it does unrecorded.
+        """
+        return self.original if self.fresh_threads else self.graph
 
     # -- session plumbing ---------------------------------------------------------
 
@@ -208,6 +266,17 @@ class RecordedGraph:
         config = dict(config or {})
         configurable = dict(config.get("configurable") or {})
         made_up = "thread_id" not in configurable  # a new thread: no run before this one
+        meta: dict[str, Any] = {"api": api, "code_fingerprint": self._fingerprint}
+        if self.fresh_threads:
+            # LangGraph runs a graph without a checkpointer from nothing, whatever thread it is
+            # given: so does this run, on a thread of its own (a past checkpoint named with it is
+            # of no thread of this run either)
+            meta[NO_CHECKPOINTER_META] = True
+            if not made_up:
+                meta[GIVEN_THREAD_META] = str(configurable["thread_id"])
+            for key in ("checkpoint_id", "checkpoint_map"):
+                configurable.pop(key, None)
+            made_up = True
         if made_up:
             configurable["thread_id"] = clock.new_id()
         config["configurable"] = configurable
@@ -234,7 +303,7 @@ class RecordedGraph:
             replay_of=plan.replay_of if plan is not None else None,
             parent_run_id=parent_run_id,
             run_id=run_id,
-            meta={"api": api, "code_fingerprint": self._fingerprint, **(plan.meta if plan is not None else {})},
+            meta={**meta, **(plan.meta if plan is not None else {})},
         )
         if config.get("run_id"):
             # the caller chose the id up front to follow the run by it while it runs (the Studio's
@@ -456,24 +525,24 @@ class RecordedGraph:
         self, config: dict[str, Any], values: Any, as_node: str | None = None, task_id: str | None = None
     ) -> Any:
         """LangGraph's ``update_state``, kept for the thread's next run (a replay repeats it)."""
-        out = self.graph.update_state(config, values, as_node, task_id)
+        out = self._state_graph.update_state(config, values, as_node, task_id)
         self._note_update("update_state", config, [[(values, as_node, task_id)]], out)
         return out
 
     async def aupdate_state(
         self, config: dict[str, Any], values: Any, as_node: str | None = None, task_id: str | None = None
     ) -> Any:
-        out = await self.graph.aupdate_state(config, values, as_node, task_id)
+        out = await self._state_graph.aupdate_state(config, values, as_node, task_id)
         self._note_update("aupdate_state", config, [[(values, as_node, task_id)]], out)
         return out
 
     def bulk_update_state(self, config: dict[str, Any], supersteps: Any) -> Any:
-        out = self.graph.bulk_update_state(config, supersteps)
+        out = self._state_graph.bulk_update_state(config, supersteps)
         self._note_update("bulk_update_state", config, supersteps, out)
         return out
 
     async def abulk_update_state(self, config: dict[str, Any], supersteps: Any) -> Any:
-        out = await self.graph.abulk_update_state(config, supersteps)
+        out = await self._state_graph.abulk_update_state(config, supersteps)
         self._note_update("abulk_update_state", config, supersteps, out)
         return out
 
@@ -488,7 +557,7 @@ class RecordedGraph:
         LangGraph refuses such a run (a ``ValueError`` asking for ``thread_id`` when the config has no
         ``configurable``; the saver's own error otherwise), so it is handed to LangGraph as it is, not
         recorded: a thread graphtape made up would run a graph that LangGraph does not. (A graph
-        compiled without a checkpointer gets a thread of its own, on graphtape's saver.)
+        recorded without a checkpointer gets a thread of its own, on graphtape's saver, every call.)
         """
         if "thread_id" in ((config or {}).get("configurable") or {}):
             return False

@@ -205,6 +205,36 @@ Put = Callable[[Any], str]
 Get = Callable[[str], Any]
 
 
+class Opaque:
+    """A recorded value that was stored only as its repr, stood in for it in a replay of its run.
+
+    A graph compiled without a checkpointer may carry any object in its state
+    (a ``RunnableLambda``, a client); LangGraph never serialises it, so neither
+    may recording make the run fail on it. The tape keeps its class and repr
+    (``{"t": "repr"}``), and a replay of that run is given this placeholder in
+    its place: code that only passes the value along replays as recorded, and
+    the placeholder encodes (and shows) exactly as the original did, so the
+    replay's output and writes compare equal to the recorded ones. Code that
+    uses the value sees what it is: a placeholder.
+    """
+
+    __slots__ = ("cls", "text")
+
+    def __init__(self, cls: str, text: str):
+        #: the recorded value's class (``module:Qualname``) and its repr
+        self.cls = cls
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and (self.cls, self.text) == (other.cls, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.cls, self.text))
+
+
 def encode_value(obj: Any, put: Put | None = None) -> dict[str, Any]:
     """Encode ``obj`` so that :func:`decode_value` gives an equal object back.
 
@@ -259,6 +289,8 @@ def encode_value(obj: Any, put: Put | None = None) -> dict[str, Any]:
             "c": _qualname(type(obj)),
             "v": {f.name: encode_value(getattr(obj, f.name), put) for f in dataclasses.fields(obj) if f.init},
         }
+    if isinstance(obj, Opaque):
+        return {"t": "repr", "c": obj.cls, "v": obj.text}
     return {"t": "repr", "c": _qualname(type(obj)), "v": repr(obj)}
 
 
@@ -295,13 +327,22 @@ def _is_plain_json(v: Any) -> bool:
     return False
 
 
-def decode_value(env: dict[str, Any], get: Get | None = None, policy: typepolicy.TypePolicy | None = None) -> Any:
+def decode_value(
+    env: dict[str, Any],
+    get: Get | None = None,
+    policy: typepolicy.TypePolicy | None = None,
+    *,
+    opaque: bool = False,
+) -> Any:
     """Inverse of :func:`encode_value`; ``get`` fetches a JSON value by address.
 
     Nothing named in ``env`` is imported or called unless ``policy`` (default:
     registered and trusted classes only) allows that class for that kind of
     envelope; a value of any other class comes back as plain data (its
     recorded JSON) with a :class:`~graphtape.errors.GraphtapeWarning`.
+    ``opaque``: a value stored only as its repr comes back as an
+    :class:`Opaque` placeholder (the input of a run of a graph without a
+    checkpointer) instead of failing the replay.
     """
     policy = policy or typepolicy.DEFAULT
     t = env.get("t")
@@ -317,7 +358,7 @@ def decode_value(env: dict[str, Any], get: Get | None = None, policy: typepolicy
     if t == "lc":
         return load_lc(v)
     if t == "enum":
-        value = decode_value(v, get, policy)
+        value = decode_value(v, get, policy, opaque=opaque)
         cls = _allowed(env, "enum", policy)
         return value if cls is None else cls(value)
     if t == "datetime":
@@ -333,25 +374,27 @@ def decode_value(env: dict[str, Any], get: Get | None = None, policy: typepolicy
     if t == "bytes":
         return base64.b64decode(v)
     if t == "tuple":
-        return tuple(decode_value(x, get, policy) for x in v)
+        return tuple(decode_value(x, get, policy, opaque=opaque) for x in v)
     if t == "namedtuple":
-        items = [decode_value(x, get, policy) for x in v]
+        items = [decode_value(x, get, policy, opaque=opaque) for x in v]
         cls = _allowed(env, "namedtuple", policy)
         return tuple(items) if cls is None else cls._make(items)  # type: ignore[attr-defined]
     if t == "list":
-        return [decode_value(x, get, policy) for x in v]
+        return [decode_value(x, get, policy, opaque=opaque) for x in v]
     if t == "dict":
-        return {k: decode_value(x, get, policy) for k, x in v.items()}
+        return {k: decode_value(x, get, policy, opaque=opaque) for k, x in v.items()}
     if t == "pairs":
-        return {decode_value(k, get, policy): decode_value(x, get, policy) for k, x in v}
+        return {decode_value(k, get, policy, opaque=opaque): decode_value(x, get, policy, opaque=opaque) for k, x in v}
     if t == "pydantic":
         cls = _allowed(env, "pydantic", policy)
         return v if cls is None else cls.model_validate(v)  # type: ignore[attr-defined]
     if t == "dataclass":
-        fields = {k: decode_value(x, get, policy) for k, x in v.items()}
+        fields = {k: decode_value(x, get, policy, opaque=opaque) for k, x in v.items()}
         cls = _allowed(env, "dataclass", policy)
         return fields if cls is None else cls(**fields)
     if t == "repr":
+        if opaque:
+            return Opaque(str(env.get("c")), str(v))
         raise ReplayError(
             f"cannot replay a recorded value of type {env.get('c')}: it was stored only as its repr; "
             "make the tool or effect return JSON-able data, a pydantic model, a dataclass or a message"

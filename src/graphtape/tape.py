@@ -67,8 +67,14 @@ class Tape:
     ):
         """Wrap a compiled LangGraph graph so that every call of it is recorded.
 
-        The graph's own checkpointer is kept; without one, graphtape's own
-        saver on this store is used (checkpoints and tape written together).
+        The graph's own checkpointer is kept, or ``checkpointer`` is used.
+        Without either, the graph keeps LangGraph's semantics: each call
+        starts afresh (nothing carried between calls on one ``thread_id``),
+        recorded on a thread of its own on graphtape's saver, and a state
+        value that cannot be stored is a placeholder in its checkpoints (with
+        a :class:`~graphtape.GraphtapeWarning`), never a failure. For threads
+        that persist, pass ``checkpointer=tape.saver`` (graphtape's saver on
+        this store: checkpoints and tape written together).
         Only one process runs a thread at a time: a second one waits up to
         ``wait`` seconds, then raises :class:`~graphtape.ThreadBusy`; a dead
         process's claim expires after ``lease_ttl`` seconds.
@@ -76,6 +82,20 @@ class Tape:
         from graphtape.recorder import RecordedGraph
 
         return RecordedGraph(self, graph, name=name, checkpointer=checkpointer, wait=wait, lease_ttl=lease_ttl)
+
+    @property
+    def saver(self) -> Any:
+        """graphtape's LangGraph checkpoint saver on this tape's store, one per store.
+
+        Its checkpoints are written with the recording run's tape events in the
+        same transaction. ``tape.record(graph, checkpointer=tape.saver)`` gives
+        a graph compiled without a checkpointer durable threads (as LangGraph's
+        server gives one its own); it can also be compiled in:
+        ``builder.compile(checkpointer=tape.saver)``.
+        """
+        from graphtape.runtime.saver import saver_for
+
+        return saver_for(self.store)
 
     # -- reading ----------------------------------------------------------------
 
@@ -465,8 +485,13 @@ class Tape:
         return recorded
 
     def _resume_target(self, thread_id: str, graph: Any, name: str | None) -> tuple[Any, dict[str, Any]]:
+        from graphtape.recorder import thread_saver
+
         last = self.runs(thread_id=thread_id, limit=1)
-        recorded = self.record(graph, name=name or (last[0].graph if last else None))
+        # (the thread persists: resumed on the graph's own checkpointer, else graphtape's saver)
+        recorded = self.record(
+            graph, name=name or (last[0].graph if last else None), checkpointer=thread_saver(self, graph)
+        )
         return recorded, {"configurable": {"thread_id": thread_id}}
 
     # -- durability ------------------------------------------------------------------

@@ -222,12 +222,21 @@ def run_tree(run: RunRecord, rows: list[EventRow], payload: Callable[[str], Any]
     info = Table.grid(padding=(0, 2))
     info.add_column(style="dim", no_wrap=True)
     info.add_column(overflow="fold")
-    info.add_row("thread", run.thread_id)
+    meta = run.meta or {}
+    if meta.get("no_checkpointer") and run.mode == "record":
+        given = meta.get("thread_id_given")
+        # (the graph has no checkpointer: LangGraph ran the call afresh, graphtape on a thread of its own)
+        info.add_row(
+            "thread",
+            f"{run.thread_id} (its own: the graph has no checkpointer"
+            + (f"; called with thread_id {given})" if given else ")"),
+        )
+    else:
+        info.add_row("thread", run.thread_id)
     info.add_row("mode", run.mode + (f" (replay of {run.replay_of})" if run.replay_of else ""))
     info.add_row("started", f"{fmt_time(run.started_at)}  ({fmt_duration(run.duration)})")
     if run.parent_run_id:
         info.add_row("previous run", run.parent_run_id)
-    meta = run.meta or {}
     if meta.get("recovers"):
         info.add_row("recovers", f"{meta['recovers']} (crashed; this run finished it)")
     if meta.get("recovered_by"):

@@ -203,13 +203,16 @@ def run_cmd(
             value = parse_json_option(input_json or "", "--input")
 
         from graphtape.loading import load_graph
+        from graphtape.recorder import thread_saver
 
         compiled = load_graph(graph)
         with open_tape(ctx, create=True) as tape:
             if resume is not None:
                 _check_resumable(tape, compiled, thread or "")
             thread_id = thread or clock.new_id()
-            recorded = tape.record(compiled, name=name or graph)
+            # the thread persists (``--resume`` continues it), as on LangGraph's server: the graph's own
+            # checkpointer, else graphtape's saver
+            recorded = tape.record(compiled, name=name or graph, checkpointer=thread_saver(tape, compiled))
             use_async = _needs_async(compiled)
             failure: BaseException | None = None
             output: Any = None

@@ -44,6 +44,7 @@ from graphtape.errors import Divergence, ReplayError, StoreError
 from graphtape.record.answer import ReplayPlan
 from graphtape.record.context import LEGACY_RUN_META_KEY
 from graphtape.record.session import one_line_error
+from graphtape.recorder import NO_CHECKPOINTER_META, own_checkpointer
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.lineage import recovered_line
 from graphtape.replay.matcher import Matcher, RecordedCall, index_calls
@@ -256,9 +257,11 @@ def _recorded_input(
     types: Any = None,
     rows: list[EventRow] | None = None,
     read: dict[str, bytes] | None = None,
+    opaque: bool = False,
 ) -> tuple[Any, dict[str, Any], events.RunStarted]:
     """The run's input (decoded), its config and its ``run_started`` event (``rows``: its events, if read;
-    ``read``: blobs already read, among which the input and config may be)."""
+    ``read``: blobs already read, among which the input and config may be; ``opaque``: a value stored
+    only as its repr, which a graph without a checkpointer may be given, is an :class:`serde.Opaque`)."""
     if rows is None:
         rows = tape.store.events(run.run_id, [events.RunStarted.KIND])
     rows = _of(rows, events.RunStarted.KIND)
@@ -280,7 +283,7 @@ def _recorded_input(
     if isinstance(config, str):
         config = json.loads(found[config])
     # ``types``: the classes the replayed graph declares (graphtape.typepolicy); nothing else is rebuilt
-    value = serde.decode_value(json.loads(found[started.input]), tape.store.get_json, types)
+    value = serde.decode_value(json.loads(found[started.input]), tape.store.get_json, types, opaque=opaque)
     return value, config, started
 
 
@@ -558,8 +561,12 @@ def _core(
     if mode == "strict" and edit is None and not overrides and not live_from and debugger is None:
         state_check = StateCheck.from_events(tape, {r.run_id: recorded_rows[r.run_id] for r in chain[start_index:]})
     new_thread = thread_id or f"replay-{new_run_id or clock.new_id()}"
+    # runs of a graph recorded without a checkpointer: their state may hold values stored only as a placeholder
+    opaque = any((r.meta or {}).get(NO_CHECKPOINTER_META) for r in chain)
     # (a thread named here is new: no checkpoint of it can be stored yet)
-    saver = _saver(tape, graph, mode, debugger, new_run_id, fresh_thread=None if thread_id else new_thread)
+    saver = _saver(
+        tape, graph, mode, debugger, new_run_id, fresh_thread=None if thread_id else new_thread, opaque=opaque
+    )
     recorder = tape.record(graph, name=target.graph, checkpointer=saver)
     if not thread_id:
         # the first replayed run has no previous run on that thread: not looked up (a store read per replay)
@@ -582,9 +589,8 @@ def _core(
     # (the debugger answers calls itself, and a replay that diverged or failed reads its events).
     served_totals = mode == "strict" and debugger is None
     # the debugger pauses at calls, tasks and checkpoints, and answers calls with what the user injects
-    plan = ReplayPlan(
-        answerer if debugger is None else debugger.answerer(answerer), mode, meta={"replay_mode": mode, **(meta or {})}
-    )
+    plan_meta = {"replay_mode": mode, **({NO_CHECKPOINTER_META: True} if opaque else {}), **(meta or {})}
+    plan = ReplayPlan(answerer if debugger is None else debugger.answerer(answerer), mode, meta=plan_meta)
     output: Any = None
     status = "finished"
     divergence: dict[str, Any] | None = None
@@ -603,7 +609,7 @@ def _core(
         if index < start_index:
             continue
         value, rec_config, started = _recorded_input(
-            tape, original, recorder.types, recorded_rows[original.run_id], recorded[original.run_id].inputs
+            tape, original, recorder.types, recorded_rows[original.run_id], recorded[original.run_id].inputs, opaque
         )
         if state_check is not None:
             state_check.resumed = _resumed_tasks(value, chain, index, recorded_rows)
@@ -718,21 +724,36 @@ def _core(
 
 
 def _saver(
-    tape: Tape, graph: Any, mode: str, debugger: Any, new_run_id: str | None, fresh_thread: str | None = None
+    tape: Tape,
+    graph: Any,
+    mode: str,
+    debugger: Any,
+    new_run_id: str | None,
+    fresh_thread: str | None = None,
+    *,
+    opaque: bool = False,
 ) -> Any:
-    """The saver a replay records with: None (the graph's own, or graphtape's) unless it is a strict replay
-    on graphtape's saver that holds its rows to its end, whose checkpoints need no worker thread
-    (:mod:`graphtape.replay.saver`). The debugger pauses at checkpoints and a replay followed live by the
-    id chosen for it writes as it goes: both keep graphtape's saver."""
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+    """The saver a replay records with: the graph's own checkpointer, else graphtape's.
 
+    Always one that keeps the replay's thread: a chain of runs replays on one
+    thread, as recorded (a graph without a checkpointer runs each call on a
+    thread of its own only when recorded for its user). A strict replay on
+    graphtape's saver that holds its rows to its end has checkpoints that need
+    no worker thread (:mod:`graphtape.replay.saver`); the debugger pauses at
+    checkpoints and a replay followed live by the id chosen for it writes as it
+    goes: both keep graphtape's saver. ``opaque``: the replayed runs' graph had
+    no checkpointer, and a value it cannot store is a placeholder, as recorded.
+    """
+    own = own_checkpointer(graph)
+    if own is not None:
+        return own
     if mode != "strict" or debugger is not None or new_run_id is not None:
-        return None
-    if isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver):
-        return None
+        from graphtape.runtime.saver import saver_for
+
+        return saver_for(tape.store, opaque=opaque)
     from graphtape.replay.saver import ReplaySaver
 
-    return ReplaySaver(tape.store, fresh_thread=fresh_thread)
+    return ReplaySaver(tape.store, fresh_thread=fresh_thread, opaque=opaque)
 
 
 def _start(

@@ -60,8 +60,8 @@ class ReplaySaver(GraphtapeSaver):
     in a worker thread otherwise, as graphtape's saver does.
     """
 
-    def __init__(self, store: Any, *, serde_: Any = None, fresh_thread: str | None = None):
-        super().__init__(store, serde_=serde_)
+    def __init__(self, store: Any, *, serde_: Any = None, fresh_thread: str | None = None, opaque: bool = False):
+        super().__init__(store, serde_=serde_, opaque=opaque)
         #: the thread the replay named for itself (``replay-<new id>``), until this saver puts a
         #: checkpoint on it: nothing can be stored under that name before, so the read LangGraph
         #: makes of it as the run begins is answered without a query (one SELECT per replay; an

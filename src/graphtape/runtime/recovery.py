@@ -31,6 +31,7 @@ from graphtape import events, serde
 from graphtape.errors import EffectInDoubt
 from graphtape.record.answer import Decision, ReplayPlan
 from graphtape.record.effect import NOT_DONE, reconcilers
+from graphtape.recorder import NO_CHECKPOINTER_META, thread_saver
 from graphtape.replay.answerer import TapeAnswerer
 from graphtape.replay.matcher import Matcher
 from graphtape.runtime.lease import lease_name
@@ -230,8 +231,12 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     if not wrote_checkpoint and started is not None and started.input is not None:
         from graphtape.typepolicy import TypePolicy
 
+        # (a graph without a checkpointer may have been given a value stored only as its repr)
         run_input = serde.decode_value(
-            store.get_json(started.input), store.get_json, TypePolicy.for_graph(graph, tape.types)
+            store.get_json(started.input),
+            store.get_json,
+            TypePolicy.for_graph(graph, tape.types),
+            opaque=bool((run.meta or {}).get(NO_CHECKPOINTER_META)),
         )
 
     # The crashed run is closed first, so that a recovery that crashes in turn
@@ -239,8 +244,12 @@ def _recover_one(tape: Tape, run: RunRecord, graph: Any) -> Recovery:
     if run.status == "running":  # a run stopped by Ctrl-C keeps ``interrupted``; ``recovered_by`` marks it done
         store.write(WriteBatch(run_updates=[(run.run_id, crashed_update(store, run))]))
     matcher = Matcher.from_store(store, list(reversed(chain)))
-    recorder = tape.record(graph, name=run.graph)
-    recorder.plan = ReplayPlan(RecoveryAnswerer(matcher, chain), "recover", meta={"recovers": run.run_id})
+    # on the thread it crashed on, whatever the graph was compiled with (a run of a graph without a
+    # checkpointer ran on a thread of its own, whose checkpoints may hold placeholders)
+    no_checkpointer = bool((run.meta or {}).get(NO_CHECKPOINTER_META))
+    recorder = tape.record(graph, name=run.graph, checkpointer=thread_saver(tape, graph, opaque=no_checkpointer))
+    meta: dict[str, Any] = {"recovers": run.run_id, **({NO_CHECKPOINTER_META: True} if no_checkpointer else {})}
+    recorder.plan = ReplayPlan(RecoveryAnswerer(matcher, chain), "recover", meta=meta)
     use_async = (run.meta or {}).get("api", "invoke") in ("ainvoke", "astream", "astream_events")
     try:
         if use_async:

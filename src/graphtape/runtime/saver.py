@@ -26,6 +26,7 @@ import asyncio
 import json
 import random
 import threading
+import warnings
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -43,7 +44,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from graphtape import serde
+from graphtape import serde, typepolicy
+from graphtape.errors import GraphtapeWarning
 from graphtape.jsontext import one_shot
 from graphtape.record.checkpoints import note_interrupts
 from graphtape.record.context import LEGACY_RUN_META_KEY, RUN_CONF_KEY, SESSIONS, session_of
@@ -149,33 +151,55 @@ def _stored_metadata(metadata: Mapping[str, Any], session: Any, *, own: bool = F
         return serde.to_jsonable(out)
 
 
-#: store id -> the saver :func:`saver_for` made on it, while someone uses that saver
-_SAVERS: weakref.WeakValueDictionary[int, GraphtapeSaver] = weakref.WeakValueDictionary()
+#: (store id, opaque) -> the saver :func:`saver_for` made on it, while someone uses that saver
+_SAVERS: weakref.WeakValueDictionary[tuple[int, bool], GraphtapeSaver] = weakref.WeakValueDictionary()
+
+#: the key of the placeholder a checkpoint holds for a value that could not be stored (``opaque`` savers)
+UNSTORED_KEY = "graphtape_unstored"
 
 
-def saver_for(store: TapeStore) -> GraphtapeSaver:
-    """graphtape's LangGraph saver on ``store`` (what a recorded graph without a checkpointer uses).
+def saver_for(store: TapeStore, *, opaque: bool = False) -> GraphtapeSaver:
+    """graphtape's LangGraph saver on ``store`` (``Tape.saver``: durable threads for a recorded graph).
 
     One saver per store while it is in use, so its cache of the last
     checkpoint of each thread (which lets an unchanged channel value be
     reused without serialising it again) is shared by everyone writing
     through it. The store does not build the saver itself: the saver belongs
     to the runtime (it links checkpoints to the recording run), and the store
-    interface knows nothing above it.
+    interface knows nothing above it. ``opaque``: the saver of the runs of a
+    graph without a checkpointer (see :class:`GraphtapeSaver`).
     """
-    saver = _SAVERS.get(id(store))
+    key = (id(store), opaque)
+    saver = _SAVERS.get(key)
     if saver is None or saver.store is not store:  # none yet, or an id reused after its store was freed
-        saver = GraphtapeSaver(store)
-        _SAVERS[id(store)] = saver
+        saver = GraphtapeSaver(store, opaque=opaque)
+        _SAVERS[key] = saver
     return saver
 
 
-class GraphtapeSaver(BaseCheckpointSaver):
-    """A ``BaseCheckpointSaver`` storing checkpoints beside the tape, in the same transactions."""
+def unstored(value: Any) -> dict[str, str]:
+    """The placeholder an ``opaque`` saver stores for a value it cannot serialise: its class, no data."""
+    cls = value.cls if isinstance(value, serde.Opaque) else typepolicy.qualname(type(value))
+    return {UNSTORED_KEY: cls}
 
-    def __init__(self, store: TapeStore, *, serde_: Any = None):
+
+class GraphtapeSaver(BaseCheckpointSaver):
+    """A ``BaseCheckpointSaver`` storing checkpoints beside the tape, in the same transactions.
+
+    ``opaque``: the saver graphtape runs a graph compiled without a checkpointer on. LangGraph
+    never serialises such a graph's state, so a value no serializer knows (a ``RunnableLambda``,
+    a client object) must not fail the run when recorded: its checkpoints hold a placeholder
+    (:func:`unstored`) in its place, with one :class:`~graphtape.GraphtapeWarning` per run and
+    class, and the run goes on with the value itself (checkpoints are only read back by a
+    recovery or a replay of that run, never by the next call: each call is a thread of its own).
+    """
+
+    def __init__(self, store: TapeStore, *, serde_: Any = None, opaque: bool = False):
         super().__init__(serde=serde_)
         self.store = store
+        self.opaque = opaque
+        #: (run id, class) whose placeholder was warned about (bounded: cleared past 4096)
+        self._warned: set[tuple[str | None, str]] = set()
         self._lock = threading.Lock()
         # (thread, ns) -> (checkpoint id, channel versions, channel -> address, source)
         self._last: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, str], str | None]] = {}
@@ -269,7 +293,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
             return "__start__", listed_calls
         return "", listed_calls
 
-    def _blob(self, value: Any, batch: WriteBatch) -> str:
+    def _blob(self, value: Any, batch: WriteBatch, run_id: str | None = None) -> str:
         cls = type(value)
         small = cls in _SMALL_SCALARS and (cls is not str or len(value) <= 64)
         if small:
@@ -277,7 +301,12 @@ class GraphtapeSaver(BaseCheckpointSaver):
             if known is not None:
                 batch.blobs[known[0]] = known[1]
                 return known[0]
-        type_, data = self.serde.dumps_typed(value)
+        try:
+            type_, data = self.serde.dumps_typed(value)
+        except (TypeError, ValueError):
+            if not self.opaque:
+                raise
+            type_, data = self.serde.dumps_typed(self._storable(value, run_id))
         blob = _typed_blob(type_, data)
         h = serde.digest(blob)
         batch.blobs[h] = blob
@@ -287,11 +316,44 @@ class GraphtapeSaver(BaseCheckpointSaver):
             self._scalars[(cls, value)] = (h, blob)
         return h
 
-    def _value(self, value: Any, batch: WriteBatch, session: Any) -> str:
+    def _value(self, value: Any, batch: WriteBatch, session: Any, run_id: str | None = None) -> str:
         """A checkpoint's channel value put in ``batch``: a list of messages as a chain, else one blob."""
         if self.chain_lists and chainable(value):
             return self._lists.put(value, batch, self.store, session)
-        return self._blob(value, batch)
+        return self._blob(value, batch, run_id)
+
+    def _storable(self, value: Any, run_id: str | None) -> Any:
+        """``value`` with each part the serializer refuses replaced by its placeholder (``opaque`` savers).
+
+        Only the refused parts: a dict or list holding one such value keeps the
+        rest of its items. Walked only once a value has failed to serialise.
+        """
+        try:
+            self.serde.dumps_typed(value)
+            return value
+        except (TypeError, ValueError):
+            pass
+        if type(value) is dict:
+            return {k: self._storable(v, run_id) for k, v in value.items()}
+        if type(value) in (list, tuple):
+            return type(value)(self._storable(v, run_id) for v in value)
+        placeholder = unstored(value)
+        key = (run_id, placeholder[UNSTORED_KEY])
+        # (an Opaque is the placeholder a replay was given for a value its recording warned about)
+        if key not in self._warned and not isinstance(value, serde.Opaque):
+            if len(self._warned) >= 4096:
+                self._warned.clear()
+            self._warned.add(key)
+            warnings.warn(
+                GraphtapeWarning(
+                    f"run {run_id or '?'}: a value of type {key[1]} cannot be stored in a checkpoint; "
+                    "the graph has no checkpointer, so the run goes on with it and its checkpoints hold a "
+                    f"placeholder ({{{UNSTORED_KEY!r}: {key[1]!r}}}). A replay or recovery of the run sees the "
+                    "placeholder: keep serialisable data in the state to replay the value itself"
+                ),
+                stacklevel=2,
+            )
+        return placeholder
 
     def _load(self, addresses: dict[str, str]) -> dict[str, Any]:
         blobs = self.store.get_blobs(addresses.values())
@@ -413,7 +475,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
                 or channel not in versions
                 or last_versions.get(channel) != versions[channel]
             ):
-                h = self._value(value, batch, session)
+                h = self._value(value, batch, session, rid)
             addresses[channel] = h
         full_metadata = _stored_metadata(get_checkpoint_metadata(config, metadata), session, own=True)
         step = full_metadata.get("step")
@@ -471,6 +533,7 @@ class GraphtapeSaver(BaseCheckpointSaver):
         rows = batch.writes
         blob = self._blob
         special = WRITES_IDX_MAP.get
+        rid = conf.get(RUN_CONF_KEY)
         for idx, (channel, value) in enumerate(writes):
             # positional, as CheckpointRow's in put (WriteRow's field order)
             rows.append(
@@ -482,13 +545,12 @@ class GraphtapeSaver(BaseCheckpointSaver):
                     task_path,
                     special(channel, idx),
                     channel,
-                    blob(value, batch),
+                    blob(value, batch, rid),
                     replace,
                 )
             )
         if replace and any(channel == INTERRUPT for channel, _ in writes):
             note_interrupts(config, writes)
-        rid = conf.get(RUN_CONF_KEY)
         self._write(SESSIONS.get(rid) if rid else None, batch, defer=True)
 
     def delete_thread(self, thread_id: str) -> None:

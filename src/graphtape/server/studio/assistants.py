@@ -14,7 +14,18 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphtape.recorder import thread_saver
 from graphtape.server.studio.schemas import graph_schemas
+
+
+def _recorded(tape: Any, graph: Any, name: str) -> Any:
+    """A served graph, recorded on durable threads: its own checkpointer, else graphtape's saver.
+
+    A client's thread persists across its runs (a chat's turns, the answer to an interrupt), as
+    on LangGraph's server, which gives a served graph compiled without a checkpointer its own.
+    """
+    return tape.record(graph, name=name, checkpointer=thread_saver(tape, graph))
+
 
 __all__ = ["ASSISTANT_NAMESPACE", "AssistantEntry", "Assistants", "assistant_id_for"]
 
@@ -101,7 +112,7 @@ class Assistants:
         self.entries: dict[str, AssistantEntry] = {}
         for name, graph in graphs.items():
             graph = self._with_store(graph)
-            self.entries[name] = AssistantEntry(name, graph, tape.record(graph, name=name))
+            self.entries[name] = AssistantEntry(name, graph, _recorded(tape, graph, name))
         self.custom: dict[str, AssistantEntry] = {}
 
     def find(self, assistant_id_or_graph: str) -> AssistantEntry | None:
@@ -138,7 +149,7 @@ class Assistants:
                 e.load_error = error
             return entry
         graph = self._with_store(graph)
-        recorded = self.tape.record(graph, name=graph_id)
+        recorded = _recorded(self.tape, graph, graph_id)
         if entry is None:
             entry = self.entries[graph_id] = AssistantEntry(graph_id, graph, recorded)
             return entry

@@ -32,6 +32,7 @@ from langgraph.types import Command
 
 from graphtape import events
 from graphtape.record.answer import ReplayPlan
+from graphtape.recorder import thread_saver
 from graphtape.replay.lineage import recovered_line
 from graphtape.replay.matcher import Matcher
 from graphtape.runtime.recovery import RecoveryAnswerer, crashed_update, recovery_chain, stopped_by_user
@@ -79,7 +80,13 @@ async def resumption(runs: Runs, row: QueuedRun, assistant: AssistantEntry) -> R
         update.update(crashed_update(store, latest))
     # marked before the recovery starts: if it dies too, the next attempt finds it through the chain
     store.write(WriteBatch(run_updates=[(latest.run_id, update)]))
-    recorded = runs.tape.record(assistant.graph, name=row.graph_id, lease_ttl=runs.lease_seconds)
+    # (the served graph's threads persist: its own checkpointer, else graphtape's saver, as when it ran)
+    recorded = runs.tape.record(
+        assistant.graph,
+        name=row.graph_id,
+        lease_ttl=runs.lease_seconds,
+        checkpointer=thread_saver(runs.tape, assistant.graph),
+    )
     matcher = Matcher.from_store(store, list(reversed(chain)))
     recorded.plan = ReplayPlan(RecoveryAnswerer(matcher, chain), "recover", meta={"recovers": latest.run_id})
     wrote_checkpoint = any(bool(store.events(rid, [events.Checkpoint.KIND])) for rid in chain)
