@@ -182,7 +182,8 @@ def _templates(folder: Path) -> dict[str, WriteBatch]:
             thread = f"template-{name}"
             config = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
             with contextlib.suppress(ValueError):
-                tape.record(graph, name=name).invoke(first, config)
+                # durable threads: the template is the thread's runs, read back by its name
+                tape.record(graph, name=name, checkpointer=tape.saver).invoke(first, config)
             runs = tape.store.list_runs(thread_id=thread, limit=None)
             if label:
                 tape.label(runs[0].run_id, label)

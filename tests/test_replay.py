@@ -704,7 +704,7 @@ def test_a_run_of_the_chain_that_ends_otherwise_than_recorded_is_a_divergence(ta
         return {"log": ["flaky"]}
 
     graph = StateGraph(Log).add_node("flaky", flaky).add_edge(START, "flaky").compile()
-    rec = tape.record(graph, name="flaky")
+    rec = tape.record(graph, name="flaky", checkpointer=tape.saver)
     cfg = {"configurable": {"thread_id": "t-1"}}
     rec.invoke({"log": []}, cfg)
     assert tape.run(rec.last_run_id).status == "interrupted"

@@ -188,7 +188,7 @@ def test_a_copy_of_a_past_checkpoint_with_updates_as_named_tuples(tape):
     kept on the tape as named tuples (not a repr the replay cannot rebuild)."""
     from langgraph.types import StateUpdate
 
-    rec = tape.record(build_ask())
+    rec = tape.record(build_ask(), checkpointer=tape.saver)
     rec.invoke({"log": []}, cfg("copy"))
     rec.invoke(Command(resume="hello"), cfg("copy"))
     past = snapshot_before(rec, "copy", "human").config

@@ -156,7 +156,7 @@ def test_size_warning_and_sampling(tape):
     sizes = {rid: naive_tape_bytes(tape.store, rid) for rid in ids}
     threshold = sorted(sizes.values())[1]  # two or three runs are over it
     stats = collect_stats(tape, size_warning=threshold)
-    over = sorted(((r, b) for r, b in sizes.items() if b > threshold), key=lambda x: -x[1])
+    over = sorted(((r, b) for r, b in sizes.items() if b > threshold), key=lambda x: (-x[1], x[0]))
     assert stats.large_runs_count == len(over) and stats.large_runs == over
     assert stats.large_checkpoints_count == sum(1 for *_, b in stats.large_checkpoints)
     assert collect_stats(tape, size_warning=10**9).large_runs_count == 0

@@ -21,20 +21,19 @@ from graphtape import events, serde
 from graphtape.cli.render import (
     CALL_STYLES,
     SOURCE_STYLES,
-    clip,
-    display_value,
     fmt_duration,
     fmt_time,
     keep_tail,
-    response_summary,
     short_id,
     short_thread,
     state_lines,
     status_text,
     summarize,
 )
+from graphtape.debug.display import display_value
 from graphtape.pricing import no_price_hint
 from graphtape.store.base import EventRow, RunRecord
+from graphtape.summary import clip, response_summary
 
 _E = TypeVar("_E", bound=events.Event)
 

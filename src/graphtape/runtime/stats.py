@@ -525,7 +525,8 @@ def collect_stats(
     cache.trim(
         {r.run_id for r in sample}, {(row.thread_id, row.checkpoint_ns, row.checkpoint_id) for row in checkpoints}
     )
-    large_runs = sorted(((rid, b) for rid, b in tape_sizes if b > size_warning), key=lambda x: -x[1])
+    # largest first, ties by run id: the same answer from every store
+    large_runs = sorted(((rid, b) for rid, b in tape_sizes if b > size_warning), key=lambda x: (-x[1], x[0]))
     large_cps = sorted((c for c in cp_sizes if c[2] > size_warning), key=lambda x: -x[2])
     archives = tape.store.archived_threads()
     return Stats(

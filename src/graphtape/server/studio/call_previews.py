@@ -20,9 +20,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from graphtape import serde
-from graphtape.cli.render import clip, message_summary, response_summary
 from graphtape.debug.display import display_value
 from graphtape.store.base import EventRow
+from graphtape.summary import clip, message_summary, response_summary
 
 if TYPE_CHECKING:
     from graphtape.tape import Tape
