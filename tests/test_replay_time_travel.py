@@ -329,6 +329,34 @@ def test_autorecording_keeps_the_update_state_calls_of_a_graph(tmp_path):
     assert {k: Pregel.__dict__[k] for k in methods} == methods  # put back after the block
 
 
+def test_autorecording_an_update_of_a_subgraphs_namespace_is_one_update(tmp_path):
+    # LangGraph's update_state on a subgraph's namespace calls the subgraph's own update_state, on a
+    # graph compiled without a checkpointer: part of the recorded update, not a recording of its own
+    # (it recursed between the two recorders until the stack ran out)
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphtape.testing.cassette import Cassette
+
+    def ask(s: Ask) -> Ask:
+        return {"log": [f"human:{interrupt('what now?')}"]}
+
+    sub = StateGraph(Ask).add_node("ask", ask).add_edge(START, "ask").compile()
+    parent = StateGraph(Ask).add_node("sub", sub).add_edge(START, "sub").compile(checkpointer=InMemorySaver())
+    cassette = Cassette(tmp_path / "sub.jsonl", "all")
+    try:
+        with cassette.autorecording():
+            parent.invoke({"log": []}, cfg("nested"))
+            (task,) = parent.get_state(cfg("nested"), subgraphs=True).tasks
+            forked = parent.update_state(task.state.config, {"log": ["edited"]})
+            assert forked["configurable"]["checkpoint_ns"].startswith("sub:")
+            parent.invoke(Command(resume="yes"), cfg("nested"))
+        assert parent.get_state(cfg("nested")).values["log"] == ["edited", "human:yes"]
+        (update,) = cassette.tape.events(cassette.run_ids[-1], ["state_update"])  # recorded once, by the parent
+        assert update.data["ns"].startswith("sub:")
+    finally:
+        cassette.close()
+
+
 @pytest.mark.parametrize("own_history", [True, False], ids=["checkpointer-true", "per-task"])
 def test_time_travel_to_a_subgraph_checkpoint_and_a_fork_there(tape, own_history):
     # the subgraph's checkpoint (`checkpoint_ns` "sub", or "sub:<task id>", which differs in the

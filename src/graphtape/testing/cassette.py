@@ -23,6 +23,7 @@ tape, by request, not by the order of invocations.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 import tempfile
@@ -36,6 +37,8 @@ MODES = ("none", "once", "new_episodes", "all")
 #: thread ids of the runs loaded from a cassette get this prefix, so that a
 #: test that names its threads ("t1") starts them afresh
 LOADED_THREAD_PREFIX = "graphtape-cassette:"
+#: set while a recorder's update_state runs: the graph updates it makes inside are LangGraph's own
+_UPDATING: contextvars.ContextVar[bool] = contextvars.ContextVar("graphtape_cassette_updating", default=False)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]]+")
 
 
@@ -210,10 +213,32 @@ class Cassette:
             )
 
         def updating(name: str) -> Any:
-            # an update_state between runs is kept for the thread's next run, which a replay repeats
+            # An update_state between runs is kept for the thread's next run, which a replay repeats.
+            # The recorder's update calls LangGraph's, which updates a subgraph's namespace through the
+            # subgraph's own method: that inner call is part of the recorded one, and goes to LangGraph.
+            if name.startswith("a"):
+
+                async def aupdate(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                    rec = None if _UPDATING.get() else target(graph)
+                    if rec is None:
+                        return await saved[name](graph, *args, **kwargs)
+                    token = _UPDATING.set(True)
+                    try:
+                        return await getattr(rec, name)(*args, **kwargs)
+                    finally:
+                        _UPDATING.reset(token)
+
+                return aupdate
+
             def update(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                rec = target(graph)
-                return saved[name](graph, *args, **kwargs) if rec is None else getattr(rec, name)(*args, **kwargs)
+                rec = None if _UPDATING.get() else target(graph)
+                if rec is None:
+                    return saved[name](graph, *args, **kwargs)
+                token = _UPDATING.set(True)
+                try:
+                    return getattr(rec, name)(*args, **kwargs)
+                finally:
+                    _UPDATING.reset(token)
 
             return update
 
