@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from graphtape.jsontext import json_depth
+from graphtape.server.studio.guard import replayed
 from graphtape.store.runqueue_base import MAX_STORED_DEPTH, UnreadableValue
 
 __all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_POSITION", "JsonDepthLimit", "install"]
@@ -89,16 +90,7 @@ class JsonDepthLimit:
             )
             await _error(422, refusal)(scope, receive, send)
             return
-        handed = False
-
-        async def replay() -> Message:
-            nonlocal handed
-            if not handed:
-                handed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replayed(body, receive), send)
 
 
 def install(app: FastAPI, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> None:

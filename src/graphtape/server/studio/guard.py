@@ -158,6 +158,21 @@ def token_cookie_name(scope: Scope) -> str:
     return f"graphtape-token-{server[1]}" if server and server[1] else "graphtape-token"
 
 
+def replayed(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app ``body`` (already read whole by a middleware) first, then
+    whatever ``receive`` brings (a client's disconnect)."""
+    handed = False
+
+    async def replay() -> Message:
+        nonlocal handed
+        if not handed:
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class Guard:
     """ASGI middleware: the Host, token, cross-site, content type and body size checks (module docstring).
 
@@ -227,17 +242,7 @@ class Guard:
             chunks.append(chunk)
             if not message.get("more_body"):
                 break
-        body = b"".join(chunks)
-        handed = False
-
-        async def replay() -> Message:
-            nonlocal handed
-            if not handed:
-                handed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replayed(b"".join(chunks), receive), send)
 
     def _readable(self, headers: dict[str, str], send: Send) -> Send:
         """``send`` for a refusal: with the CORS headers the app would give the request's origin,
